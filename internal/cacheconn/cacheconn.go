@@ -1,0 +1,130 @@
+// Package cacheconn builds the valkey-go client of the cache from the
+// worker's configuration, so every binary and test connects the same way.
+package cacheconn
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// ErrConfig marks a configuration that cannot work; start-up stops on it.
+var ErrConfig = errors.New("cache configuration")
+
+// Config says where the cache is and how to log in. The zero value is not
+// usable: Endpoint is required.
+type Config struct {
+	// Endpoint is the host:port of the cache (CACHE_ENDPOINT). Required. One
+	// address is enough: the client discovers the other cluster nodes.
+	Endpoint string
+	// TLS encrypts every connection (CACHE_TLS, default true). ElastiCache
+	// Serverless accepts TLS only; plaintext is for explicit local use.
+	TLS bool
+	// CAFile names a PEM file whose certificates are trusted beside the
+	// system roots (CACHE_CA_FILE, default none), for local stacks.
+	CAFile string
+	// Username and Password log in as an ACL user (CACHE_USERNAME,
+	// CACHE_PASSWORD, default none: the server's default user).
+	Username string
+	Password string
+}
+
+// FromEnv reads the configuration from environment variables through getenv
+// (os.Getenv in production) and validates it.
+func FromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		Endpoint: getenv("CACHE_ENDPOINT"),
+		TLS:      true,
+		CAFile:   getenv("CACHE_CA_FILE"),
+		Username: getenv("CACHE_USERNAME"),
+		Password: getenv("CACHE_PASSWORD"),
+	}
+	if v := getenv("CACHE_TLS"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: CACHE_TLS=%q is not true or false", ErrConfig, v)
+		}
+		c.TLS = on
+	}
+	return c, c.Validate()
+}
+
+// Validate reports the first problem that would stop a connection.
+func (c Config) Validate() error {
+	if c.Endpoint == "" {
+		return fmt.Errorf("%w: CACHE_ENDPOINT is required (host:port)", ErrConfig)
+	}
+	if _, port, err := net.SplitHostPort(c.Endpoint); err != nil || port == "" {
+		return fmt.Errorf("%w: CACHE_ENDPOINT=%q is not host:port", ErrConfig, c.Endpoint)
+	}
+	if c.CAFile != "" && !c.TLS {
+		return fmt.Errorf("%w: CACHE_CA_FILE is set but CACHE_TLS is false", ErrConfig)
+	}
+	if c.Password != "" && c.Username == "" {
+		return fmt.Errorf("%w: CACHE_PASSWORD needs CACHE_USERNAME", ErrConfig)
+	}
+	return nil
+}
+
+// ClientOption turns the configuration into valkey-go options.
+func (c Config) ClientOption() (valkey.ClientOption, error) {
+	if err := c.Validate(); err != nil {
+		return valkey.ClientOption{}, err
+	}
+	opt := valkey.ClientOption{
+		InitAddress: []string{c.Endpoint},
+		Username:    c.Username,
+		Password:    c.Password,
+		// The worker never reads cached values, so client-side caching would
+		// only add CLIENT TRACKING traffic.
+		DisableCache: true,
+	}
+	if c.TLS {
+		cfg, err := c.tlsConfig()
+		if err != nil {
+			return valkey.ClientOption{}, err
+		}
+		opt.TLSConfig = cfg
+	}
+	return opt, nil
+}
+
+func (c Config) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.CAFile == "" {
+		return cfg, nil
+	}
+	pem, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: CACHE_CA_FILE: %w", ErrConfig, err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: CACHE_CA_FILE=%s holds no PEM certificate", ErrConfig, c.CAFile)
+	}
+	cfg.RootCAs = pool
+	return cfg, nil
+}
+
+// New connects to the cache. It fails when no node answers or the login is
+// refused, so a wrong configuration shows at start-up, not at the first event.
+func New(c Config) (valkey.Client, error) {
+	opt, err := c.ClientOption()
+	if err != nil {
+		return nil, err
+	}
+	client, err := valkey.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("connect to cache %s: %w", c.Endpoint, err)
+	}
+	return client, nil
+}

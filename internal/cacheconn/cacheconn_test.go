@@ -1,0 +1,104 @@
+package cacheconn
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestFromEnv(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    Config
+		wantErr string
+	}{
+		{
+			name: "defaults to TLS",
+			env:  map[string]string{"CACHE_ENDPOINT": "cache.example:6379"},
+			want: Config{Endpoint: "cache.example:6379", TLS: true},
+		},
+		{
+			name: "ACL user and extra CA",
+			env: map[string]string{
+				"CACHE_ENDPOINT": "127.0.0.1:7001", "CACHE_CA_FILE": "/tmp/ca.crt",
+				"CACHE_USERNAME": "app", "CACHE_PASSWORD": "secret",
+			},
+			want: Config{Endpoint: "127.0.0.1:7001", TLS: true, CAFile: "/tmp/ca.crt", Username: "app", Password: "secret"},
+		},
+		{
+			name: "plaintext only when asked",
+			env:  map[string]string{"CACHE_ENDPOINT": "localhost:6379", "CACHE_TLS": "false"},
+			want: Config{Endpoint: "localhost:6379"},
+		},
+		{name: "endpoint missing", env: map[string]string{}, wantErr: "CACHE_ENDPOINT is required"},
+		{name: "endpoint without port", env: map[string]string{"CACHE_ENDPOINT": "cache.example"}, wantErr: "is not host:port"},
+		{name: "TLS not a bool", env: map[string]string{"CACHE_ENDPOINT": "h:1", "CACHE_TLS": "yes please"}, wantErr: "CACHE_TLS"},
+		{
+			name:    "CA without TLS",
+			env:     map[string]string{"CACHE_ENDPOINT": "h:1", "CACHE_TLS": "false", "CACHE_CA_FILE": "/ca"},
+			wantErr: "CACHE_CA_FILE is set but CACHE_TLS is false",
+		},
+		{
+			name:    "password without user",
+			env:     map[string]string{"CACHE_ENDPOINT": "h:1", "CACHE_PASSWORD": "p"},
+			wantErr: "CACHE_PASSWORD needs CACHE_USERNAME",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := FromEnv(env(tt.env))
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want ErrConfig containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClientOptionCAFile(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, file := range map[string]string{"missing": filepath.Join(dir, "nope.pem"), "not PEM": notPEM} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Config{Endpoint: "h:1", TLS: true, CAFile: file}.ClientOption()
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("err = %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+func TestClientOptionTLS(t *testing.T) {
+	opt, err := Config{Endpoint: "h:1", TLS: true}.ClientOption()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opt.TLSConfig == nil {
+		t.Fatal("TLS config missing")
+	}
+	opt, err = Config{Endpoint: "h:1"}.ClientOption()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opt.TLSConfig != nil {
+		t.Fatal("TLS on although the config turned it off")
+	}
+}
