@@ -1,0 +1,45 @@
+# shellcheck shell=bash
+# Environment of the local stack, for tools, tests and the worker:
+#   . localstack/env.sh
+# Every value can be overridden by exporting it first. The names are the
+# worker's own configuration variables, so a binary run in this shell talks
+# to the local stack.
+
+INVALIDATOR_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export INVALIDATOR_ROOT
+export LOCAL_STATE="${LOCAL_STATE:-$INVALIDATOR_ROOT/.local}"
+
+# Tools installed in the usual places are found even from a bare shell (CI, cron).
+for dir in /usr/local/go/bin "$HOME/go/bin" "${PYENV_ROOT:-$HOME/.pyenv}/shims" "$HOME/.local/bin" "$LOCAL_STATE/go/bin"; do
+  case ":$PATH:" in *":$dir:"*) ;; *) [ -d "$dir" ] && PATH="$dir:$PATH" ;; esac
+done
+export PATH
+
+# AWS: moto on one port, like LocalStack. Dummy credentials: moto accepts any,
+# and LocalStack takes a 12-digit key as the account, so both use this one.
+export MOTO_PORT="${MOTO_PORT:-4566}"
+export AWS_ENDPOINT_URL="${AWS_ENDPOINT_URL:-http://127.0.0.1:$MOTO_PORT}"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+export AWS_DEFAULT_REGION="$AWS_REGION"
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-123456789012}"
+export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+export AWS_ACCOUNT_ID="${AWS_ACCOUNT_ID:-123456789012}"
+export AWS_PAGER=""
+
+# Cache: a 3-master TLS-only cluster with the default user off and one ACL
+# user, which is how ElastiCache Serverless presents itself to a client.
+export CACHE_PORTS="${CACHE_PORTS:-7001 7002 7003}"
+export CACHE_ENDPOINT="${CACHE_ENDPOINT:-127.0.0.1:${CACHE_PORTS%% *}}"
+export CACHE_TLS="${CACHE_TLS:-true}"
+export CACHE_CA_FILE="${CACHE_CA_FILE:-$LOCAL_STATE/tls/ca.crt}"
+export CACHE_USERNAME="${CACHE_USERNAME:-app}"
+export CACHE_PASSWORD="${CACHE_PASSWORD:-local-dev-password-0123456789}"
+
+# Resource names, shared with init/ready.d/10-resources.sh and template.yaml.
+export TOPIC_NAME="${TOPIC_NAME:-cache-changes}"
+export QUEUE_NAME="${QUEUE_NAME:-cache-invalidation}"
+export DLQ_NAME="${DLQ_NAME:-cache-invalidation-dlq}"
+export RAW_QUEUE_NAME="${RAW_QUEUE_NAME:-cache-invalidation-raw}"
+export TABLE_NAME="${TABLE_NAME:-Products}"
+export TOPIC_ARN="${TOPIC_ARN:-arn:aws:sns:$AWS_REGION:$AWS_ACCOUNT_ID:$TOPIC_NAME}"
+export QUEUE_URL="${QUEUE_URL:-$AWS_ENDPOINT_URL/$AWS_ACCOUNT_ID/$QUEUE_NAME}"

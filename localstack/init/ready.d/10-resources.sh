@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Creates the AWS resources the worker uses, with the names template.yaml uses.
+# Runs against whatever AWS_ENDPOINT_URL names: moto (localstack/up.sh) or
+# LocalStack, where it is mounted as a ready hook. Idempotent: every step
+# looks before it creates, so running it twice changes nothing.
+set -euo pipefail
+
+# LocalStack runs its hooks inside the container, where the endpoint is local.
+export AWS_ENDPOINT_URL="${AWS_ENDPOINT_URL:-http://localhost:4566}"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+export AWS_DEFAULT_REGION="$AWS_REGION"
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-123456789012}" # LocalStack: the account ID
+export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+export AWS_PAGER=""
+
+topic="${TOPIC_NAME:-cache-changes}"
+queue="${QUEUE_NAME:-cache-invalidation}"
+dlq="${DLQ_NAME:-cache-invalidation-dlq}"
+raw_queue="${RAW_QUEUE_NAME:-cache-invalidation-raw}"
+table="${TABLE_NAME:-Products}"
+max_receive_count="${MAX_RECEIVE_COUNT:-5}"
+visibility_timeout="${VISIBILITY_TIMEOUT:-30}"
+
+# awscli v1 sends SQS calls to queue.amazonaws.com unless the endpoint is
+# given as a flag, whatever AWS_ENDPOINT_URL says; so pass it to every call.
+# Inside a LocalStack container without the plain CLI, awslocal does the same.
+if command -v aws >/dev/null; then
+  awscli() { aws --endpoint-url "$AWS_ENDPOINT_URL" --output text "$@"; }
+else
+  awscli() { awslocal --output text "$@"; }
+fi
+
+queue_url() { # name -> URL, creating the queue when it is missing
+  awscli sqs get-queue-url --queue-name "$1" --query QueueUrl 2>/dev/null ||
+    awscli sqs create-queue --queue-name "$1" --query QueueUrl
+}
+
+queue_arn() { # URL -> ARN
+  awscli sqs get-queue-attributes --queue-url "$1" --attribute-names QueueArn --query Attributes.QueueArn
+}
+
+# Attribute values that are themselves JSON travel as strings inside JSON;
+# python3 does the quoting because awscli needs it anyway.
+queue_attributes() { # policy-json redrive-json|"" -> --attributes JSON
+  python3 - "$@" <<'PY'
+import json, sys
+attrs = {"Policy": sys.argv[1], "VisibilityTimeout": sys.argv[3]}
+if sys.argv[2]:
+    attrs["RedrivePolicy"] = sys.argv[2]
+print(json.dumps(attrs))
+PY
+}
+
+sns_may_send() { # queue-arn -> queue policy letting the topic deliver to it
+  printf '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"sns.amazonaws.com"},"Action":"sqs:SendMessage","Resource":"%s","Condition":{"ArnEquals":{"aws:SourceArn":"%s"}}}]}' "$1" "$topic_arn"
+}
+
+subscribe() { # queue-arn raw(true|false)
+  local existing
+  existing=$(awscli sns list-subscriptions-by-topic --topic-arn "$topic_arn" \
+    --query "Subscriptions[?Endpoint=='$1'].SubscriptionArn")
+  if [ -z "$existing" ] || [ "$existing" = "None" ]; then
+    existing=$(awscli sns subscribe --topic-arn "$topic_arn" --protocol sqs \
+      --notification-endpoint "$1" --query SubscriptionArn)
+  fi
+  awscli sns set-subscription-attributes --subscription-arn "$existing" \
+    --attribute-name RawMessageDelivery --attribute-value "$2"
+}
+
+topic_arn=$(awscli sns create-topic --name "$topic" --query TopicArn)
+
+dlq_url=$(queue_url "$dlq")
+dlq_arn=$(queue_arn "$dlq_url")
+awscli sqs set-queue-attributes --queue-url "$dlq_url" --attributes MessageRetentionPeriod=1209600
+
+redrive=$(printf '{"deadLetterTargetArn":"%s","maxReceiveCount":"%s"}' "$dlq_arn" "$max_receive_count")
+for name in "$queue" "$raw_queue"; do
+  url=$(queue_url "$name")
+  arn=$(queue_arn "$url")
+  awscli sqs set-queue-attributes --queue-url "$url" \
+    --attributes "$(queue_attributes "$(sns_may_send "$arn")" "$redrive" "$visibility_timeout")"
+  if [ "$name" = "$raw_queue" ]; then subscribe "$arn" true; else subscribe "$arn" false; fi
+done
+
+if ! awscli dynamodb describe-table --table-name "$table" --query Table.TableName >/dev/null 2>&1; then
+  awscli dynamodb create-table --table-name "$table" \
+    --attribute-definitions AttributeName=id,AttributeType=S \
+    --key-schema AttributeName=id,KeyType=HASH \
+    --billing-mode PAY_PER_REQUEST \
+    --stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES >/dev/null
+fi
+awscli dynamodb wait table-exists --table-name "$table"
+stream_arn=$(awscli dynamodb describe-table --table-name "$table" --query Table.LatestStreamArn)
+
+echo "resources ready:"
+echo "  topic       $topic_arn"
+echo "  queue       $(queue_url "$queue") (DLQ $dlq after $max_receive_count receives)"
+echo "  raw queue   $(queue_url "$raw_queue") (RawMessageDelivery=true)"
+echo "  dlq         $dlq_url"
+echo "  table       $table, stream $stream_arn"

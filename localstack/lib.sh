@@ -1,0 +1,86 @@
+# shellcheck shell=bash
+# Helpers shared by the stack scripts. Sourced, never run.
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+# shellcheck disable=SC2034 # used by the scripts that source this file
+{
+  RUN_DIR="$LOCAL_STATE/run"     # one pidfile per process the stack started
+  TLS_DIR="$LOCAL_STATE/tls"
+  CACHE_DIR="$LOCAL_STATE/cache" # one directory per cluster node
+}
+
+say() { printf '%s\n' "$*"; }
+die() { printf 'localstack: %s\n' "$*" >&2; exit 1; }
+
+# as_root runs a command as root, through sudo when we are not root.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    die "need root to run: $*"
+  fi
+}
+
+apt_install() {
+  command -v apt-get >/dev/null || die "cannot install $* (no apt-get); install it by hand"
+  say "installing $* from Debian"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port_closed() { ! port_open "$1"; }
+
+# wait_until SECONDS COMMAND... polls COMMAND every 0.2 s until it succeeds.
+wait_until() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.2
+  done
+}
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# --- tools ------------------------------------------------------------------
+
+# A real valkey-server is preferred; Debian 12 only has redis-server 7.0,
+# which speaks the same protocol and reads the same configuration.
+cache_server_bin() { command -v valkey-server || command -v redis-server; }
+cache_cli_bin() { command -v valkey-cli || command -v redis-cli; }
+
+ensure_cache_server() {
+  cache_server_bin >/dev/null && cache_cli_bin >/dev/null && return
+  apt_install redis-server redis-tools
+  cache_server_bin >/dev/null || die "redis-server is still missing after installing it"
+}
+
+ensure_openssl() { command -v openssl >/dev/null || apt_install openssl; }
+
+# moto_cmd prints the command that starts moto, installing moto if it can.
+moto_cmd() {
+  if command -v moto_server >/dev/null; then
+    echo moto_server
+  elif python3 -c 'import moto.server' 2>/dev/null; then
+    echo python3 -m moto.server
+  else
+    return 1
+  fi
+}
+
+ensure_moto() {
+  moto_cmd >/dev/null && return
+  command -v python3 >/dev/null || apt_install python3 python3-pip
+  say 'installing moto[server] with pip'
+  python3 -m pip install --quiet --user 'moto[server]' >/dev/null 2>&1 ||
+    die 'moto is missing and pip could not install it; install it with: pip install "moto[server]"'
+  moto_cmd >/dev/null || die 'moto was installed but moto_server is not on PATH'
+}
+
+# cache_cli PORT ARGS... talks to one node over TLS as the ACL user.
+cache_cli() {
+  local port=$1
+  shift
+  REDISCLI_AUTH="$CACHE_PASSWORD" "$(cache_cli_bin)" --tls --cacert "$CACHE_CA_FILE" \
+    -h 127.0.0.1 -p "$port" --user "$CACHE_USERNAME" --no-auth-warning "$@"
+}

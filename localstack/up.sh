@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Starts the local stack without Docker and prints its endpoints:
+#   - moto on 127.0.0.1:$MOTO_PORT, every AWS API on one port like LocalStack;
+#   - a 3-master cluster on 127.0.0.1:$CACHE_PORTS, TLS only, default user off,
+#     one ACL user: what ElastiCache Serverless presents to a client;
+#   - the AWS resources of init/ready.d, created against moto.
+# Idempotent: what already runs is reused, a stopped cluster node is restarted.
+# All state lives under $LOCAL_STATE (.local/); localstack/down.sh removes it.
+#
+#   up.sh            everything
+#   up.sh aws        moto and its resources only
+#   up.sh cache      the cluster only (docker-compose.yml runs it this way)
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# --- moto -------------------------------------------------------------------
+
+# aws_ready is true when the endpoint answers an SQS call, so a LocalStack
+# already listening on the port is reused as well as moto.
+aws_ready() {
+  curl -fs -o /dev/null --max-time 2 -X POST "$AWS_ENDPOINT_URL/" \
+    -H 'Content-Type: application/x-amz-json-1.0' -H 'X-Amz-Target: AmazonSQS.ListQueues' -d '{}'
+}
+
+start_moto() {
+  command -v curl >/dev/null || apt_install curl
+  if port_open "$MOTO_PORT"; then
+    aws_ready || die "port $MOTO_PORT is taken by something that does not answer AWS calls; stop it or set MOTO_PORT"
+    say "moto: reusing the server on $AWS_ENDPOINT_URL"
+    return
+  fi
+  ensure_moto
+  local cmd
+  read -ra cmd <<<"$(moto_cmd)"
+  mkdir -p "$RUN_DIR"
+  # Its own session, so the server outlives this script and a Ctrl-C in the
+  # terminal that started it; the inner shell records the pid that exec keeps.
+  # shellcheck disable=SC2016
+  setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$RUN_DIR/moto.pid" \
+    "${cmd[@]}" -H 127.0.0.1 -p "$MOTO_PORT" >"$RUN_DIR/moto.log" 2>&1 </dev/null &
+  wait_until 30 aws_ready || die "moto did not start on port $MOTO_PORT; see $RUN_DIR/moto.log"
+  say "moto: started on $AWS_ENDPOINT_URL"
+}
+
+# --- cache cluster ----------------------------------------------------------
+
+write_certs() {
+  [ -s "$TLS_DIR/ca.crt" ] && [ -s "$TLS_DIR/server.crt" ] && [ -s "$TLS_DIR/server.key" ] && return
+  ensure_openssl
+  mkdir -p "$TLS_DIR"
+  (
+    cd "$TLS_DIR"
+    openssl req -x509 -new -nodes -newkey rsa:2048 -sha256 -days 3650 \
+      -keyout ca.key -out ca.crt -subj '/CN=invalidator local CA' 2>/dev/null
+    openssl req -new -nodes -newkey rsa:2048 -sha256 \
+      -keyout server.key -out server.csr -subj '/CN=localhost' 2>/dev/null
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -days 825 -sha256 -extfile server.ext -out server.crt 2>/dev/null
+    rm -f server.csr server.ext ca.srl
+  ) || die "could not create TLS certificates in $TLS_DIR"
+}
+
+# Paths are absolute: relative ones would resolve against `dir`.
+write_node_conf() {
+  local port=$1 dir="$CACHE_DIR/$1"
+  mkdir -p "$dir" "$RUN_DIR"
+  cat >"$dir/node.conf" <<EOF
+bind 127.0.0.1
+port 0
+tls-port $port
+tls-cert-file $TLS_DIR/server.crt
+tls-key-file $TLS_DIR/server.key
+tls-ca-cert-file $TLS_DIR/ca.crt
+# Like ElastiCache: TLS for every client, but no client certificates.
+tls-auth-clients no
+tls-cluster yes
+tls-replication yes
+cluster-enabled yes
+cluster-config-file nodes.conf
+cluster-node-timeout 3000
+# A stopped node fails only the keys in its own slots, so partial failure
+# stays partial and tests can see it.
+cluster-require-full-coverage no
+dir $dir
+daemonize yes
+pidfile $RUN_DIR/cache-$port.pid
+logfile $dir/server.log
+save ""
+appendonly no
+enable-debug-command local
+# ACL users can only be declared in a config file.
+user default off
+user $CACHE_USERNAME on >$CACHE_PASSWORD ~* &* +@all
+masteruser $CACHE_USERNAME
+masterauth $CACHE_PASSWORD
+EOF
+}
+
+node_up() { cache_cli "$1" ping 2>/dev/null | grep -q PONG; }
+
+cluster_field() { # PORT FIELD -> value from CLUSTER INFO
+  cache_cli "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n "s/^$2://p"
+}
+
+cluster_ok() {
+  local port n
+  n=$(wc -w <<<"$CACHE_PORTS")
+  for port in $CACHE_PORTS; do
+    [ "$(cluster_field "$port" cluster_state)" = ok ] || return 1
+    [ "$(cluster_field "$port" cluster_slots_assigned)" = 16384 ] || return 1
+    [ "$(cluster_field "$port" cluster_known_nodes)" = "$n" ] || return 1
+  done
+}
+
+start_cache() {
+  ensure_cache_server
+  write_certs
+  local port first=${CACHE_PORTS%% *} nodes=()
+  for port in $CACHE_PORTS; do
+    nodes+=("127.0.0.1:$port")
+    node_up "$port" && continue
+    write_node_conf "$port"
+    "$(cache_server_bin)" "$CACHE_DIR/$port/node.conf" ||
+      die "cache node $port did not start; see $CACHE_DIR/$port/server.log"
+  done
+  for port in $CACHE_PORTS; do
+    wait_until 20 node_up "$port" ||
+      die "cache node $port does not answer over TLS; see $CACHE_DIR/$port/server.log"
+  done
+  # Fresh nodes own no slots; restarted ones reload theirs from nodes.conf.
+  if [ "$(cluster_field "$first" cluster_slots_assigned)" = 0 ]; then
+    cache_cli "$first" --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >"$RUN_DIR/cluster-create.log" 2>&1 ||
+      die "creating the cluster failed; see $RUN_DIR/cluster-create.log"
+  fi
+  wait_until 30 cluster_ok ||
+    die "the cluster did not reach cluster_state:ok; run localstack/down.sh, then up.sh again"
+  say "cache: $(basename "$(cache_server_bin)") cluster ok on ${nodes[*]} (TLS, user $CACHE_USERNAME)"
+}
+
+# --- resources --------------------------------------------------------------
+
+provision() {
+  local hook
+  for hook in "$INVALIDATOR_ROOT"/localstack/init/ready.d/*.sh; do
+    bash "$hook" || die "provisioning failed in $hook"
+  done
+}
+
+[ $# -gt 0 ] || set -- aws cache
+for part in "$@"; do
+  case "$part" in
+    aws) start_moto && provision ;;
+    cache) start_cache ;;
+    *) die "unknown part '$part'; use aws, cache or nothing for both" ;;
+  esac
+done
+cat <<EOF
+local stack up. Use it from a shell with:  . localstack/env.sh
+  AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL  AWS_REGION=$AWS_REGION
+  CACHE_ENDPOINT=$CACHE_ENDPOINT  CACHE_TLS=$CACHE_TLS  CACHE_USERNAME=$CACHE_USERNAME
+  CACHE_CA_FILE=$CACHE_CA_FILE
+EOF
