@@ -1,0 +1,46 @@
+# Every recipe runs in bash with the local stack's environment (localstack/env.sh),
+# so go, moto and the AWS CLI are found even from a bare shell.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+ENV := . localstack/env.sh
+FUNCTIONS := $(notdir $(wildcard functions/*))
+
+.PHONY: help setup up down local test build bench lint
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+setup: ## install what is missing: Go, redis-server, moto, AWS CLI, cfn-lint, the Lambda emulator
+	bash localstack/setup.sh
+
+up: setup ## start the local stack (moto + TLS cluster) and create its resources; idempotent
+	bash localstack/up.sh
+
+down: ## stop everything the local stack started
+	bash localstack/down.sh
+
+local: up ## run the worker on the local stack (for now: the stack and its smoke test)
+	$(ENV) && CI=true go test -count=1 ./localstack/
+	@echo "local stack is up; '. localstack/env.sh' in a shell to use it, 'make down' to stop it"
+
+test: up ## vet and test everything against the local stack, then lint the SAM template
+	$(ENV) && go vet ./...
+	$(ENV) && go test -race -count=1 ./...
+	$(ENV) && if [ -f template.yaml ]; then cfn-lint template.yaml; fi
+
+# GOARCH defaults to the host's; GOARCH=arm64 cross-compiles for Graviton.
+build: ## build each functions/<name> into bin/<name>/bootstrap for provided.al2023
+	$(ENV) && arch=$${GOARCH:-$$(go env GOARCH)} && for fn in $(FUNCTIONS); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -tags lambda.norpc -trimpath \
+	    -ldflags='-s -w' -o bin/$$fn/bootstrap ./functions/$$fn; \
+	  echo "bin/$$fn/bootstrap ($$arch)"; \
+	done
+
+bench: up ## run the benchmarks against the local stack
+	$(ENV) && go test -run '^$$' -bench . -benchmem ./...
+
+lint: ## gofmt, go vet, shellcheck (when installed) and cfn-lint
+	$(ENV) && test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(ENV) && go vet ./...
+	if command -v shellcheck >/dev/null; then shellcheck -x localstack/*.sh localstack/init/ready.d/*.sh .ci/run; fi
+	$(ENV) && if [ -f template.yaml ]; then cfn-lint template.yaml; fi
