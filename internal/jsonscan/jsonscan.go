@@ -1,0 +1,512 @@
+// Package jsonscan reads JSON objects and arrays member by member, in one
+// pass and without allocating, for the decoders on the invalidation hot path.
+//
+// It validates exactly what encoding/json validates (json.Valid) and decodes
+// strings exactly as encoding/json does, invalid UTF-8 and lone surrogates
+// included; the fuzz tests hold it to that. encoding/json costs about ten
+// times more on an SNS envelope, whose long signature must be skipped.
+package jsonscan
+
+import (
+	"encoding/binary"
+	"errors"
+	"strconv"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// ErrSyntax is wrapped by every error about malformed JSON.
+var ErrSyntax = errors.New("invalid JSON")
+
+// maxDepth matches encoding/json, which refuses deeper nesting.
+const maxDepth = 10000
+
+// Kind is the type of a JSON value.
+type Kind uint8
+
+// The kinds of JSON values.
+const (
+	Invalid Kind = iota
+	String
+	Number
+	Object
+	Array
+	True
+	False
+	Null
+)
+
+var kindNames = [...]string{"invalid", "string", "number", "object", "array", "true", "false", "null"}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// SyntaxError says where the JSON went wrong.
+type SyntaxError struct {
+	Offset int
+	What   string
+}
+
+func (e *SyntaxError) Error() string {
+	return "invalid JSON at offset " + strconv.Itoa(e.Offset) + ": " + e.What
+}
+
+func (e *SyntaxError) Unwrap() error { return ErrSyntax }
+
+func syntaxErr(offset int, what string) error { return &SyntaxError{Offset: offset, What: what} }
+
+// Valid reports whether data is one JSON value, like json.Valid.
+func Valid(data []byte) bool {
+	_, _, err := Value(data)
+	return err == nil
+}
+
+// Value returns the one JSON value in data, without the whitespace around
+// it, and its kind. Anything but whitespace after the value is an error.
+func Value(data []byte) ([]byte, Kind, error) {
+	start := skipSpace(data, 0)
+	kind, end, err := scanValue(data, start, 0)
+	if err != nil {
+		return nil, Invalid, err
+	}
+	if err := trailing(data, end); err != nil {
+		return nil, Invalid, err
+	}
+	return data[start:end], kind, nil
+}
+
+// Members calls fn for each member of the object that is all of data, in
+// order, with the decoded key and the raw value (see Value). The key is only
+// valid during the call. A duplicate key is passed again, so the last one
+// wins when fn assigns. Members validates as it goes: when it returns an
+// error, fn may have seen the members before the fault, and the caller must
+// drop what it gathered. An error from fn stops the walk and is returned.
+func Members(data []byte, fn func(key, value []byte, kind Kind) error) error {
+	i, err := open(data, '{', Object)
+	if err != nil {
+		return err
+	}
+	var keyBuf [64]byte
+	if i < len(data) && data[i] == '}' {
+		return trailing(data, i+1)
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return syntaxErr(i, "want an object key")
+		}
+		keyEnd, err := scanString(data, i)
+		if err != nil {
+			return err
+		}
+		key, err := AppendText(keyBuf[:0], data[i:keyEnd])
+		if err != nil {
+			return err
+		}
+		i = skipSpace(data, keyEnd)
+		if i >= len(data) || data[i] != ':' {
+			return syntaxErr(i, "want ':' after an object key")
+		}
+		i = skipSpace(data, i+1)
+		kind, end, err := scanValue(data, i, 1)
+		if err != nil {
+			return err
+		}
+		if err := fn(key, data[i:end], kind); err != nil {
+			return err
+		}
+		if i, err = next(data, end, '}'); err != nil || i < 0 {
+			return err
+		}
+	}
+}
+
+// Elements calls fn for each element of the array that is all of data, and
+// validates as it goes, like Members.
+func Elements(data []byte, fn func(value []byte, kind Kind) error) error {
+	i, err := open(data, '[', Array)
+	if err != nil {
+		return err
+	}
+	if i < len(data) && data[i] == ']' {
+		return trailing(data, i+1)
+	}
+	for {
+		kind, end, err := scanValue(data, i, 1)
+		if err != nil {
+			return err
+		}
+		if err := fn(data[i:end], kind); err != nil {
+			return err
+		}
+		if i, err = next(data, end, ']'); err != nil || i < 0 {
+			return err
+		}
+	}
+}
+
+// open skips to the first token inside the object or array that data must be.
+func open(data []byte, bracket byte, want Kind) (int, error) {
+	i := skipSpace(data, 0)
+	if i < len(data) && data[i] == bracket {
+		return skipSpace(data, i+1), nil
+	}
+	_, kind, err := Value(data)
+	if err != nil {
+		return 0, err
+	}
+	return 0, syntaxErr(i, "want "+want.String()+", got "+kind.String())
+}
+
+// next moves past the separator after a member or element at end: it
+// returns the start of the next one, or -1 after the closing bracket and
+// nothing but whitespace.
+func next(data []byte, end int, closing byte) (int, error) {
+	i := skipSpace(data, end)
+	switch {
+	case i >= len(data):
+		return 0, syntaxErr(i, "unexpected end, want ',' or '"+string(closing)+"'")
+	case data[i] == closing:
+		return -1, trailing(data, i+1)
+	case data[i] == ',':
+		return skipSpace(data, i+1), nil
+	default:
+		return 0, syntaxErr(i, "want ',' or '"+string(closing)+"'")
+	}
+}
+
+// trailing checks that only whitespace follows the value ending at end.
+func trailing(data []byte, end int) error {
+	if rest := skipSpace(data, end); rest != len(data) {
+		return syntaxErr(rest, "data after the value")
+	}
+	return nil
+}
+
+// Text decodes a raw string value (with its quotes) into a Go string.
+func Text(raw []byte) (string, error) {
+	if plain, ok := plainContent(raw); ok {
+		return string(plain), nil
+	}
+	b, err := AppendText(nil, raw)
+	return string(b), err
+}
+
+// AppendText appends the decoded content of a raw string value (with its
+// quotes) to dst, replacing invalid UTF-8 and lone surrogates with U+FFFD.
+func AppendText(dst, raw []byte) ([]byte, error) {
+	if plain, ok := plainContent(raw); ok {
+		return append(dst, plain...), nil
+	}
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return dst, syntaxErr(0, "not a string")
+	}
+	s := raw[1 : len(raw)-1]
+	for r := 0; r < len(s); {
+		c := s[r]
+		switch {
+		case c == '\\':
+			if r+1 >= len(s) {
+				return dst, syntaxErr(r, "unfinished escape")
+			}
+			switch s[r+1] {
+			case '"', '\\', '/':
+				dst = append(dst, s[r+1])
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				rr := hex4(s[r+2:])
+				if rr < 0 {
+					return dst, syntaxErr(r, "bad \\u escape")
+				}
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					if r+1 < len(s) && s[r] == '\\' && s[r+1] == 'u' {
+						if dec := utf16.DecodeRune(rr, hex4(s[r+2:])); dec != unicode.ReplacementChar {
+							r += 6
+							dst = utf8.AppendRune(dst, dec)
+							continue
+						}
+					}
+					rr = unicode.ReplacementChar
+				}
+				dst = utf8.AppendRune(dst, rr)
+				continue
+			default:
+				return dst, syntaxErr(r, "bad escape")
+			}
+			r += 2
+		case c == '"' || c < ' ':
+			return dst, syntaxErr(r, "unescaped control character or quote")
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(s[r:])
+			dst = utf8.AppendRune(dst, rr)
+			r += size
+		}
+	}
+	return dst, nil
+}
+
+// plainContent returns the content of a quoted string that needs no
+// decoding: no escapes and valid UTF-8.
+func plainContent(raw []byte) ([]byte, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, false
+	}
+	s := raw[1 : len(raw)-1]
+	if special(s) < len(s) || !utf8.Valid(s) {
+		return nil, false
+	}
+	return s, true
+}
+
+func hex4(s []byte) rune {
+	if len(s) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range s[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+func skipSpace(d []byte, i int) int {
+	for i < len(d) {
+		switch d[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// scanValue validates the value starting at d[i] and returns its kind and end.
+func scanValue(d []byte, i, depth int) (Kind, int, error) {
+	if i >= len(d) {
+		return Invalid, i, syntaxErr(i, "unexpected end, want a value")
+	}
+	switch c := d[i]; {
+	case c == '"':
+		end, err := scanString(d, i)
+		return String, end, err
+	case c == '{':
+		end, err := scanObject(d, i, depth+1)
+		return Object, end, err
+	case c == '[':
+		end, err := scanArray(d, i, depth+1)
+		return Array, end, err
+	case c == 't':
+		end, err := scanWord(d, i, "true")
+		return True, end, err
+	case c == 'f':
+		end, err := scanWord(d, i, "false")
+		return False, end, err
+	case c == 'n':
+		end, err := scanWord(d, i, "null")
+		return Null, end, err
+	case c == '-' || ('0' <= c && c <= '9'):
+		end, err := scanNumber(d, i)
+		return Number, end, err
+	default:
+		return Invalid, i, syntaxErr(i, "unexpected character, want a value")
+	}
+}
+
+func scanWord(d []byte, i int, word string) (int, error) {
+	if len(d)-i < len(word) || string(d[i:i+len(word)]) != word {
+		return i, syntaxErr(i, "bad literal, want "+word)
+	}
+	return i + len(word), nil
+}
+
+func scanNumber(d []byte, i int) (int, error) {
+	start := i
+	if d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && '1' <= d[i] && d[i] <= '9':
+		i = digits(d, i)
+	default:
+		return i, syntaxErr(start, "bad number")
+	}
+	if i < len(d) && d[i] == '.' {
+		if j := digits(d, i+1); j > i+1 {
+			i = j
+		} else {
+			return i, syntaxErr(start, "bad number fraction")
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if j := digits(d, i); j > i {
+			i = j
+		} else {
+			return i, syntaxErr(start, "bad number exponent")
+		}
+	}
+	return i, nil
+}
+
+func digits(d []byte, i int) int {
+	for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// scanString validates the string starting at the quote d[i] and returns
+// the index after its closing quote.
+func scanString(d []byte, i int) (int, error) {
+	start := i
+	i++
+	for {
+		i += special(d[i:])
+		if i >= len(d) {
+			return i, syntaxErr(start, "unterminated string")
+		}
+		switch c := d[i]; {
+		case c == '"':
+			return i + 1, nil
+		case c == '\\':
+			if i+1 >= len(d) {
+				return i, syntaxErr(i, "unterminated string")
+			}
+			switch d[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if hex4(d[i+2:]) < 0 {
+					return i, syntaxErr(i, "bad \\u escape")
+				}
+				i += 6
+			default:
+				return i, syntaxErr(i, "bad escape")
+			}
+		default: // a control character
+			return i, syntaxErr(i, "control character in string")
+		}
+	}
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special returns the index of the first quote, backslash or control
+// character in s, or len(s). It tests eight bytes at a time: the long
+// base64 signatures of SNS envelopes are most of what gets scanned.
+func special(s []byte) int {
+	i := 0
+	for ; len(s)-i >= 8; i += 8 {
+		x := binary.LittleEndian.Uint64(s[i:])
+		quote := x ^ ('"' * ones)
+		slash := x ^ ('\\' * ones)
+		// A set high bit flags a zero byte (quote, backslash) or a byte
+		// below 0x20; a flag may be spurious, never missing.
+		if ((quote-ones)&^quote|(slash-ones)&^slash|(x-' '*ones)&^x)&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < ' ' {
+			return i
+		}
+	}
+	return i
+}
+
+func scanObject(d []byte, i, depth int) (int, error) {
+	if depth > maxDepth {
+		return i, syntaxErr(i, "nested too deeply")
+	}
+	i = skipSpace(d, i+1)
+	if i < len(d) && d[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(d) || d[i] != '"' {
+			return i, syntaxErr(i, "want an object key")
+		}
+		end, err := scanString(d, i)
+		if err != nil {
+			return end, err
+		}
+		i = skipSpace(d, end)
+		if i >= len(d) || d[i] != ':' {
+			return i, syntaxErr(i, "want ':' after an object key")
+		}
+		if _, i, err = scanValue(d, skipSpace(d, i+1), depth); err != nil {
+			return i, err
+		}
+		i = skipSpace(d, i)
+		if i >= len(d) {
+			return i, syntaxErr(i, "unterminated object")
+		}
+		switch d[i] {
+		case '}':
+			return i + 1, nil
+		case ',':
+			i = skipSpace(d, i+1)
+		default:
+			return i, syntaxErr(i, "want ',' or '}' in an object")
+		}
+	}
+}
+
+func scanArray(d []byte, i, depth int) (int, error) {
+	if depth > maxDepth {
+		return i, syntaxErr(i, "nested too deeply")
+	}
+	i = skipSpace(d, i+1)
+	if i < len(d) && d[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		var err error
+		if _, i, err = scanValue(d, i, depth); err != nil {
+			return i, err
+		}
+		i = skipSpace(d, i)
+		if i >= len(d) {
+			return i, syntaxErr(i, "unterminated array")
+		}
+		switch d[i] {
+		case ']':
+			return i + 1, nil
+		case ',':
+			i = skipSpace(d, i+1)
+		default:
+			return i, syntaxErr(i, "want ',' or ']' in an array")
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package jsonscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+var seeds = []string{
+	`{}`, `[]`, `""`, `0`, `-0.5e+10`, `true`, `false`, `null`, ` {"a" : [1, {"b":null}] } `,
+	`{"entity":"product","id":"42"}`, `[{"entity":"a","id":1},{"keys":["x","y"]}]`,
+	`{"Type":"Notification","Message":"{\"entity\":\"p\",\"id\":\"1\"}"}`,
+	`"\u00e9\ud83d\ude00\ud800x\\\/\b\f\n\r\t"`, "\"\xff\xfe\"", `{"a":1,"a":2}`, `{"\u0061":1}`,
+	`{"a":1,}`, `[1,]`, `01`, `1.`, `.5`, `1e`, `"\x"`, `"\u12"`, "\"a\tb\"", `{"a" 1}`, `{1:2}`,
+	`tru`, `nul`, `{"a":1} x`, `[`, `{`, `"abc`, `[[[[[]]]]]`, strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+}
+
+func TestValidMatchesEncodingJSON(t *testing.T) {
+	for _, s := range seeds {
+		if got, want := Valid([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("Valid(%.40q) = %v, encoding/json says %v", s, got, want)
+		}
+	}
+}
+
+func TestMembers(t *testing.T) {
+	var got []string
+	err := Members([]byte(` {"a" : "x", "b\u0021":[1, 2] , "c":{"d":null}} `), func(key, value []byte, kind Kind) error {
+		got = append(got, string(key)+"="+string(value)+":"+kind.String())
+		return nil
+	})
+	want := []string{`a="x":string`, `b!=[1, 2]:array`, `c={"d":null}:object`}
+	if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
+	}
+}
+
+func TestMembersErrors(t *testing.T) {
+	stop := errors.New("stop")
+	for _, in := range []string{`[1]`, `{"a":1`, `{"a":1} {}`, `{"a":}`, `{"a":1,}`} {
+		if err := Members([]byte(in), func([]byte, []byte, Kind) error { return nil }); !errors.Is(err, ErrSyntax) {
+			t.Errorf("Members(%s) = %v, want ErrSyntax", in, err)
+		}
+	}
+	if err := Members([]byte(`{"a":1}`), func([]byte, []byte, Kind) error { return stop }); err != stop {
+		t.Errorf("Members = %v, want the callback's error", err)
+	}
+}
+
+func TestText(t *testing.T) {
+	for raw, want := range map[string]string{
+		`"plain"`:              "plain",
+		`"a\"b\\c\/d"`:         `a"b\c/d`,
+		`"\u00e9\ud83d\ude00"`: "é😀",
+		`"\ud800"`:             "\uFFFD",
+		"\"\xff\"":             "\uFFFD",
+		`"line\r\nbreak"`:      "line\r\nbreak",
+	} {
+		got, err := Text([]byte(raw))
+		if err != nil || got != want {
+			t.Errorf("Text(%s) = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+}
+
+func FuzzValid(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if got, want := Valid(data), json.Valid(data); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", data, got, want)
+		}
+	})
+}
+
+// FuzzMembers holds Members and Text to encoding/json: same members, same
+// raw values, same decoded strings, and an error exactly when it has one.
+func FuzzMembers(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want map[string]json.RawMessage
+		wantErr := json.Unmarshal(data, &want)
+		got := map[string][]byte{}
+		err := Members(data, func(key, value []byte, kind Kind) error {
+			got[string(key)] = value
+			if kind == String {
+				var ws string
+				if err := json.Unmarshal(value, &ws); err != nil {
+					t.Fatalf("value %q: encoding/json: %v", value, err)
+				}
+				if s, err := Text(value); err != nil || s != ws {
+					t.Fatalf("Text(%q) = %q, %v; encoding/json %q", value, s, err, ws)
+				}
+			}
+			return nil
+		})
+		if (err != nil) != (wantErr != nil || want == nil) {
+			t.Fatalf("Members(%q) err = %v, encoding/json err = %v (map %v)", data, err, wantErr, want)
+		}
+		if err != nil {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Members(%q) got %d members, encoding/json %d", data, len(got), len(want))
+		}
+		for k, v := range want {
+			if !bytes.Equal(got[k], v) {
+				t.Fatalf("member %q = %q, encoding/json %q", k, got[k], v)
+			}
+		}
+	})
+}
+
+func FuzzElements(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want []json.RawMessage
+		wantErr := json.Unmarshal(data, &want)
+		var got [][]byte
+		err := Elements(data, func(value []byte, _ Kind) error { got = append(got, value); return nil })
+		if (err != nil) != (wantErr != nil || want == nil) {
+			t.Fatalf("Elements(%q) err = %v, encoding/json err = %v", data, err, wantErr)
+		}
+		if err == nil && len(got) != len(want) {
+			t.Fatalf("Elements(%q) got %d, encoding/json %d", data, len(got), len(want))
+		}
+		for i := range got {
+			if err == nil && !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("element %d = %q, encoding/json %q", i, got[i], want[i])
+			}
+		}
+	})
+}
+
+func BenchmarkMembersSNSEnvelope(b *testing.B) {
+	body := []byte(`{"Type":"Notification","MessageId":"22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324","TopicArn":"arn:aws:sns:us-east-1:123456789012:cache-changes","Message":"{\"entity\":\"product\",\"id\":\"4242\"}","Timestamp":"2026-11-29T12:00:00.000Z","SignatureVersion":"1","Signature":"` + strings.Repeat("EXAMPLEpH+DcEwjAPg8O9mY8dReBSwksfg2S7WKQcikcNKWLQjw", 7) + `","SigningCertURL":"https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0000.pem","UnsubscribeURL":"https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe&SubscriptionArn=arn:aws:sns:us-east-1:123456789012:cache-changes:c9135db0"}`)
+	var buf []byte
+	for b.Loop() {
+		_ = Members(body, func(key, value []byte, kind Kind) error {
+			if string(key) == "Message" {
+				buf, _ = AppendText(buf[:0], value)
+			}
+			return nil
+		})
+	}
+}
