@@ -1,0 +1,359 @@
+package events
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/invalidator-go/invalidator/internal/jsonscan"
+)
+
+// ErrInvalid is wrapped by every decoding error: the record can never be
+// handled as it is, and belongs in a dead-letter queue once retries end.
+var ErrInvalid = errors.New("invalid change event")
+
+// Op is what happened to the entity.
+type Op string
+
+// The operations a change message or a stream record can carry.
+const (
+	OpUnknown Op = "" // the event did not say
+	OpCreate  Op = "create"
+	OpUpdate  Op = "update"
+	OpDelete  Op = "delete"
+)
+
+// Source is where a change was published.
+type Source string
+
+// The sources of changes. A change published to SNS and delivered through
+// SQS has source SNS: the source is the publisher's choice, not the route.
+const (
+	SourceSQS         Source = "sqs"
+	SourceSNS         Source = "sns"
+	SourceEventBridge Source = "eventbridge"
+	SourceDynamoDB    Source = "dynamodb"
+)
+
+// Change is one change to one entity: the unit that cache keys are planned
+// from.
+type Change struct {
+	// Entity names the kind of thing that changed ("product"); for a DynamoDB
+	// record, the table name.
+	Entity string
+	// ID identifies the thing; for a DynamoDB record, the values of its key
+	// attributes in attribute-name order, joined with "#".
+	ID string
+	// Op is the operation, OpUnknown when the event does not say.
+	Op Op
+	// Version is the entity's version after the change, when HasVersion.
+	Version    int64
+	HasVersion bool
+	// Keys, when not empty, are the exact cache keys to invalidate, replacing
+	// the rules.
+	Keys []string
+	// OccurredAt is when the change happened, as precisely as the event
+	// tells: the change's own occurredAt, else its envelope's time, else when
+	// the queue received it. Zero when unknown.
+	OccurredAt time.Time
+	// Source is where the change was published.
+	Source Source
+
+	// DynamoDB stream records only.
+	Table          string
+	ItemKey        map[string]lambdaevents.DynamoDBAttributeValue
+	OldImage       map[string]lambdaevents.DynamoDBAttributeValue
+	NewImage       map[string]lambdaevents.DynamoDBAttributeValue
+	SequenceNumber string
+}
+
+// DecodeError says which record could not be decoded and why.
+type DecodeError struct {
+	Record string // message ID or sequence number
+	Reason string
+	Err    error // the underlying error, if any
+}
+
+func (e *DecodeError) Error() string {
+	msg := "record " + strconv.Quote(e.Record) + ": " + e.Reason
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap exposes ErrInvalid and the underlying error to errors.Is and As.
+func (e *DecodeError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalid}
+	}
+	return []error{ErrInvalid, e.Err}
+}
+
+// fieldError is a reason found deep in a body; the record decoder turns it
+// into a DecodeError naming the record.
+type fieldError struct {
+	reason string
+	err    error
+}
+
+func (e *fieldError) Error() string { return e.reason }
+
+func invalid(reason string) error { return &fieldError{reason: reason} }
+
+func recordError(record string, err error) error {
+	if fe, ok := errors.AsType[*fieldError](err); ok {
+		return &DecodeError{Record: record, Reason: fe.reason, Err: fe.err}
+	}
+	return &DecodeError{Record: record, Reason: "malformed JSON", Err: err}
+}
+
+// envelope holds what a body tells about where its changes came from.
+type envelope struct {
+	source     Source
+	occurredAt time.Time
+}
+
+// decodeBody decodes a body that holds a change message or an array of
+// them, or, when allowed, an envelope around one. data is not retained.
+func decodeBody(data []byte, env envelope, allowSNS bool, out []Change) ([]Change, error) {
+	raw, kind, err := jsonscan.Value(data)
+	if err != nil {
+		return out, err
+	}
+	switch kind {
+	case jsonscan.Array:
+		n := len(out)
+		err := jsonscan.Elements(raw, func(value []byte, kind jsonscan.Kind) error {
+			if kind != jsonscan.Object {
+				return invalid("a change array must hold objects, not " + kind.String())
+			}
+			c, err := decodeChange(value, env)
+			out = append(out, c)
+			return err
+		})
+		if err == nil && len(out) == n {
+			err = invalid("empty change array")
+		}
+		return out, err
+	case jsonscan.Object:
+		return decodeObject(raw, env, allowSNS, out)
+	default:
+		return out, invalid("a body must be a JSON object or array, not " + kind.String())
+	}
+}
+
+// object is the members of a top-level body object that tell its shape.
+type object struct {
+	snsType, message, timestamp []byte // SNS envelope
+	detailType, detail, time    []byte // EventBridge envelope
+}
+
+func decodeObject(raw []byte, env envelope, allowSNS bool, out []Change) ([]Change, error) {
+	var o object
+	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+		switch string(key) {
+		case "Type":
+			o.snsType = value
+		case "Message":
+			o.message = value
+		case "Timestamp":
+			o.timestamp = value
+		case "detail-type":
+			o.detailType = value
+		case "detail":
+			o.detail = value
+		case "time":
+			o.time = value
+		}
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	switch {
+	case o.snsType != nil && o.message != nil:
+		if !allowSNS {
+			return out, invalid("an SNS envelope inside an SNS message")
+		}
+		return decodeSNSEnvelope(o, env, out)
+	case o.detailType != nil && o.detail != nil:
+		return decodeEventBridge(o, env, out)
+	default:
+		c, err := decodeChange(raw, env)
+		return append(out, c), err
+	}
+}
+
+func decodeSNSEnvelope(o object, env envelope, out []Change) ([]Change, error) {
+	if t, err := jsonscan.Text(o.snsType); err != nil || t != "Notification" {
+		return out, invalid("an SNS envelope must have Type Notification, not " + truncate(o.snsType))
+	}
+	env.source = SourceSNS
+	if o.timestamp != nil {
+		t, err := parseTime(o.timestamp)
+		if err != nil {
+			return out, &fieldError{reason: "bad SNS Timestamp", err: err}
+		}
+		env.occurredAt = t
+	}
+	var buf [512]byte
+	msg, err := jsonscan.AppendText(buf[:0], o.message)
+	if err != nil {
+		return out, invalid("the SNS Message must be a string")
+	}
+	out, err = decodeBody(msg, env, false, out)
+	if errors.Is(err, jsonscan.ErrSyntax) {
+		err = &fieldError{reason: "the SNS Message is not JSON", err: err}
+	}
+	return out, err
+}
+
+func decodeEventBridge(o object, env envelope, out []Change) ([]Change, error) {
+	env.source = SourceEventBridge
+	if o.time != nil {
+		t, err := parseTime(o.time)
+		if err != nil {
+			return out, &fieldError{reason: "bad EventBridge time", err: err}
+		}
+		env.occurredAt = t
+	}
+	if _, kind, _ := jsonscan.Value(o.detail); kind != jsonscan.Object {
+		return out, invalid("EventBridge detail must be an object, not " + kind.String())
+	}
+	c, err := decodeChange(o.detail, env)
+	return append(out, c), err
+}
+
+// decodeChange decodes one change message object.
+func decodeChange(raw []byte, env envelope) (Change, error) {
+	c := Change{Source: env.source, OccurredAt: env.occurredAt}
+	var occurred []byte
+	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+		var err error
+		switch string(key) {
+		case "entity":
+			c.Entity, err = nonEmptyText("entity", value, kind)
+		case "id":
+			c.ID, err = idText(value, kind)
+		case "op":
+			c.Op, err = parseOp(value, kind)
+		case "version":
+			c.Version, err = parseVersion(value, kind)
+			c.HasVersion = err == nil
+		case "keys":
+			c.Keys, err = parseKeys(value, kind)
+		case "occurredAt":
+			if kind != jsonscan.String {
+				return invalid("occurredAt must be an RFC 3339 string")
+			}
+			occurred = value
+		}
+		return err
+	})
+	if err != nil {
+		return c, err
+	}
+	if occurred != nil {
+		t, err := parseTime(occurred)
+		if err != nil {
+			return c, &fieldError{reason: "occurredAt is not RFC 3339", err: err}
+		}
+		c.OccurredAt = t
+	}
+	if c.Entity == "" && len(c.Keys) == 0 {
+		return c, invalid("a change needs an entity or keys")
+	}
+	return c, nil
+}
+
+func nonEmptyText(field string, value []byte, kind jsonscan.Kind) (string, error) {
+	if kind != jsonscan.String {
+		return "", invalid(field + " must be a string, not " + kind.String())
+	}
+	s, err := jsonscan.Text(value)
+	if err == nil && s == "" {
+		err = invalid(field + " is empty")
+	}
+	return s, err
+}
+
+// idText accepts a string or an integer: many services use numeric IDs.
+func idText(value []byte, kind jsonscan.Kind) (string, error) {
+	switch kind {
+	case jsonscan.String:
+		return nonEmptyText("id", value, kind)
+	case jsonscan.Number:
+		if _, err := strconv.ParseInt(unsafeString(value), 10, 64); err != nil {
+			return "", invalid("a numeric id must be an integer, not " + string(value))
+		}
+		return string(value), nil
+	default:
+		return "", invalid("id must be a string or an integer, not " + kind.String())
+	}
+}
+
+func parseOp(value []byte, kind jsonscan.Kind) (Op, error) {
+	if kind == jsonscan.String {
+		var buf [16]byte
+		text, _ := jsonscan.AppendText(buf[:0], value)
+		switch op := Op(unsafeString(text)); op {
+		case OpCreate, OpUpdate, OpDelete:
+			return op, nil
+		}
+	}
+	return OpUnknown, invalid("op must be create, update or delete, not " + truncate(value))
+}
+
+func parseVersion(value []byte, kind jsonscan.Kind) (int64, error) {
+	if kind == jsonscan.Number {
+		if v, err := strconv.ParseInt(unsafeString(value), 10, 64); err == nil {
+			return v, nil
+		}
+	}
+	return 0, invalid("version must be an integer, not " + truncate(value))
+}
+
+func parseKeys(value []byte, kind jsonscan.Kind) ([]string, error) {
+	if kind != jsonscan.Array {
+		return nil, invalid("keys must be an array of strings, not " + kind.String())
+	}
+	var keys []string
+	err := jsonscan.Elements(value, func(v []byte, kind jsonscan.Kind) error {
+		k, err := nonEmptyText("keys["+strconv.Itoa(len(keys))+"]", v, kind)
+		keys = append(keys, k)
+		return err
+	})
+	if err == nil && len(keys) == 0 {
+		err = invalid("keys is empty")
+	}
+	return keys, err
+}
+
+func parseTime(value []byte) (time.Time, error) {
+	s, err := jsonscan.Text(value)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}
+
+// truncate keeps error messages short: the value may be a whole body.
+func truncate(value []byte) string {
+	const max = 64
+	if len(value) > max {
+		return strings.ToValidUTF8(string(value[:max]), "") + "…"
+	}
+	return string(value)
+}
+
+// unsafeString views bytes as a string without copying, for parsing only:
+// the result must not outlive the call.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// unsafeBytes views a string as bytes without copying; jsonscan only reads.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

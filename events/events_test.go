@@ -1,0 +1,114 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+)
+
+// The fixtures in testdata were captured from moto 5.2.1 (SNS→SQS delivery,
+// DynamoDB Streams) and completed by hand with the shapes moto cannot make.
+// Each X.json has its expected decoding in X.golden.json; -update rewrites them.
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+type decoded struct {
+	Record  string   `json:"record"`
+	Changes []Change `json:"changes,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+func outcome(id string, changes []Change, err error) decoded {
+	d := decoded{Record: id, Changes: changes}
+	if err != nil {
+		if !errors.Is(err, ErrInvalid) {
+			panic("decode error does not wrap ErrInvalid: " + err.Error())
+		}
+		d.Error = err.Error()
+	}
+	return d
+}
+
+func TestGolden(t *testing.T) {
+	decoders := map[string]func(t *testing.T, data []byte) []decoded{
+		"sqs": func(t *testing.T, data []byte) (out []decoded) {
+			var ev lambdaevents.SQSEvent
+			mustUnmarshal(t, data, &ev)
+			for _, m := range ev.Records {
+				changes, err := DecodeSQS(m)
+				out = append(out, outcome(m.MessageId, changes, err))
+			}
+			return out
+		},
+		"sns": func(t *testing.T, data []byte) (out []decoded) {
+			var ev lambdaevents.SNSEvent
+			mustUnmarshal(t, data, &ev)
+			for _, r := range ev.Records {
+				changes, err := DecodeSNS(r)
+				out = append(out, outcome(r.SNS.MessageID, changes, err))
+			}
+			return out
+		},
+		"dynamodb": func(t *testing.T, data []byte) (out []decoded) {
+			var ev lambdaevents.DynamoDBEvent
+			mustUnmarshal(t, data, &ev)
+			for _, r := range ev.Records {
+				c, err := DecodeDynamoDB(r)
+				var changes []Change
+				if err == nil {
+					changes = []Change{c}
+				}
+				out = append(out, outcome(r.Change.SequenceNumber, changes, err))
+			}
+			return out
+		},
+	}
+	fixtures, _ := filepath.Glob("testdata/*.json")
+	for _, fixture := range fixtures {
+		if strings.HasSuffix(fixture, ".golden.json") {
+			continue
+		}
+		name := strings.TrimSuffix(filepath.Base(fixture), ".json")
+		t.Run(name, func(t *testing.T) {
+			source, _, _ := strings.Cut(name, "-")
+			decode, ok := decoders[source]
+			if !ok {
+				t.Fatalf("no decoder for fixture %s", fixture)
+			}
+			data, err := os.ReadFile(fixture)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := json.MarshalIndent(decode(t, data), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := strings.TrimSuffix(fixture, ".json") + ".golden.json"
+			if *update {
+				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./events -update to create it)", err)
+			}
+			if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
+				t.Errorf("decoding %s differs from %s:\n%s", fixture, golden, got)
+			}
+		})
+	}
+}
+
+func mustUnmarshal(t *testing.T, data []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatal(err)
+	}
+}
