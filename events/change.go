@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -121,14 +122,12 @@ type envelope struct {
 // decodeBody decodes a body that holds a change message or an array of
 // them, or, when allowed, an envelope around one. data is not retained.
 func decodeBody(data []byte, env envelope, allowSNS bool, out []Change) ([]Change, error) {
-	raw, kind, err := jsonscan.Value(data)
-	if err != nil {
-		return out, err
-	}
-	switch kind {
-	case jsonscan.Array:
+	// The first byte tells the shape; Elements and Members validate as they
+	// go, so the body is scanned once.
+	switch firstByte(data) {
+	case '[':
 		n := len(out)
-		err := jsonscan.Elements(raw, func(value []byte, kind jsonscan.Kind) error {
+		err := jsonscan.Elements(data, func(value []byte, kind jsonscan.Kind) error {
 			if kind != jsonscan.Object {
 				return invalid("a change array must hold objects, not " + kind.String())
 			}
@@ -140,11 +139,24 @@ func decodeBody(data []byte, env envelope, allowSNS bool, out []Change) ([]Chang
 			err = invalid("empty change array")
 		}
 		return out, err
-	case jsonscan.Object:
-		return decodeObject(raw, env, allowSNS, out)
+	case '{':
+		return decodeObject(data, env, allowSNS, out)
 	default:
+		_, kind, err := jsonscan.Value(data)
+		if err != nil {
+			return out, err
+		}
 		return out, invalid("a body must be a JSON object or array, not " + kind.String())
 	}
+}
+
+func firstByte(data []byte) byte {
+	for _, c := range data {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c
+		}
+	}
+	return 0
 }
 
 // object is the members of a top-level body object that tell its shape.
@@ -189,6 +201,9 @@ func decodeObject(raw []byte, env envelope, allowSNS bool, out []Change) ([]Chan
 	}
 }
 
+// messageBuffers hold unescaped SNS Messages while they are decoded.
+var messageBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
 func decodeSNSEnvelope(o object, env envelope, out []Change) ([]Change, error) {
 	if t, err := jsonscan.Text(o.snsType); err != nil || t != "Notification" {
 		return out, invalid("an SNS envelope must have Type Notification, not " + truncate(o.snsType))
@@ -201,11 +216,14 @@ func decodeSNSEnvelope(o object, env envelope, out []Change) ([]Change, error) {
 		}
 		env.occurredAt = t
 	}
-	var buf [512]byte
-	msg, err := jsonscan.AppendText(buf[:0], o.message)
+	buf := messageBuffers.Get().(*[]byte)
+	defer messageBuffers.Put(buf)
+	msg, err := jsonscan.AppendText((*buf)[:0], o.message)
 	if err != nil {
 		return out, invalid("the SNS Message must be a string")
 	}
+	*buf = msg
+	// Every string kept from msg is copied, so the buffer can be reused.
 	out, err = decodeBody(msg, env, false, out)
 	if errors.Is(err, jsonscan.ErrSyntax) {
 		err = &fieldError{reason: "the SNS Message is not JSON", err: err}
@@ -301,9 +319,13 @@ func parseOp(value []byte, kind jsonscan.Kind) (Op, error) {
 	if kind == jsonscan.String {
 		var buf [16]byte
 		text, _ := jsonscan.AppendText(buf[:0], value)
-		switch op := Op(unsafeString(text)); op {
-		case OpCreate, OpUpdate, OpDelete:
-			return op, nil
+		switch string(text) {
+		case string(OpCreate):
+			return OpCreate, nil
+		case string(OpUpdate):
+			return OpUpdate, nil
+		case string(OpDelete):
+			return OpDelete, nil
 		}
 	}
 	return OpUnknown, invalid("op must be create, update or delete, not " + truncate(value))
@@ -335,11 +357,17 @@ func parseKeys(value []byte, kind jsonscan.Kind) ([]string, error) {
 }
 
 func parseTime(value []byte) (time.Time, error) {
-	s, err := jsonscan.Text(value)
+	var buf [64]byte
+	text, err := jsonscan.AppendText(buf[:0], value)
 	if err != nil {
 		return time.Time{}, err
 	}
-	return time.Parse(time.RFC3339Nano, s)
+	t, err := time.Parse(time.RFC3339Nano, unsafeString(text))
+	if err != nil {
+		// The error keeps the text: give it a copy of its own.
+		_, err = time.Parse(time.RFC3339Nano, string(text))
+	}
+	return t, err
 }
 
 // truncate keeps error messages short: the value may be a whole body.

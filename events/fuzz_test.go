@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 )
@@ -57,7 +56,7 @@ func FuzzDecodeSQSBody(f *testing.F) {
 		return out
 	})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		changes, err := DecodeSQSBody("fuzz", string(body), time.Time{})
+		changes, err := DecodeSQSBody("fuzz", string(body), "")
 		checkDecoded(t, changes, err)
 	})
 }

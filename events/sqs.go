@@ -10,25 +10,34 @@ import (
 // DecodeSQS decodes the changes in one SQS message: a raw change message (or
 // an array of them), or one wrapped in an SNS or EventBridge envelope.
 func DecodeSQS(msg lambdaevents.SQSMessage) ([]Change, error) {
-	return DecodeSQSBody(msg.MessageId, msg.Body, sentAt(msg.Attributes))
+	return DecodeSQSBody(msg.MessageId, msg.Body, msg.Attributes["SentTimestamp"])
 }
 
 // DecodeSQSBody decodes an SQS message body. id names the message in errors;
-// sent, when not zero, is when SQS received it, the time of last resort.
+// sentTimestamp, SQS's SentTimestamp attribute (milliseconds since the
+// epoch), dates the changes that carry no time of their own; it may be "".
 // The poller, which receives through the SDK, calls it directly.
-func DecodeSQSBody(id, body string, sent time.Time) ([]Change, error) {
-	changes, err := decodeBody(unsafeBytes(body), envelope{source: SourceSQS, occurredAt: sent}, true, nil)
+func DecodeSQSBody(id, body, sentTimestamp string) ([]Change, error) {
+	changes, err := decodeBody(unsafeBytes(body), envelope{source: SourceSQS}, true, nil)
 	if err != nil {
 		return nil, recordError(id, err)
+	}
+	var sent time.Time
+	for i := range changes {
+		if changes[i].OccurredAt.IsZero() {
+			if sent.IsZero() {
+				sent = sentAt(sentTimestamp)
+			}
+			changes[i].OccurredAt = sent
+		}
 	}
 	return changes, nil
 }
 
-// sentAt reads the SentTimestamp attribute (milliseconds since the epoch).
-func sentAt(attrs map[string]string) time.Time {
-	ms, err := strconv.ParseInt(attrs["SentTimestamp"], 10, 64)
+func sentAt(ms string) time.Time {
+	n, err := strconv.ParseInt(ms, 10, 64)
 	if err != nil {
 		return time.Time{}
 	}
-	return time.UnixMilli(ms)
+	return time.UnixMilli(n)
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stops everything the local stack started (every pidfile under .local/run:
-# moto, the cluster nodes, workers and emulators started by make local) and
-# removes the cluster's node state, so the next up.sh starts clean.
+# moto, the cluster nodes, workers and emulators started by make local, and
+# the private clusters of tests and benchmarks under .local/*/run) and
+# removes the clusters' node state, so the next up.sh starts clean.
 # Certificates are kept. Safe to run when nothing is running.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -13,7 +14,8 @@ shopt -s nullglob
 read -ra ports <<<"$CACHE_PORTS"
 [ -f "$RUN_DIR/moto.pid" ] && ports+=("$MOTO_PORT") # a LocalStack we reused is not ours to stop
 pids=()
-for pidfile in "$RUN_DIR"/*.pid; do
+# Private clusters of tests and benchmarks keep their state one level down.
+for pidfile in "$RUN_DIR"/*.pid "$LOCAL_STATE"/*/run/*.pid; do
   pid=$(cat "$pidfile")
   if [[ "$pid" =~ ^[0-9]+$ ]] && kill -TERM "$pid" 2>/dev/null; then
     pids+=("$pid")
@@ -24,7 +26,7 @@ for pid in "${pids[@]}"; do
   wait_until 10 stopped "$pid" || { kill -KILL "$pid" 2>/dev/null || true; }
 done
 
-rm -rf "$CACHE_DIR"
+rm -rf "$CACHE_DIR" "$LOCAL_STATE"/*/cache
 for port in "${ports[@]}"; do
   wait_until 5 port_closed "$port" ||
     die "port $port is still in use by a process this stack did not start"

@@ -130,9 +130,13 @@ start_cache() {
       die "cache node $port does not answer over TLS; see $CACHE_DIR/$port/server.log"
   done
   # Fresh nodes own no slots; restarted ones reload theirs from nodes.conf.
+  # One node gets every slot, the way ElastiCache Serverless shows itself.
   if [ "$(cluster_field "$first" cluster_slots_assigned)" = 0 ]; then
-    cache_cli "$first" --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >"$RUN_DIR/cluster-create.log" 2>&1 ||
-      die "creating the cluster failed; see $RUN_DIR/cluster-create.log"
+    if [ "${#nodes[@]}" = 1 ]; then
+      cache_cli "$first" cluster addslotsrange 0 16383 >"$RUN_DIR/cluster-create.log" 2>&1
+    else
+      cache_cli "$first" --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >"$RUN_DIR/cluster-create.log" 2>&1
+    fi || die "creating the cluster failed; see $RUN_DIR/cluster-create.log"
   fi
   wait_until 30 cluster_ok ||
     die "the cluster did not reach cluster_state:ok; run localstack/down.sh, then up.sh again"

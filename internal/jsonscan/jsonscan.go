@@ -8,6 +8,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"strconv"
@@ -86,7 +87,6 @@ func Members(data []byte, fn func(key, value []byte, kind Kind) error) error {
 	if err != nil {
 		return err
 	}
-	var keyBuf [64]byte
 	if i < len(data) && data[i] == '}' {
 		return trailing(data, i+1)
 	}
@@ -98,7 +98,7 @@ func Members(data []byte, fn func(key, value []byte, kind Kind) error) error {
 		if err != nil {
 			return err
 		}
-		key, err := AppendText(keyBuf[:0], data[i:keyEnd])
+		key, err := keyText(data[i:keyEnd])
 		if err != nil {
 			return err
 		}
@@ -118,6 +118,18 @@ func Members(data []byte, fn func(key, value []byte, kind Kind) error) error {
 			return err
 		}
 	}
+}
+
+// keyText decodes an object key. Keys are short and almost never escaped,
+// so the common case is a slice of the input, not a copy.
+func keyText(raw []byte) ([]byte, error) {
+	content := raw[1 : len(raw)-1]
+	for _, c := range content {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return AppendText(nil, raw)
+		}
+	}
+	return content, nil
 }
 
 // Elements calls fn for each element of the array that is all of data, and
@@ -423,26 +435,42 @@ const (
 )
 
 // special returns the index of the first quote, backslash or control
-// character in s, or len(s). It tests eight bytes at a time: the long
-// base64 signatures of SNS envelopes are most of what gets scanned.
+// character in s, or len(s). Most strings are short and are looked at byte
+// by byte; in long ones, such as the base64 signatures that make up most of
+// an SNS envelope, the quote and the backslash are found with the vectorised
+// bytes.IndexByte and control characters sixteen bytes at a time.
 func special(s []byte) int {
-	i := 0
-	for ; len(s)-i >= 8; i += 8 {
-		x := binary.LittleEndian.Uint64(s[i:])
-		quote := x ^ ('"' * ones)
-		slash := x ^ ('\\' * ones)
-		// A set high bit flags a zero byte (quote, backslash) or a byte
-		// below 0x20; a flag may be spurious, never missing.
-		if ((quote-ones)&^quote|(slash-ones)&^slash|(x-' '*ones)&^x)&highs != 0 {
-			break
-		}
-	}
-	for ; i < len(s); i++ {
+	const short = 16
+	for i := range min(len(s), short) {
 		if c := s[i]; c == '"' || c == '\\' || c < ' ' {
 			return i
 		}
 	}
-	return i
+	if len(s) <= short {
+		return len(s)
+	}
+	s = s[short:]
+	if q := bytes.IndexByte(s, '"'); q >= 0 {
+		s = s[:q]
+	}
+	if b := bytes.IndexByte(s, '\\'); b >= 0 {
+		s = s[:b]
+	}
+	i := 0
+	for ; len(s)-i >= 16; i += 16 {
+		// A set high bit flags a byte below 0x20; a flag may be spurious,
+		// never missing, and the byte loop below settles it.
+		x, y := binary.LittleEndian.Uint64(s[i:]), binary.LittleEndian.Uint64(s[i+8:])
+		if ((x-' '*ones)&^x|(y-' '*ones)&^y)&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] < ' ' {
+			break
+		}
+	}
+	return short + i
 }
 
 func scanObject(d []byte, i, depth int) (int, error) {

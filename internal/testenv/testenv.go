@@ -13,7 +13,11 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,4 +117,75 @@ func Cache(t testing.TB) valkey.Client {
 	}
 	t.Cleanup(client.Close)
 	return client
+}
+
+// Cluster is a private TLS cluster started for one test, through the
+// stack's own script, so a test may stop its nodes without disturbing the
+// tests that share the stack's cluster.
+type Cluster struct {
+	Config cacheconn.Config
+	Ports  []int
+	env    []string
+	state  string
+}
+
+// StartCluster starts a 3-master cluster on ports base..base+2, with its own
+// state under .local/<name>, and stops it when the test ends. Tests that run
+// in parallel must use different bases.
+func StartCluster(t testing.TB, name string, base int) *Cluster {
+	t.Helper()
+	root := Getenv(t, "INVALIDATOR_ROOT")
+	c := &Cluster{state: filepath.Join(root, ".local", name)}
+	var ports []string
+	for i := range 3 {
+		c.Ports = append(c.Ports, base+i)
+		ports = append(ports, strconv.Itoa(base+i))
+	}
+	endpoint := "127.0.0.1:" + ports[0]
+	c.env = append(os.Environ(), "LOCAL_STATE="+c.state, "CACHE_PORTS="+strings.Join(ports, " "),
+		"CACHE_ENDPOINT="+endpoint, "CACHE_CA_FILE="+filepath.Join(c.state, "tls", "ca.crt"))
+	t.Cleanup(func() { c.script(t, "down.sh") })
+	c.script(t, "up.sh", "cache")
+	cfg := CacheConfig(t)
+	cfg.Endpoint, cfg.CAFile = endpoint, filepath.Join(c.state, "tls", "ca.crt")
+	c.Config = cfg
+	return c
+}
+
+func (c *Cluster) script(t testing.TB, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("bash", append([]string{filepath.Join(Getenv(t, "INVALIDATOR_ROOT"), "localstack", name)}, args...)...)
+	cmd.Env = c.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("localstack/%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// StopNode kills one node, as a crash would.
+func (c *Cluster) StopNode(t testing.TB, port int) {
+	t.Helper()
+	pidfile := filepath.Join(c.state, "run", "cache-"+strconv.Itoa(port)+".pid")
+	data, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatalf("node %d: %v", port, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatalf("node %d pidfile: %v", port, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("stop node %d: %v", port, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); syscall.Kill(pid, 0) == nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d (pid %d) still running", port, pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Restart starts the stopped nodes again; they rejoin with their slots.
+func (c *Cluster) Restart(t testing.TB) {
+	t.Helper()
+	c.script(t, "up.sh", "cache")
 }

@@ -1,0 +1,358 @@
+package invalidate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/events"
+)
+
+// Cache is what an Invalidator needs of a client; valkey.Client has it.
+type Cache interface {
+	B() valkey.Builder
+	DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult
+}
+
+// Options tune an Invalidator. The zero value gives the defaults.
+type Options struct {
+	// Rules plan the keys of each change. Default: DefaultRules().
+	Rules *Rules
+	// Chunk is the number of UNLINK commands per DoMulti call. Default 1000.
+	Chunk int
+	// Parallel is how many DoMulti calls may run at once. Default 4.
+	Parallel int
+	// MaxAttempts is how many times a key is tried before its records fail.
+	// Default 5. Retries stop earlier when the context deadline is too near
+	// for the next pause.
+	MaxAttempts int
+	// Backoff is the pause before the first retry, doubled for each next one
+	// up to MaxBackoff, with jitter. Defaults 50 ms and 1 s.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	// Now tells the time, for lag. Default time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.Rules == nil {
+		o.Rules = DefaultRules()
+	}
+	if o.Chunk <= 0 {
+		o.Chunk = 1000
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 5
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 50 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Invalidator deletes the cache keys of batches of records. It is safe for
+// concurrent use.
+type Invalidator struct {
+	cache Cache
+	opts  Options
+}
+
+// New returns an Invalidator deleting from cache.
+func New(cache Cache, opts Options) *Invalidator {
+	opts.defaults()
+	return &Invalidator{cache: cache, opts: opts}
+}
+
+// Record is one input record — an SQS message, an SNS record, a stream
+// record — with its decoded changes, or the error that decoding gave.
+type Record struct {
+	ID      string // message ID or sequence number, reported back on failure
+	Changes []events.Change
+	Err     error
+}
+
+// KeyStatus is what happened to one key.
+type KeyStatus uint8
+
+// The outcomes of a key.
+const (
+	KeyFailed  KeyStatus = iota // not deleted: see the record's error
+	KeyDeleted                  // it existed and was deleted
+	KeyAbsent                   // it did not exist: nothing to delete
+)
+
+func (s KeyStatus) String() string { return [...]string{"failed", "deleted", "absent"}[s] }
+
+// KeyResult is the outcome of one key of a record.
+type KeyResult struct {
+	Key    string
+	Status KeyStatus
+}
+
+// Result is the outcome of one record. It succeeded when Err is nil: every
+// one of its keys was deleted or already absent.
+type Result struct {
+	Record string
+	Keys   []KeyResult
+	Err    error
+}
+
+// Metrics count a batch, for the front ends to log and emit.
+type Metrics struct {
+	Records     int
+	Failed      int // records that failed
+	KeysDeleted int // distinct keys
+	KeysAbsent  int
+	KeysFailed  int
+	// MaxLag is the longest time between a change and its invalidation,
+	// among the changes that say when they happened.
+	MaxLag time.Duration
+}
+
+// Report is the outcome of a batch: one Result per record, in input order.
+type Report struct {
+	Results []Result
+	Metrics Metrics
+}
+
+// Failed returns the IDs of the records that failed, in input order.
+func (r *Report) Failed() []string {
+	var ids []string
+	for i := range r.Results {
+		if r.Results[i].Err != nil {
+			ids = append(ids, r.Results[i].Record)
+		}
+	}
+	return ids
+}
+
+// KeyError says which keys of a record could not be deleted and why.
+type KeyError struct {
+	Failed int   // keys of the record not deleted
+	Err    error // the last error of one of them
+}
+
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("%d key(s) not deleted: %v", e.Failed, e.Err)
+}
+
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// batch is the state of one Invalidate call: the distinct keys and, for
+// each record, where its keys are among them.
+type batch struct {
+	keys    []string
+	index   map[string]int32
+	status  []KeyStatus
+	errs    []error // the last error of each failed key
+	perRec  [][]int32
+	planErr []error
+}
+
+// Invalidate plans and deletes the keys of records and reports each one.
+// It returns when every key is settled: deleted, absent, or failed after
+// its retries or at the context's deadline.
+func (inv *Invalidator) Invalidate(ctx context.Context, records []Record) Report {
+	b := inv.plan(records)
+	inv.unlink(ctx, b)
+	return inv.report(records, b)
+}
+
+func (inv *Invalidator) plan(records []Record) *batch {
+	b := &batch{
+		index:   make(map[string]int32, len(records)),
+		perRec:  make([][]int32, len(records)),
+		planErr: make([]error, len(records)),
+	}
+	var scratch []string
+	for r := range records {
+		if records[r].Err != nil {
+			continue
+		}
+		for c := range records[r].Changes {
+			var err error
+			scratch, err = inv.opts.Rules.Keys(&records[r].Changes[c], scratch[:0])
+			if err != nil && b.planErr[r] == nil {
+				b.planErr[r] = err
+			}
+			// Keys planned for a failing record are still deleted: an extra
+			// invalidation is harmless, a missed one serves stale data.
+			for _, k := range scratch {
+				i, ok := b.index[k]
+				if !ok {
+					i = int32(len(b.keys))
+					b.index[k] = i
+					b.keys = append(b.keys, k)
+				}
+				b.perRec[r] = append(b.perRec[r], i)
+			}
+		}
+	}
+	b.status = make([]KeyStatus, len(b.keys))
+	b.errs = make([]error, len(b.keys))
+	return b
+}
+
+// unlink deletes every key of the batch, retrying transient failures.
+func (inv *Invalidator) unlink(ctx context.Context, b *batch) {
+	pending := make([]int32, len(b.keys))
+	for i := range pending {
+		pending[i] = int32(i)
+	}
+	for attempt := 1; len(pending) > 0; attempt++ {
+		pending = inv.round(ctx, b, pending)
+		if len(pending) == 0 || attempt >= inv.opts.MaxAttempts || !inv.pause(ctx, attempt) {
+			return
+		}
+	}
+}
+
+// round sends one UNLINK per pending key, in parallel chunks, and returns
+// the keys to try again.
+func (inv *Invalidator) round(ctx context.Context, b *batch, pending []int32) []int32 {
+	var (
+		mu    sync.Mutex
+		retry []int32
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, inv.opts.Parallel)
+	)
+	for start := 0; start < len(pending); start += inv.opts.Chunk {
+		chunk := pending[start:min(start+inv.opts.Chunk, len(pending))]
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if again := inv.send(ctx, b, chunk); len(again) > 0 {
+				mu.Lock()
+				retry = append(retry, again...)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return retry
+}
+
+// send deletes one chunk of keys. Chunks never share a key, so the writes
+// to the batch's per-key slices need no lock.
+func (inv *Invalidator) send(ctx context.Context, b *batch, chunk []int32) (retry []int32) {
+	cmds := make(valkey.Commands, len(chunk))
+	for i, k := range chunk {
+		cmds[i] = inv.cache.B().Unlink().Key(b.keys[k]).Build()
+	}
+	for i, res := range inv.cache.DoMulti(ctx, cmds...) {
+		k := chunk[i]
+		n, err := res.AsInt64()
+		switch {
+		case err == nil && n > 0:
+			b.status[k] = KeyDeleted
+		case err == nil:
+			b.status[k] = KeyAbsent
+		default:
+			b.errs[k] = err
+			if transient(ctx, err) {
+				retry = append(retry, k)
+			}
+		}
+	}
+	return retry
+}
+
+// transient reports whether an error may pass on retry: lost connections
+// and timeouts, and the server replies of a cluster in motion.
+func transient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, valkey.ErrClosing) {
+		return false
+	}
+	if verr, ok := valkey.IsValkeyErr(err); ok {
+		msg := verr.Error()
+		for _, prefix := range []string{"TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "BUSY", "MOVED", "ASK", "READONLY"} {
+			if strings.HasPrefix(msg, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// pause waits before the next attempt, exponential with full jitter, and
+// reports false when the context ends first or its deadline is too near.
+func (inv *Invalidator) pause(ctx context.Context, attempt int) bool {
+	d := min(inv.opts.Backoff<<(attempt-1), inv.opts.MaxBackoff)
+	d = d/2 + rand.N(d/2+1)
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (inv *Invalidator) report(records []Record, b *batch) Report {
+	rep := Report{Results: make([]Result, len(records))}
+	m := &rep.Metrics
+	m.Records = len(records)
+	for _, s := range b.status {
+		switch s {
+		case KeyDeleted:
+			m.KeysDeleted++
+		case KeyAbsent:
+			m.KeysAbsent++
+		default:
+			m.KeysFailed++
+		}
+	}
+	now := inv.opts.Now()
+	for r := range records {
+		res := &rep.Results[r]
+		res.Record = records[r].ID
+		res.Err = records[r].Err
+		if res.Err == nil {
+			res.Err = b.planErr[r]
+		}
+		res.Keys = make([]KeyResult, len(b.perRec[r]))
+		var failed int
+		var lastErr error
+		for i, k := range b.perRec[r] {
+			res.Keys[i] = KeyResult{Key: b.keys[k], Status: b.status[k]}
+			if b.status[k] == KeyFailed {
+				failed++
+				lastErr = b.errs[k]
+			}
+		}
+		if res.Err == nil && failed > 0 {
+			if lastErr == nil {
+				lastErr = errors.New("not attempted before the deadline")
+			}
+			res.Err = &KeyError{Failed: failed, Err: lastErr}
+		}
+		if res.Err != nil {
+			m.Failed++
+		}
+		for c := range records[r].Changes {
+			if at := records[r].Changes[c].OccurredAt; !at.IsZero() {
+				m.MaxLag = max(m.MaxLag, now.Sub(at))
+			}
+		}
+	}
+	return rep
+}

@@ -1,0 +1,231 @@
+package invalidate
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/internal/testenv"
+)
+
+func setKeys(ctx context.Context, t *testing.T, c valkey.Client, keys []string) {
+	t.Helper()
+	cmds := make(valkey.Commands, len(keys))
+	for i, k := range keys {
+		cmds[i] = c.B().Set().Key(k).Value("v").Ex(time.Minute).Build()
+	}
+	for i, r := range c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			t.Fatalf("SET %s: %v", keys[i], err)
+		}
+	}
+}
+
+func existing(ctx context.Context, t *testing.T, c valkey.Client, keys []string) []string {
+	t.Helper()
+	cmds := make(valkey.Commands, len(keys))
+	for i, k := range keys {
+		cmds[i] = c.B().Exists().Key(k).Build()
+	}
+	var left []string
+	for i, r := range c.DoMulti(ctx, cmds...) {
+		if n, err := r.AsInt64(); err != nil {
+			t.Fatalf("EXISTS %s: %v", keys[i], err)
+		} else if n > 0 {
+			left = append(left, keys[i])
+		}
+	}
+	return left
+}
+
+func TestInvalidateAcrossSlotsWithDedup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c := testenv.Cache(t)
+	ns := rand.Text()
+	rules := mustRules(t, `entities: {item: ["t:`+ns+`:{id}", "t:`+ns+`:list"]}`)
+	inv := New(c, Options{Rules: rules, Chunk: 64})
+
+	// 300 records over many slots; every record also invalidates the shared
+	// list key, and ids 0-99 appear twice.
+	var records []Record
+	var keys []string
+	for i := range 300 {
+		id := strconv.Itoa(i % 200)
+		records = append(records, Record{ID: "m" + strconv.Itoa(i), Changes: []events.Change{{Entity: "item", ID: id, OccurredAt: time.Now().Add(-time.Second)}}})
+		if i < 200 {
+			keys = append(keys, "t:"+ns+":"+id)
+		}
+	}
+	setKeys(ctx, t, c, keys[:150]) // 150 exist, 50 are already absent, and the list key too
+	rep := inv.Invalidate(ctx, records)
+
+	if ids := rep.Failed(); len(ids) != 0 {
+		t.Fatalf("failed records %v: %v", ids, rep.Results[0].Err)
+	}
+	m := rep.Metrics
+	if m.Records != 300 || m.KeysDeleted != 150 || m.KeysAbsent != 51 || m.KeysFailed != 0 || m.Failed != 0 {
+		t.Fatalf("metrics = %+v, want 300 records, 150 deleted, 51 absent (distinct keys)", m)
+	}
+	if m.MaxLag < time.Second {
+		t.Fatalf("max lag = %v, want at least the 1 s the changes are old", m.MaxLag)
+	}
+	first := rep.Results[0]
+	if first.Record != "m0" || len(first.Keys) != 2 || first.Keys[0] != (KeyResult{"t:" + ns + ":0", KeyDeleted}) {
+		t.Fatalf("first result = %+v", first)
+	}
+	if r := rep.Results[199]; r.Keys[0].Status != KeyAbsent {
+		t.Fatalf("result of an absent key = %+v", r)
+	}
+	if left := existing(ctx, t, c, keys); len(left) != 0 {
+		t.Fatalf("keys still there: %q", left)
+	}
+}
+
+func TestInvalidateBeyondTheArgumentLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c := testenv.Cache(t)
+	keys := make([]string, 5000) // one record, more keys than a request may carry arguments
+	for i := range keys {
+		keys[i] = "big:" + strconv.Itoa(i)
+	}
+	setKeys(ctx, t, c, keys)
+	rep := New(c, Options{}).Invalidate(ctx, []Record{{ID: "big", Changes: []events.Change{{Keys: keys}}}})
+	if err := rep.Results[0].Err; err != nil {
+		t.Fatal(err)
+	}
+	if rep.Metrics.KeysDeleted != 5000 {
+		t.Fatalf("deleted %d keys, want 5000", rep.Metrics.KeysDeleted)
+	}
+}
+
+func TestInvalidateFailsOnlyBadRecords(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c := testenv.Cache(t)
+	decodeErr := &events.DecodeError{Record: "bad-json", Reason: "malformed JSON"}
+	rep := New(c, Options{}).Invalidate(ctx, []Record{
+		{ID: "ok", Changes: []events.Change{{Entity: "user", ID: "1"}}},
+		{ID: "bad-json", Err: decodeErr},
+		{ID: "no-id", Changes: []events.Change{{Entity: "user", ID: "2"}, {Entity: "user"}}},
+	})
+	if got := fmt.Sprint(rep.Failed()); got != "[bad-json no-id]" {
+		t.Fatalf("failed = %s, want [bad-json no-id]", got)
+	}
+	if !errors.Is(rep.Results[1].Err, events.ErrInvalid) || !errors.Is(rep.Results[2].Err, ErrPlan) {
+		t.Fatalf("errors = %v / %v", rep.Results[1].Err, rep.Results[2].Err)
+	}
+	// The planned key of the failing record is deleted all the same.
+	if keys := rep.Results[2].Keys; len(keys) != 1 || keys[0].Key != "cache:user:2" || keys[0].Status == KeyFailed {
+		t.Fatalf("keys of the failing record = %+v", keys)
+	}
+}
+
+// owners maps each key to the address of the node that serves it.
+func owners(ctx context.Context, t *testing.T, c valkey.Client, keys []string) map[string]string {
+	t.Helper()
+	owner := map[string]string{}
+	for addr, node := range c.Nodes() {
+		for _, k := range keys {
+			if err := node.Do(ctx, node.B().Exists().Key(k).Build()).Error(); err == nil {
+				owner[k] = addr
+			}
+		}
+	}
+	return owner
+}
+
+func TestInvalidateWithANodeDown(t *testing.T) {
+	cluster := testenv.StartCluster(t, "node-down", 7201)
+	c, err := cacheconn.New(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+
+	var records []Record
+	var keys []string
+	for i := range 60 {
+		id := strconv.Itoa(i)
+		keys = append(keys, "cache:user:"+id)
+		records = append(records, Record{ID: id, Changes: []events.Change{{Entity: "user", ID: id}}})
+	}
+	setKeys(ctx, t, c, keys)
+	owner := owners(ctx, t, c, keys)
+	down := cluster.Ports[1]
+	downAddr := "127.0.0.1:" + strconv.Itoa(down)
+	cluster.StopNode(t, down)
+
+	inv := New(c, Options{MaxAttempts: 1000, Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	deadlineCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	start := time.Now()
+	rep := inv.Invalidate(deadlineCtx, records)
+	elapsed := time.Since(start)
+	cancel()
+	t.Logf("with a node down: %v, %+v", elapsed, rep.Metrics)
+	if elapsed > 2*time.Second+500*time.Millisecond {
+		t.Errorf("Invalidate took %v with a 2 s deadline", elapsed)
+	}
+	for i, res := range rep.Results {
+		onDownNode := owner[keys[i]] == downAddr
+		if onDownNode != (res.Err != nil) {
+			t.Fatalf("record %s (key on %s, down %s): err = %v", res.Record, owner[keys[i]], downAddr, res.Err)
+		}
+		if onDownNode && res.Keys[0].Status != KeyFailed {
+			t.Fatalf("record %s: key status %v on a stopped node", res.Record, res.Keys[0].Status)
+		}
+	}
+	if rep.Metrics.Failed == 0 || rep.Metrics.Failed == len(records) {
+		t.Fatalf("%d of %d records failed: want those on the stopped node only", rep.Metrics.Failed, len(records))
+	}
+
+	restart := time.Now()
+	cluster.Restart(t)
+	t.Logf("restart: %v", time.Since(restart))
+	var retry []Record
+	for _, id := range rep.Failed() {
+		n, _ := strconv.Atoi(id)
+		retry = append(retry, records[n])
+	}
+	// The restarted node lost its data (no persistence): set its keys again
+	// so the retry has something to delete.
+	var again []string
+	for _, r := range retry {
+		again = append(again, "cache:user:"+r.ID)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for setErr := errors.New("start"); setErr != nil; {
+		setErr = nil
+		cmds := make(valkey.Commands, len(again))
+		for i, k := range again {
+			cmds[i] = c.B().Set().Key(k).Value("v").Build()
+		}
+		for _, r := range c.DoMulti(waitCtx, cmds...) {
+			if r.Error() != nil {
+				setErr = r.Error()
+			}
+		}
+		if setErr != nil && waitCtx.Err() != nil {
+			t.Fatalf("node did not come back: %v", setErr)
+		}
+		if setErr != nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	t.Logf("writable again after %v", time.Since(restart))
+	rep = inv.Invalidate(waitCtx, retry)
+	if failed := rep.Failed(); len(failed) != 0 || rep.Metrics.KeysDeleted != len(retry) {
+		t.Fatalf("after recovery: failed %v, metrics %+v", failed, rep.Metrics)
+	}
+}

@@ -1,0 +1,193 @@
+package invalidate
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/invalidator-go/invalidator/events"
+)
+
+// DefaultTemplate is the key of a change without a rule of its own.
+const DefaultTemplate = "cache:{entity}:{id}"
+
+// DefaultMaxKeyBytes is the longest key planned unless the rules say
+// otherwise. Valkey allows far longer keys, but a key this long is almost
+// always a template or data bug, better caught than deleted.
+const DefaultMaxKeyBytes = 1024
+
+// RulesConfig is the rules as written in INVALIDATION_RULES or
+// INVALIDATION_RULES_FILE, in YAML or JSON:
+//
+//	default: ["cache:{entity}:{id}"]          # changes without a rule
+//	maxKeyBytes: 1024
+//	entities:                                 # change messages, by entity
+//	  product: ["cache:product:{id}", "cache:{product:{id}}:reviews", "cache:product-list"]
+//	tables:                                   # DynamoDB stream records, by table
+//	  Products: ["cache:product:{key.id}", "cache:category:{item.category}"]
+type RulesConfig struct {
+	// Default templates apply to changes whose entity or table has no rule.
+	// Default: ["cache:{entity}:{id}"]. Only {entity}, {id}, {op},
+	// {version} and {table} may appear.
+	Default []string `json:"default,omitempty"`
+	// MaxKeyBytes is the longest key allowed, in bytes. Default 1024.
+	MaxKeyBytes int `json:"maxKeyBytes,omitempty"`
+	// Entities maps an entity to the templates of its change messages.
+	Entities map[string][]string `json:"entities,omitempty"`
+	// Tables maps a DynamoDB table to the templates of its stream records,
+	// which may also read the item: {key.NAME}, {new.PATH}, {old.PATH},
+	// {item.PATH} (both images).
+	Tables map[string][]string `json:"tables,omitempty"`
+}
+
+// Rules turn a change into the cache keys it invalidates. Build them with
+// NewRules, ParseRules or LoadRules; the zero value is not usable.
+type Rules struct {
+	defaults    []template
+	entities    map[string][]template
+	tables      map[string][]template
+	maxKeyBytes int
+}
+
+// DefaultRules returns the rules used when none are configured: every change
+// invalidates cache:{entity}:{id}.
+func DefaultRules() *Rules {
+	r, err := NewRules(RulesConfig{})
+	if err != nil {
+		panic(err) // the built-in default is valid
+	}
+	return r
+}
+
+// NewRules validates and compiles a configuration.
+func NewRules(cfg RulesConfig) (*Rules, error) {
+	r := &Rules{maxKeyBytes: cfg.MaxKeyBytes, entities: map[string][]template{}, tables: map[string][]template{}}
+	if r.maxKeyBytes == 0 {
+		r.maxKeyBytes = DefaultMaxKeyBytes
+	}
+	if r.maxKeyBytes < 1 || r.maxKeyBytes > 512<<20 {
+		return nil, fmt.Errorf("%w: maxKeyBytes %d is not between 1 and 512 MiB", ErrConfig, cfg.MaxKeyBytes)
+	}
+	if cfg.Default == nil {
+		cfg.Default = []string{DefaultTemplate}
+	}
+	var err error
+	if r.defaults, err = compile("default", cfg.Default, false); err != nil {
+		return nil, err
+	}
+	for _, name := range sortedKeys(cfg.Entities) {
+		if r.entities[name], err = compile("entities."+name, cfg.Entities[name], false); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range sortedKeys(cfg.Tables) {
+		if r.tables[name], err = compile("tables."+name, cfg.Tables[name], true); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func compile(where string, raws []string, allowImages bool) ([]template, error) {
+	if len(raws) == 0 {
+		return nil, fmt.Errorf("%w: %s has no templates", ErrConfig, where)
+	}
+	templates := make([]template, len(raws))
+	for i, raw := range raws {
+		t, err := parseTemplate(raw, allowImages)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", where, i, err)
+		}
+		templates[i] = t
+	}
+	return templates, nil
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ParseRules reads rules written in YAML or JSON. Unknown fields are errors,
+// so a typo cannot silently fall back to the defaults.
+func ParseRules(data []byte) (*Rules, error) {
+	var cfg RulesConfig
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return NewRules(cfg)
+}
+
+// LoadRules reads INVALIDATION_RULES (the rules inline) or
+// INVALIDATION_RULES_FILE (a path) through getenv; with neither it returns
+// DefaultRules. Setting both is an error.
+func LoadRules(getenv func(string) string) (*Rules, error) {
+	inline, file := getenv("INVALIDATION_RULES"), getenv("INVALIDATION_RULES_FILE")
+	switch {
+	case inline != "" && file != "":
+		return nil, fmt.Errorf("%w: set INVALIDATION_RULES or INVALIDATION_RULES_FILE, not both", ErrConfig)
+	case inline != "":
+		r, err := ParseRules([]byte(inline))
+		if err != nil {
+			return nil, fmt.Errorf("INVALIDATION_RULES: %w", err)
+		}
+		return r, nil
+	case file != "":
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("%w: INVALIDATION_RULES_FILE: %w", ErrConfig, err)
+		}
+		r, err := ParseRules(data)
+		if err != nil {
+			return nil, fmt.Errorf("INVALIDATION_RULES_FILE %s: %w", file, err)
+		}
+		return r, nil
+	default:
+		return DefaultRules(), nil
+	}
+}
+
+// Keys appends to dst the keys a change invalidates: its explicit keys if it
+// has any, else the keys of its table's or entity's rule, else the default
+// ones. Every key is checked against the maximum length.
+func (r *Rules) Keys(c *events.Change, dst []string) ([]string, error) {
+	start := len(dst)
+	if len(c.Keys) > 0 {
+		dst = append(dst, c.Keys...)
+	} else {
+		templates := r.templatesFor(c)
+		var err error
+		for i := range templates {
+			if dst, err = templates[i].expand(c, dst); err != nil {
+				return dst[:start], err
+			}
+		}
+	}
+	for _, k := range dst[start:] {
+		if len(k) > r.maxKeyBytes {
+			return dst[:start], &PlanError{Reason: "key of " + strconv.Itoa(len(k)) + " bytes is longer than the maximum of " + strconv.Itoa(r.maxKeyBytes)}
+		}
+	}
+	return dst, nil
+}
+
+func (r *Rules) templatesFor(c *events.Change) []template {
+	var ts []template
+	var ok bool
+	if c.Source == events.SourceDynamoDB {
+		ts, ok = r.tables[c.Table]
+	} else {
+		ts, ok = r.entities[c.Entity]
+	}
+	if !ok {
+		return r.defaults
+	}
+	return ts
+}

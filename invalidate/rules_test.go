@@ -1,0 +1,181 @@
+package invalidate
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/invalidator-go/invalidator/events"
+)
+
+type av = lambdaevents.DynamoDBAttributeValue
+
+func s(v string) av     { return lambdaevents.NewStringAttribute(v) }
+func ss(v ...string) av { return lambdaevents.NewStringSetAttribute(v) }
+
+func mustRules(t *testing.T, yaml string) *Rules {
+	t.Helper()
+	r, err := ParseRules([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+const testRules = `
+entities:
+  product: ["cache:product:{id}", "cache:{product:{id}}:reviews", "cache:products:list"]
+  versioned: ["cache:v:{id}:{version}"]
+  opaque: ["cache:{{id}:{id}"]
+tables:
+  Products:
+    - "cache:product:{key.id}"
+    - "cache:category:{item.category}"
+    - "cache:tag:{item.tags}"
+    - "cache:brand:{new.brand.name}"
+    - "cache:was:{old.category}"
+`
+
+func stream(op events.Op, old, new map[string]av) *events.Change {
+	return &events.Change{
+		Entity: "Products", ID: "p1", Op: op, Source: events.SourceDynamoDB, Table: "Products",
+		ItemKey: map[string]av{"id": s("p1")}, OldImage: old, NewImage: new,
+	}
+}
+
+func TestKeys(t *testing.T) {
+	r := mustRules(t, testRules)
+	brand := lambdaevents.NewMapAttribute(map[string]av{"name": s("Acme")})
+	tests := []struct {
+		name string
+		c    *events.Change
+		want []string
+	}{
+		{"default template", &events.Change{Entity: "user", ID: "9"}, []string{"cache:user:9"}},
+		{"entity rule with hash tag", &events.Change{Entity: "product", ID: "42"},
+			[]string{"cache:product:42", "cache:{product:42}:reviews", "cache:products:list"}},
+		{"escaped brace", &events.Change{Entity: "opaque", ID: "7"}, []string{"cache:{id}:7"}},
+		{"version", &events.Change{Entity: "versioned", ID: "7", Version: 3, HasVersion: true}, []string{"cache:v:7:3"}},
+		{"explicit keys replace rules", &events.Change{Entity: "product", ID: "42", Keys: []string{"a", "{b}"}}, []string{"a", "{b}"}},
+		{"IDs are data", &events.Change{Entity: "user", ID: "*  {x}\r\n"}, []string{"cache:user:*  {x}\r\n"}},
+		{"default for a table without a rule", &events.Change{Entity: "Orders", ID: "o#1", Source: events.SourceDynamoDB, Table: "Orders"},
+			[]string{"cache:Orders:o#1"}},
+		{"update moves category and tags", stream(events.OpUpdate,
+			map[string]av{"id": s("p1"), "category": s("A"), "tags": ss("x", "y"), "brand": brand},
+			map[string]av{"id": s("p1"), "category": s("B"), "tags": ss("y", "z"), "brand": brand}),
+			[]string{"cache:product:p1", "cache:category:A", "cache:category:B", "cache:tag:x", "cache:tag:y", "cache:tag:z",
+				"cache:brand:Acme", "cache:was:A"}},
+		{"insert has no old image", stream(events.OpCreate, nil,
+			map[string]av{"id": s("p1"), "category": s("B"), "tags": ss("z"), "brand": brand}),
+			[]string{"cache:product:p1", "cache:category:B", "cache:tag:z", "cache:brand:Acme"}},
+		{"remove has no new image", stream(events.OpDelete,
+			map[string]av{"id": s("p1"), "category": s("A"), "tags": ss("x")}, nil),
+			[]string{"cache:product:p1", "cache:category:A", "cache:tag:x", "cache:was:A"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := r.Keys(tt.c, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("keys = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeysRefusesUnsafePlans(t *testing.T) {
+	r := mustRules(t, testRules+"maxKeyBytes: 32\n")
+	tests := []struct {
+		name string
+		c    *events.Change
+		want string
+	}{
+		{"missing id", &events.Change{Entity: "user"}, "placeholder {id} is missing or empty"},
+		{"missing version", &events.Change{Entity: "versioned", ID: "1"}, "has no version"},
+		{"missing attribute", stream(events.OpUpdate, map[string]av{"id": s("p1")}, map[string]av{"id": s("p1")}),
+			"placeholder {item.category} is missing from the item"},
+		{"empty attribute", stream(events.OpCreate, nil, map[string]av{"id": s("p1"), "category": s("")}),
+			"placeholder {item.category} is empty"},
+		{"NULL attribute", stream(events.OpCreate, nil, map[string]av{"id": s("p1"), "category": lambdaevents.NewNullAttribute()}),
+			"the attribute is NULL"},
+		{"too long", &events.Change{Entity: "user", ID: strings.Repeat("x", 40)}, "longer than the maximum of 32"},
+		{"explicit key too long", &events.Change{Keys: []string{strings.Repeat("k", 33)}}, "longer than the maximum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			keys, err := r.Keys(tt.c, []string{"earlier"})
+			if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want ErrPlan mentioning %q", err, tt.want)
+			}
+			if !slices.Equal(keys, []string{"earlier"}) {
+				t.Fatalf("keys = %q: a failed plan must add none", keys)
+			}
+		})
+	}
+}
+
+func TestRulesValidation(t *testing.T) {
+	tests := map[string]string{
+		"unknown placeholder":     `entities: {product: ["cache:{ID}"]}`,
+		"empty template":          `entities: {product: [" "]}`,
+		"no templates":            `entities: {product: []}`,
+		"image in entity rule":    `entities: {product: ["cache:{new.category}"]}`,
+		"image in default":        `default: ["cache:{item.x}"]`,
+		"empty attribute path":    `tables: {T: ["cache:{item.a..b}"]}`,
+		"nested key path":         `tables: {T: ["cache:{key.a.b}"]}`,
+		"unknown field":           `entitys: {product: ["cache:{id}"]}`,
+		"bad syntax":              `entities: [`,
+		"negative max key length": `maxKeyBytes: -1`,
+	}
+	for name, yaml := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := ParseRules([]byte(yaml)); !errors.Is(err, ErrConfig) {
+				t.Fatalf("err = %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+func TestLoadRules(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rules.json")
+	if err := os.WriteFile(file, []byte(`{"entities":{"product":["p:{id}"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	product := &events.Change{Entity: "product", ID: "1"}
+	for name, tc := range map[string]struct {
+		env     map[string]string
+		want    string
+		wantErr bool
+	}{
+		"defaults":    {env: nil, want: "cache:product:1"},
+		"inline YAML": {env: map[string]string{"INVALIDATION_RULES": "entities:\n  product: [\"y:{id}\"]"}, want: "y:1"},
+		"file JSON":   {env: map[string]string{"INVALIDATION_RULES_FILE": file}, want: "p:1"},
+		"both":        {env: map[string]string{"INVALIDATION_RULES": "{}", "INVALIDATION_RULES_FILE": file}, wantErr: true},
+		"no file":     {env: map[string]string{"INVALIDATION_RULES_FILE": file + ".missing"}, wantErr: true},
+		"bad inline":  {env: map[string]string{"INVALIDATION_RULES": "entities: {product: [\"{nope}\"]}"}, wantErr: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := LoadRules(env(tc.env))
+			if tc.wantErr {
+				if !errors.Is(err, ErrConfig) {
+					t.Fatalf("err = %v, want ErrConfig", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keys, _ := r.Keys(product, nil); !slices.Equal(keys, []string{tc.want}) {
+				t.Fatalf("keys = %q, want %q", keys, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,302 @@
+package invalidate
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/invalidator-go/invalidator/events"
+)
+
+// ErrConfig marks invalid rules; start-up stops on it.
+var ErrConfig = errors.New("invalid invalidation rules")
+
+// ErrPlan is wrapped by the errors of a change whose keys cannot be planned
+// safely: a placeholder is missing or empty, or a key is too long. The
+// record fails rather than deleting a wrong key.
+var ErrPlan = errors.New("cannot plan cache keys")
+
+// source says which part of a change a placeholder reads.
+type source uint8
+
+const (
+	literal source = iota
+	srcEntity
+	srcID
+	srcOp
+	srcVersion
+	srcTable
+	srcKey  // key.NAME: a key attribute of a stream record
+	srcNew  // new.PATH: the NewImage
+	srcOld  // old.PATH: the OldImage
+	srcItem // item.PATH: both images, each distinct value
+)
+
+var scalarNames = map[string]source{
+	"entity": srcEntity, "id": srcID, "op": srcOp, "version": srcVersion, "table": srcTable,
+}
+
+var imagePrefixes = map[string]source{"key": srcKey, "new": srcNew, "old": srcOld, "item": srcItem}
+
+type segment struct {
+	src  source
+	text string   // the literal, or the placeholder as written, for errors
+	path []string // attribute path for key/new/old/item
+}
+
+// template is a compiled key template such as "cache:{entity}:{id}".
+type template struct {
+	raw      string
+	segments []segment
+}
+
+// maxKeysPerTemplate bounds the keys one template may expand to (sets and
+// both images multiply): a runaway rule fails its record, not the cache.
+const maxKeysPerTemplate = 1000
+
+func isNameByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// parseTemplate compiles a template. A placeholder is a name in braces,
+// {id}; any other brace is literal, so hash tags such as {product:{id}}
+// pass through, and "{{" writes a literal "{" before a name. streamOnly
+// placeholders (key., new., old., item.) are refused unless allowImages.
+func parseTemplate(raw string, allowImages bool) (template, error) {
+	t := template{raw: raw}
+	if strings.TrimSpace(raw) == "" {
+		return t, configErr(raw, "empty template")
+	}
+	var lit strings.Builder
+	flush := func() {
+		if lit.Len() > 0 {
+			t.segments = append(t.segments, segment{src: literal, text: lit.String()})
+			lit.Reset()
+		}
+	}
+	for i := 0; i < len(raw); {
+		if strings.HasPrefix(raw[i:], "{{") {
+			lit.WriteByte('{')
+			i += 2
+			continue
+		}
+		if raw[i] != '{' {
+			lit.WriteByte(raw[i])
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(raw) && isNameByte(raw[j]) {
+			j++
+		}
+		if j == i+1 || j >= len(raw) || raw[j] != '}' {
+			lit.WriteByte('{') // a hash tag's brace
+			i++
+			continue
+		}
+		seg, err := parsePlaceholder(raw, raw[i+1:j], allowImages)
+		if err != nil {
+			return t, err
+		}
+		flush()
+		t.segments = append(t.segments, seg)
+		i = j + 1
+	}
+	flush()
+	return t, nil
+}
+
+func parsePlaceholder(raw, name string, allowImages bool) (segment, error) {
+	written := "{" + name + "}"
+	if src, ok := scalarNames[name]; ok {
+		return segment{src: src, text: written}, nil
+	}
+	prefix, path, dotted := strings.Cut(name, ".")
+	src, ok := imagePrefixes[prefix]
+	if !ok || !dotted {
+		return segment{}, configErr(raw, "unknown placeholder "+written+
+			" (use entity, id, op, version, table, key.NAME, new.PATH, old.PATH or item.PATH; write {{ for a literal brace)")
+	}
+	if !allowImages {
+		return segment{}, configErr(raw, "placeholder "+written+" reads a DynamoDB item: only table rules may use it")
+	}
+	parts := strings.Split(path, ".")
+	for _, p := range parts {
+		if p == "" {
+			return segment{}, configErr(raw, "placeholder "+written+" has an empty attribute name")
+		}
+	}
+	if src == srcKey && len(parts) > 1 {
+		return segment{}, configErr(raw, "placeholder "+written+": key attributes have no nested path")
+	}
+	return segment{src: src, text: written, path: parts}, nil
+}
+
+func configErr(template, reason string) error {
+	return &configError{template: template, reason: reason}
+}
+
+type configError struct{ template, reason string }
+
+func (e *configError) Error() string {
+	return "template " + strconv.Quote(e.template) + ": " + e.reason
+}
+
+func (e *configError) Unwrap() error { return ErrConfig }
+
+// PlanError says why a change's keys could not be planned.
+type PlanError struct {
+	Template string // the template, or "" for an explicit key
+	Reason   string
+}
+
+func (e *PlanError) Error() string {
+	if e.Template == "" {
+		return e.Reason
+	}
+	return "template " + strconv.Quote(e.Template) + ": " + e.Reason
+}
+
+func (e *PlanError) Unwrap() error { return ErrPlan }
+
+// expand appends the keys this template gives for the change.
+func (t *template) expand(c *events.Change, dst []string) ([]string, error) {
+	// The common case, only scalar placeholders, makes exactly one key.
+	if t.scalarOnly() {
+		var b strings.Builder
+		for i := range t.segments {
+			v, err := t.scalar(&t.segments[i], c)
+			if err != nil {
+				return dst, err
+			}
+			b.WriteString(v)
+		}
+		return append(dst, b.String()), nil
+	}
+	keys := []string{""}
+	for i := range t.segments {
+		seg := &t.segments[i]
+		var values []string
+		switch seg.src {
+		case srcKey, srcNew, srcOld, srcItem:
+			var err error
+			values, err = t.imageValues(seg, c)
+			if err != nil {
+				return dst, err
+			}
+			if len(values) == 0 { // the image is absent: no key from this template
+				return dst, nil
+			}
+		default:
+			v, err := t.scalar(seg, c)
+			if err != nil {
+				return dst, err
+			}
+			values = []string{v}
+		}
+		if len(keys)*len(values) > maxKeysPerTemplate {
+			return dst, &PlanError{t.raw, "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"}
+		}
+		next := make([]string, 0, len(keys)*len(values))
+		for _, k := range keys {
+			for _, v := range values {
+				next = append(next, k+v)
+			}
+		}
+		keys = next
+	}
+	return append(dst, keys...), nil
+}
+
+func (t *template) scalarOnly() bool {
+	for i := range t.segments {
+		if t.segments[i].src >= srcKey {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *template) scalar(seg *segment, c *events.Change) (string, error) {
+	var v string
+	switch seg.src {
+	case literal:
+		return seg.text, nil
+	case srcEntity:
+		v = c.Entity
+	case srcID:
+		v = c.ID
+	case srcOp:
+		v = string(c.Op)
+	case srcTable:
+		v = c.Table
+	case srcVersion:
+		if !c.HasVersion {
+			return "", &PlanError{t.raw, "placeholder {version}: the change has no version"}
+		}
+		return strconv.FormatInt(c.Version, 10), nil
+	}
+	if v == "" {
+		return "", &PlanError{t.raw, "placeholder " + seg.text + " is missing or empty"}
+	}
+	return v, nil
+}
+
+// imageValues returns the distinct texts of an attribute placeholder, or
+// none when the image it reads is absent (new. on REMOVE, old. on INSERT).
+func (t *template) imageValues(seg *segment, c *events.Change) ([]string, error) {
+	var images []map[string]lambdaevents.DynamoDBAttributeValue
+	switch seg.src {
+	case srcKey:
+		images = append(images, c.ItemKey)
+	case srcNew:
+		images = append(images, c.NewImage)
+	case srcOld:
+		images = append(images, c.OldImage)
+	case srcItem:
+		images = append(images, c.OldImage, c.NewImage, c.ItemKey)
+	}
+	var values []string
+	present, found := false, false
+	for _, image := range images {
+		if image == nil {
+			continue
+		}
+		present = true
+		av, ok := events.Lookup(image, seg.path)
+		if !ok {
+			continue
+		}
+		found = true
+		texts, err := events.AttributeText(av)
+		if err != nil {
+			return nil, &PlanError{t.raw, "placeholder " + seg.text + ": " + err.Error()}
+		}
+		for _, text := range texts {
+			if text == "" {
+				return nil, &PlanError{t.raw, "placeholder " + seg.text + " is empty"}
+			}
+			if !contains(values, text) {
+				values = append(values, text)
+			}
+		}
+	}
+	switch {
+	case !present && seg.src != srcItem:
+		return nil, nil
+	case !found:
+		return nil, &PlanError{t.raw, "placeholder " + seg.text + " is missing from the item"}
+	}
+	return values, nil
+}
+
+func contains(values []string, v string) bool {
+	for _, x := range values {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
