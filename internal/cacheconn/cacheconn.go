@@ -33,6 +33,10 @@ type Config struct {
 	// CACHE_PASSWORD, default none: the server's default user).
 	Username string
 	Password string
+	// IAM, when set (CACHE_IAM_AUTH=true, with CACHE_NAME and
+	// CACHE_USERNAME, default off), logs in with IAM tokens instead of a
+	// password. The caller fills in its Region and Credentials.
+	IAM *IAM
 }
 
 // FromEnv reads the configuration from environment variables through getenv
@@ -45,14 +49,30 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		Username: getenv("CACHE_USERNAME"),
 		Password: getenv("CACHE_PASSWORD"),
 	}
-	if v := getenv("CACHE_TLS"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return Config{}, fmt.Errorf("%w: CACHE_TLS=%q is not true or false", ErrConfig, v)
-		}
-		c.TLS = on
+	var err error
+	if c.TLS, err = boolEnv(getenv, "CACHE_TLS", true); err != nil {
+		return Config{}, err
+	}
+	iam, err := boolEnv(getenv, "CACHE_IAM_AUTH", false)
+	if err != nil {
+		return Config{}, err
+	}
+	if iam {
+		c.IAM = &IAM{CacheName: getenv("CACHE_NAME")}
 	}
 	return c, c.Validate()
+}
+
+func boolEnv(getenv func(string) string, key string, def bool) (bool, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s=%q is not true or false", ErrConfig, key, v)
+	}
+	return on, nil
 }
 
 // Validate reports the first problem that would stop a connection.
@@ -69,6 +89,18 @@ func (c Config) Validate() error {
 	if c.Password != "" && c.Username == "" {
 		return fmt.Errorf("%w: CACHE_PASSWORD needs CACHE_USERNAME", ErrConfig)
 	}
+	if c.IAM != nil {
+		switch {
+		case !c.TLS:
+			return fmt.Errorf("%w: IAM authentication needs TLS", ErrConfig)
+		case c.IAM.CacheName == "":
+			return fmt.Errorf("%w: CACHE_IAM_AUTH needs CACHE_NAME, the serverless cache's name", ErrConfig)
+		case c.Username == "":
+			return fmt.Errorf("%w: CACHE_IAM_AUTH needs CACHE_USERNAME, the ElastiCache user ID", ErrConfig)
+		case c.Password != "":
+			return fmt.Errorf("%w: set CACHE_PASSWORD or CACHE_IAM_AUTH, not both", ErrConfig)
+		}
+	}
 	return nil
 }
 
@@ -84,6 +116,14 @@ func (c Config) ClientOption() (valkey.ClientOption, error) {
 		// The worker never reads cached values, so client-side caching would
 		// only add CLIENT TRACKING traffic.
 		DisableCache: true,
+	}
+	if c.IAM != nil {
+		if c.IAM.Credentials == nil {
+			return valkey.ClientOption{}, fmt.Errorf("%w: IAM authentication without AWS credentials", ErrConfig)
+		}
+		opt.Password = ""
+		opt.AuthCredentialsFn = c.IAM.credentialsFn(c.Username)
+		opt.ConnLifetime = iamConnLifetime
 	}
 	if c.TLS {
 		cfg, err := c.tlsConfig()

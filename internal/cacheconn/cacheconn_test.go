@@ -2,10 +2,15 @@ package cacheconn
 
 import (
 	"errors"
+	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
 func env(m map[string]string) func(string) string {
@@ -100,5 +105,58 @@ func TestClientOptionTLS(t *testing.T) {
 	}
 	if opt.TLSConfig != nil {
 		t.Fatal("TLS on although the config turned it off")
+	}
+}
+
+func TestIAMConfig(t *testing.T) {
+	good := map[string]string{"CACHE_ENDPOINT": "c.serverless.use1.cache.amazonaws.com:6379", "CACHE_IAM_AUTH": "true",
+		"CACHE_NAME": "orders", "CACHE_USERNAME": "invalidator"}
+	c, err := FromEnv(env(good))
+	if err != nil || c.IAM == nil || c.IAM.CacheName != "orders" {
+		t.Fatalf("config = %+v, %v", c, err)
+	}
+	if _, err := c.ClientOption(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("options without credentials: err = %v, want ErrConfig", err)
+	}
+	for key, value := range map[string]string{"CACHE_NAME": "", "CACHE_USERNAME": "", "CACHE_TLS": "false", "CACHE_PASSWORD": "p", "CACHE_IAM_AUTH": "sure"} {
+		bad := maps.Clone(good)
+		bad[key] = value
+		if _, err := FromEnv(env(bad)); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s=%q: err = %v, want ErrConfig", key, value, err)
+		}
+	}
+}
+
+func TestIAMToken(t *testing.T) {
+	iam := IAM{
+		CacheName:   "orders",
+		Region:      "eu-west-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Now:         func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) },
+	}
+	token, err := iam.Token(t.Context(), "invalidator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse("http://" + token)
+	if err != nil || strings.HasPrefix(token, "http") {
+		t.Fatalf("token %q: want a URL without its scheme (%v)", token, err)
+	}
+	q := u.Query()
+	for key, want := range map[string]string{
+		"Action": "connect", "User": "invalidator", "ResourceType": "ServerlessCache", "X-Amz-Expires": "900",
+		"X-Amz-Algorithm": "AWS4-HMAC-SHA256", "X-Amz-Date": "20261129T120000Z",
+		"X-Amz-Credential": "AKIDEXAMPLE/20261129/eu-west-1/elasticache/aws4_request", "X-Amz-SignedHeaders": "host",
+	} {
+		if got := q.Get(key); got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
+	if u.Host != "orders" || len(q.Get("X-Amz-Signature")) != 64 {
+		t.Errorf("token %q: want host orders and a signature", token)
+	}
+	again, _ := iam.Token(t.Context(), "invalidator")
+	if again != token {
+		t.Error("the same inputs signed differently")
 	}
 }

@@ -1,0 +1,213 @@
+package functions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/internal/rie"
+	"github.com/invalidator-go/invalidator/internal/testenv"
+)
+
+const streamRules = `tables: {Products: ["cache:product:{key.id}", "cache:category:{item.category}"]}`
+
+func emulator(t *testing.T, name string, cfg cacheconn.Config, opts rie.Options) *rie.Emulator {
+	t.Helper()
+	opts.Env = append(opts.Env, testenv.CacheEnv(cfg)...)
+	e, err := rie.Start(binary(name), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	return e
+}
+
+func setKeys(t *testing.T, c valkey.Client, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if err := c.Do(t.Context(), c.B().Set().Key(k).Value("cached").Ex(time.Minute).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func requireGone(t *testing.T, c valkey.Client, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if n, err := c.Do(t.Context(), c.B().Exists().Key(k).Build()).AsInt64(); err != nil || n != 0 {
+			t.Errorf("key %s still exists (%v)", k, err)
+		}
+	}
+}
+
+func sqsMessage(id, body string) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId: id, ReceiptHandle: "handle-" + id, Body: body, EventSource: "aws:sqs", AWSRegion: "us-east-1",
+		EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:cache-invalidation",
+		Attributes:     map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10)},
+	}
+}
+
+func snsEnvelope(message string) string {
+	b, _ := json.Marshal(map[string]string{
+		"Type": "Notification", "MessageId": "e0b1c2d3-0000-4000-8000-000000000001", "TopicArn": "arn:aws:sns:us-east-1:123456789012:cache-changes",
+		"Message": message, "Timestamp": time.Now().UTC().Format(time.RFC3339Nano), "SignatureVersion": "1", "Signature": "c2lnbmF0dXJl",
+	})
+	return string(b)
+}
+
+func TestSQSFunctionUnderTheEmulator(t *testing.T) {
+	c := testenv.Cache(t)
+	ns := rand.Text()
+	key := func(id string) string { return "cache:product:" + ns + id }
+	setKeys(t, c, key("raw"), key("sns"), key("eb"), key("a1"), key("a2"), "explicit:"+ns)
+	fn := emulator(t, "sqs-invalidate", testenv.CacheConfig(t), rie.Options{})
+
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		sqsMessage("raw", `{"entity":"product","id":"`+ns+`raw"}`),
+		sqsMessage("sns", snsEnvelope(`{"entity":"product","id":"`+ns+`sns","op":"update"}`)),
+		sqsMessage("eventbridge", `{"version":"0","id":"1","detail-type":"ProductChanged","source":"catalog","time":"2026-11-29T12:00:00Z","detail":{"entity":"product","id":"`+ns+`eb"}}`),
+		sqsMessage("array", `[{"entity":"product","id":"`+ns+`a1"},{"entity":"product","id":"`+ns+`a2"}]`),
+		sqsMessage("explicit", `{"keys":["explicit:`+ns+`"]}`),
+		sqsMessage("not-json", `<xml/>`),
+		sqsMessage("no-id", `{"entity":"product"}`),
+		sqsMessage("bad-op", snsEnvelope(`{"entity":"product","id":"1","op":"upsert"}`)),
+	}}
+	out, err := fn.Invoke(t.Context(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatalf("response %s: %v", out, err)
+	}
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	if want := []string{"not-json", "no-id", "bad-op"}; !slices.Equal(failed, want) {
+		t.Fatalf("batch item failures = %q, want exactly %q", failed, want)
+	}
+	requireGone(t, c, key("raw"), key("sns"), key("eb"), key("a1"), key("a2"), "explicit:"+ns)
+
+	// All good: the list is present and empty, which Lambda reads as success.
+	out, err = fn.Invoke(t.Context(), events.SQSEvent{Records: ev.Records[:1]})
+	if err != nil || string(out) != `{"batchItemFailures":[]}` {
+		t.Fatalf("all-good response = %s, %v", out, err)
+	}
+}
+
+func TestSNSFunctionUnderTheEmulator(t *testing.T) {
+	c := testenv.Cache(t)
+	id := rand.Text()
+	setKeys(t, c, "cache:product:"+id)
+	fn := emulator(t, "sns-invalidate", testenv.CacheConfig(t), rie.Options{})
+	record := func(msgID, message string) events.SNSEvent {
+		return events.SNSEvent{Records: []events.SNSEventRecord{{
+			EventSource: "aws:sns", EventVersion: "1.0",
+			EventSubscriptionArn: "arn:aws:sns:us-east-1:123456789012:cache-changes:sub",
+			SNS: events.SNSEntity{Type: "Notification", MessageID: msgID, TopicArn: "arn:aws:sns:us-east-1:123456789012:cache-changes",
+				Message: message, Timestamp: time.Now().UTC()},
+		}}}
+	}
+	if out, err := fn.Invoke(t.Context(), record("good", `{"entity":"product","id":"`+id+`"}`)); err != nil || string(out) != "null" {
+		t.Fatalf("good record: %s, %v", out, err)
+	}
+	requireGone(t, c, "cache:product:"+id)
+	_, err := fn.Invoke(t.Context(), record("bad", `{"entity":"product","id":`))
+	if fe, ok := errors.AsType[*rie.FunctionError](err); !ok || fe.Message == "" {
+		t.Fatalf("bad record: err = %v, want a function error so SNS retries", err)
+	}
+}
+
+func streamRecord(seq, name, id string, old, new map[string]events.DynamoDBAttributeValue) events.DynamoDBEventRecord {
+	return events.DynamoDBEventRecord{
+		EventID: "ev-" + seq, EventName: name, EventVersion: "1.1", EventSource: "aws:dynamodb", AWSRegion: "us-east-1",
+		EventSourceArn: "arn:aws:dynamodb:us-east-1:123456789012:table/Products/stream/2026-11-29T12:00:00.000",
+		Change: events.DynamoDBStreamRecord{
+			ApproximateCreationDateTime: events.SecondsEpochTime{Time: time.Now().Truncate(time.Second)},
+			Keys:                        map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(id)},
+			OldImage:                    old, NewImage: new, SequenceNumber: seq, SizeBytes: 100, StreamViewType: "NEW_AND_OLD_IMAGES",
+		},
+	}
+}
+
+func item(id, category string) map[string]events.DynamoDBAttributeValue {
+	return map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(id), "category": events.NewStringAttribute(category)}
+}
+
+func TestStreamFunctionUnderTheEmulator(t *testing.T) {
+	c := testenv.Cache(t)
+	ns := rand.Text()
+	p1, p2, p3 := ns+"1", ns+"2", ns+"3"
+	catA, catB, catC := "A"+ns, "B"+ns, "C"+ns
+	setKeys(t, c, "cache:product:"+p1, "cache:product:"+p2, "cache:product:"+p3,
+		"cache:category:"+catA, "cache:category:"+catB, "cache:category:"+catC)
+	fn := emulator(t, "stream-invalidate", testenv.CacheConfig(t), rie.Options{Env: []string{"INVALIDATION_RULES=" + streamRules}})
+
+	bad := streamRecord("300", "UPSERT", p1, nil, item(p1, catA))
+	noCategory := streamRecord("400", "INSERT", ns+"4", nil, map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(ns + "4")})
+	ev := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		streamRecord("100", "INSERT", p1, nil, item(p1, catA)),
+		streamRecord("200", "MODIFY", p2, item(p2, catA), item(p2, catB)),
+		bad,
+		noCategory,
+		streamRecord("500", "REMOVE", p3, item(p3, catC), nil),
+	}}
+	out, err := fn.Invoke(t.Context(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp events.DynamoDBEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatalf("response %s: %v", out, err)
+	}
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	if want := []string{"300", "400"}; !slices.Equal(failed, want) {
+		t.Fatalf("failed sequence numbers = %q, want exactly %q", failed, want)
+	}
+	requireGone(t, c, "cache:product:"+p1, "cache:product:"+p2, "cache:product:"+p3,
+		"cache:category:"+catA, "cache:category:"+catB, "cache:category:"+catC)
+}
+
+func TestStreamFunctionAnswersBeforeItsTimeout(t *testing.T) {
+	cluster := testenv.StartCluster(t, "lambda-deadline", 7211)
+	fn := emulator(t, "stream-invalidate", cluster.Config, rie.Options{Timeout: 3 * time.Second})
+	var records []events.DynamoDBEventRecord
+	for i := range 30 {
+		id := strconv.Itoa(i)
+		records = append(records, streamRecord(strconv.Itoa(1000+i), "MODIFY", id, item(id, "x"), item(id, "x")))
+	}
+	// The first invoke initialises the function while the cluster is whole.
+	if _, err := fn.Invoke(t.Context(), events.DynamoDBEvent{Records: records[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	cluster.StopNode(t, cluster.Ports[2])
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	out, err := fn.Invoke(ctx, events.DynamoDBEvent{Records: records})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("invoke with a node down: %v after %v (want a response, not a timeout)", err, took)
+	}
+	var resp events.DynamoDBEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.BatchItemFailures); n == 0 || n == len(records) || took > 3*time.Second {
+		t.Fatalf("%d of %d records failed after %v: want those on the stopped node, within the 3 s timeout", n, len(records), took)
+	}
+}

@@ -1,0 +1,7 @@
+// Command sns-invalidate is the SNS-triggered Lambda function: the invoke fails
+// when its record fails, so the asynchronous invoke is retried.
+package main
+
+import "github.com/invalidator-go/invalidator/internal/worker"
+
+func main() { worker.Lambda("sns-invalidate", func(w *worker.Worker) any { return w.SNS }) }

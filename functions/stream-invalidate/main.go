@@ -1,0 +1,7 @@
+// Command stream-invalidate is the DynamoDB-Streams-triggered Lambda function:
+// it reports the sequence numbers of the failed records.
+package main
+
+import "github.com/invalidator-go/invalidator/internal/worker"
+
+func main() { worker.Lambda("stream-invalidate", func(w *worker.Worker) any { return w.DynamoDB }) }

@@ -1,0 +1,170 @@
+// Package rie runs Lambda bootstrap binaries under the AWS Lambda Runtime
+// Interface Emulator (a go.mod tool), for the integration tests and the
+// local event source mapping driver. The emulator takes one invoke at a
+// time — a second concurrent one crashes it — so an Emulator serialises its
+// invokes, and each function gets an emulator of its own.
+package rie
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// FunctionError is an invoke whose function returned an error or crashed.
+type FunctionError struct {
+	Type    string `json:"errorType"`
+	Message string `json:"errorMessage"`
+}
+
+func (e *FunctionError) Error() string { return e.Type + ": " + e.Message }
+
+// Emulator is one running emulator with its function.
+type Emulator struct {
+	cmd  *exec.Cmd
+	url  string
+	mu   sync.Mutex
+	done chan struct{}
+}
+
+// Options configure an emulator.
+type Options struct {
+	// Env is the function's environment, beside the emulator's own.
+	Env []string
+	// Timeout is the function timeout (AWS_LAMBDA_FUNCTION_TIMEOUT).
+	// Default 30 s.
+	Timeout time.Duration
+	// Output receives the emulator's and the function's output. Default
+	// os.Stderr.
+	Output io.Writer
+}
+
+// Binary returns the emulator's path: $RIE_BIN, or the go.mod tool built by
+// `go tool -n aws-lambda-rie` (run in the module).
+func Binary() (string, error) {
+	if bin := os.Getenv("RIE_BIN"); bin != "" {
+		return bin, nil
+	}
+	out, err := exec.Command("go", "tool", "-n", "aws-lambda-rie").Output()
+	if err != nil {
+		return "", fmt.Errorf("go tool -n aws-lambda-rie: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Start runs bootstrap under a new emulator on free loopback ports and
+// waits until it accepts invokes. The function initialises on the first
+// invoke, as in Lambda.
+func Start(bootstrap string, opts Options) (*Emulator, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.Output == nil {
+		opts.Output = os.Stderr
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	cmd := exec.Command(bin, "--runtime-interface-emulator-address", addr,
+		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(ports[1]), bootstrap)
+	cmd.Env = append(append(os.Environ(), opts.Env...),
+		"AWS_LAMBDA_FUNCTION_TIMEOUT="+strconv.Itoa(int(opts.Timeout/time.Second)))
+	cmd.Stdout, cmd.Stderr = opts.Output, opts.Output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Stop takes the function down too
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start emulator: %w", err)
+	}
+	e := &Emulator{cmd: cmd, url: "http://" + addr + "/2015-03-31/functions/function/invocations", done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(e.done) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if conn, err := net.Dial("tcp", addr); err == nil {
+			conn.Close()
+			return e, nil
+		}
+		select {
+		case <-e.done:
+			return nil, errors.New("the emulator exited at start")
+		default:
+		}
+		if time.Now().After(deadline) {
+			e.Stop()
+			return nil, errors.New("the emulator did not listen within 10 s")
+		}
+	}
+}
+
+// Invoke sends one event and returns the function's response. A function
+// error comes back as a *FunctionError.
+func (e *Emulator) Invoke(ctx context.Context, event any) ([]byte, error) {
+	payload, err := json.Marshal(event)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("invoke: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("invoke: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("invoke: status %d: %s", resp.StatusCode, body)
+	}
+	var fe FunctionError
+	if json.Unmarshal(body, &fe) == nil && fe.Type != "" {
+		return nil, &fe
+	}
+	return body, nil
+}
+
+// Stop ends the emulator and its function.
+func (e *Emulator) Stop() {
+	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+	<-e.done
+}
+
+// freePorts asks the kernel for n free loopback ports.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

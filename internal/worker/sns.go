@@ -1,0 +1,30 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	decode "github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+// SNS handles an SNS-triggered invoke. SNS has no partial failure: when a
+// record fails the invoke fails, so the asynchronous invoke is retried and
+// finally goes to the function's on-failure destination.
+func (w *Worker) SNS(ctx context.Context, ev events.SNSEvent) error {
+	records := invalidate.Records(ev.Records, func(r *events.SNSEventRecord) invalidate.Record {
+		changes, err := decode.DecodeSNS(*r)
+		return invalidate.Record{ID: r.SNS.MessageID, Changes: changes, Err: err}
+	})
+	rep := w.Process(ctx, "sns", records)
+	var errs []error
+	for _, res := range rep.Results {
+		if res.Err != nil {
+			errs = append(errs, fmt.Errorf("message %s: %w", res.Record, res.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
