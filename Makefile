@@ -3,7 +3,7 @@
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 ENV := . localstack/env.sh
-FUNCTIONS := $(notdir $(wildcard functions/*))
+LAMBDAS := $(filter-out poller,$(notdir $(patsubst %/,%,$(wildcard functions/*/))))
 
 .PHONY: help setup up down local test build bench lint
 
@@ -29,12 +29,16 @@ test: up ## vet and test everything against the local stack, then lint the SAM t
 	$(ENV) && if [ -f template.yaml ]; then cfn-lint template.yaml; fi
 
 # GOARCH defaults to the host's; GOARCH=arm64 cross-compiles for Graviton.
-build: ## build each functions/<name> into bin/<name>/bootstrap for provided.al2023
-	$(ENV) && arch=$${GOARCH:-$$(go env GOARCH)} && for fn in $(FUNCTIONS); do \
+# The Lambda functions are bootstraps for provided.al2023; the poller is a
+# plain binary (GOOS from the host, so make local runs it anywhere).
+build: ## build functions/<name> into bin/<name>/bootstrap, and bin/poller/poller
+	$(ENV) && arch=$${GOARCH:-$$(go env GOARCH)} && for fn in $(LAMBDAS); do \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -tags lambda.norpc -trimpath \
 	    -ldflags='-s -w' -o bin/$$fn/bootstrap ./functions/$$fn; \
-	  echo "bin/$$fn/bootstrap ($$arch)"; \
+	  echo "bin/$$fn/bootstrap (linux/$$arch)"; \
 	done
+	$(ENV) && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/poller/poller ./functions/poller && \
+	  echo "bin/poller/poller ($$(go env GOOS)/$${GOARCH:-$$(go env GOARCH)})"
 
 # The benchmarks get a server of their own: one TLS node owning every slot,
 # the shape ElastiCache Serverless shows, with nothing else running on it.

@@ -1,0 +1,104 @@
+package functions
+
+import (
+	"context"
+	"crypto/rand"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/invalidator-go/invalidator/internal/testenv"
+)
+
+// queue is a queue with a DLQ made for one test, removed after it, so tests
+// never see each other's messages.
+type queue struct {
+	URL, ARN, DLQ string
+}
+
+func newQueue(t *testing.T, visibility time.Duration, maxReceives int) queue {
+	t.Helper()
+	c := testenv.SQS(t)
+	name := "test-" + strings.ToLower(rand.Text()[:12])
+	dlq := createQueue(t, c, name+"-dlq", nil)
+	q := queue{DLQ: dlq}
+	q.URL = createQueue(t, c, name, map[string]string{
+		"VisibilityTimeout": strconv.Itoa(int(visibility / time.Second)),
+		"RedrivePolicy":     `{"deadLetterTargetArn":"` + queueARN(t, c, dlq) + `","maxReceiveCount":"` + strconv.Itoa(maxReceives) + `"}`,
+	})
+	q.ARN = queueARN(t, c, q.URL)
+	return q
+}
+
+func createQueue(t *testing.T, c *sqs.Client, name string, attrs map[string]string) string {
+	t.Helper()
+	out, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		t.Fatalf("create queue %s: %v", name, err)
+	}
+	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	return *out.QueueUrl
+}
+
+func queueARN(t *testing.T, c *sqs.Client, url string) string {
+	t.Helper()
+	out, err := c.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Attributes[string(types.QueueAttributeNameQueueArn)]
+}
+
+// newTopic makes a topic delivering to q in SNS envelopes, removed after the test.
+func newTopic(t *testing.T, q queue) string {
+	t.Helper()
+	c := testenv.SNS(t)
+	topic, err := c.CreateTopic(t.Context(), &sns.CreateTopicInput{Name: aws.String("test-" + strings.ToLower(rand.Text()[:12]))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(t.Context(), &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(q.ARN)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unsubscribe before the queue goes: moto fails publishes to a deleted queue.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = c.Unsubscribe(ctx, &sns.UnsubscribeInput{SubscriptionArn: sub.SubscriptionArn})
+		_, _ = c.DeleteTopic(ctx, &sns.DeleteTopicInput{TopicArn: topic.TopicArn})
+	})
+	return *topic.TopicArn
+}
+
+// messages returns the messages in a queue, visible or in flight.
+func messages(t *testing.T, url string) int {
+	t.Helper()
+	out, err := testenv.SQS(t).GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	visible, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	inFlight, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return visible + inFlight
+}
+
+// eventually polls cond every 100 ms until it holds or the time is up.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", within, what)
+		}
+	}
+}

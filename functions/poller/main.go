@@ -1,0 +1,47 @@
+// Command poller consumes the invalidation queue for as long as it runs, for
+// ECS and EC2: long polling, deletes only what succeeded, drains on SIGTERM.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/invalidator-go/invalidator/internal/poller"
+	"github.com/invalidator-go/invalidator/internal/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx); err != nil {
+		worker.Exit("poller", err)
+	}
+}
+
+func run(ctx context.Context) error {
+	cfg, err := worker.LoadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	opts, err := poller.OptionsFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	aws, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return err
+	}
+	w, cache, err := worker.Start(ctx, "poller", cfg)
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+	opts.Logger = slog.Default()
+	return poller.Run(ctx, sqs.NewFromConfig(aws), w, opts)
+}

@@ -1,0 +1,220 @@
+package functions
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"crypto/rand"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/internal/testenv"
+)
+
+// pollerProcess is the poller binary running against a test queue.
+type pollerProcess struct {
+	cmd    *exec.Cmd
+	health string
+	mu     sync.Mutex
+	lines  []map[string]any
+	exited chan error
+}
+
+func startPoller(t *testing.T, q queue, cfg cacheconn.Config) *pollerProcess {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := l.Addr().String()
+	l.Close()
+	p := &pollerProcess{health: health, exited: make(chan error, 1)}
+	p.cmd = exec.Command(binary("poller"))
+	p.cmd.Env = append(append(os.Environ(), testenv.CacheEnv(cfg)...),
+		"QUEUE_URL="+q.URL, "HEALTH_ADDR="+health, "POLLER_VISIBILITY_TIMEOUT=2s")
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stderr = os.Stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go p.collect(out)
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+		}
+	})
+	eventually(t, 10*time.Second, "the poller's /healthz never answered 200", func() bool {
+		resp, err := http.Get("http://" + health + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return p
+}
+
+func (p *pollerProcess) collect(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		os.Stderr.Write(append(sc.Bytes(), '\n'))
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) == nil {
+			p.mu.Lock()
+			p.lines = append(p.lines, line)
+			p.mu.Unlock()
+		}
+	}
+}
+
+// succeeded counts the records that batches reported done.
+func (p *pollerProcess) succeeded() (n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		if l["msg"] == "batch" {
+			n += int(l["records"].(float64) - l["failed"].(float64))
+		}
+	}
+	return n
+}
+
+func (p *pollerProcess) logged(msg string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		if l["msg"] == msg {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPollerInvalidatesFromSNS(t *testing.T) {
+	c := testenv.Cache(t)
+	q := newQueue(t, 30*time.Second, 5)
+	topic := newTopic(t, q)
+	p := startPoller(t, q, testenv.CacheConfig(t))
+	ns := rand.Text()
+	var keys []string
+	for i := range 25 {
+		id := ns + strconv.Itoa(i)
+		keys = append(keys, "cache:product:"+id)
+		setKeys(t, c, "cache:product:"+id)
+		if _, err := testenv.SNS(t).Publish(t.Context(), &sns.PublishInput{
+			TopicArn: aws.String(topic), Message: aws.String(`{"entity":"product","id":"` + id + `"}`),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "the keys were not all deleted", func() bool { return missing(t, c, keys) == len(keys) })
+	eventually(t, 10*time.Second, "the queue was not drained", func() bool { return messages(t, q.URL) == 0 })
+	if n := p.succeeded(); n != 25 {
+		t.Fatalf("batches reported %d records done, want 25", n)
+	}
+}
+
+func missing(t *testing.T, c valkey.Client, keys []string) (n int) {
+	t.Helper()
+	for _, k := range keys {
+		if e, err := c.Do(t.Context(), c.B().Exists().Key(k).Build()).AsInt64(); err == nil && e == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func sendRaw(t *testing.T, q queue, bodies ...string) {
+	t.Helper()
+	for _, b := range bodies {
+		if _, err := testenv.SQS(t).SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestPollerKeepsMessagesWhileTheCacheIsDown(t *testing.T) {
+	cluster := testenv.StartCluster(t, "poller-outage", 7221)
+	q := newQueue(t, 2*time.Second, 100)
+	p := startPoller(t, q, cluster.Config)
+	for _, port := range cluster.Ports {
+		cluster.StopNode(t, port)
+	}
+	sendRaw(t, q, `{"entity":"user","id":"1"}`, `{"entity":"user","id":"2"}`, `{"entity":"user","id":"3"}`)
+	eventually(t, 10*time.Second, "no batch failed while the cache was down", func() bool { return p.logged("record failed") })
+	time.Sleep(2 * time.Second)
+	if n := messages(t, q.URL); n != 3 {
+		t.Fatalf("%d messages left in the queue while the cache is down, want all 3", n)
+	}
+	if p.succeeded() != 0 {
+		t.Fatal("a record succeeded with the cache down")
+	}
+	cluster.Restart(t)
+	eventually(t, 30*time.Second, "the messages were not processed after the cache came back", func() bool {
+		return messages(t, q.URL) == 0 && p.succeeded() == 3
+	})
+	if n := messages(t, q.DLQ); n != 0 {
+		t.Fatalf("%d messages in the DLQ, want 0", n)
+	}
+}
+
+func TestPollerDrainsOnSIGTERM(t *testing.T) {
+	cluster := testenv.StartCluster(t, "poller-drain", 7231)
+	cache, err := cacheconn.New(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	q := newQueue(t, 30*time.Second, 5)
+	p := startPoller(t, q, cluster.Config)
+
+	// Every node sleeps for 3 s, so the batch is in flight when the signal comes.
+	var sleeping sync.WaitGroup
+	for addr, node := range cache.Nodes() {
+		sleeping.Go(func() {
+			if err := node.Do(t.Context(), node.B().Arbitrary("DEBUG", "SLEEP", "3").Build()).Error(); err != nil {
+				t.Errorf("DEBUG SLEEP on %s: %v", addr, err)
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	sendRaw(t, q, `{"entity":"user","id":"1"}`, `{"entity":"user","id":"2"}`)
+	eventually(t, 5*time.Second, "the poller did not take the messages", func() bool { return messages(t, q.URL) == 2 && p.succeeded() == 0 })
+	time.Sleep(500 * time.Millisecond)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("poller exited with %v, want 0", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the poller did not exit after SIGTERM")
+	}
+	sleeping.Wait()
+	if n := p.succeeded(); n != 2 {
+		t.Fatalf("%d records finished, want the 2 in flight", n)
+	}
+	if n := messages(t, q.URL); n != 0 {
+		t.Fatalf("%d messages left: the finished batch was not deleted", n)
+	}
+}
