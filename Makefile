@@ -19,9 +19,8 @@ up: setup ## start the local stack (moto + TLS cluster) and create its resources
 down: ## stop everything the local stack started
 	bash localstack/down.sh
 
-local: up ## run the worker on the local stack (for now: the stack and its smoke test)
-	$(ENV) && CI=true go test -count=1 ./localstack/
-	@echo "local stack is up; '. localstack/env.sh' in a shell to use it, 'make down' to stop it"
+local: up build ## run the worker on the local stack in the foreground: poller, and the functions under the emulator
+	bash localstack/local.sh
 
 test: up ## vet and test everything against the local stack, then lint the SAM template
 	$(ENV) && go vet ./...

@@ -1,0 +1,163 @@
+package functions
+
+import (
+	"context"
+	"crypto/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/esm"
+	"github.com/invalidator-go/invalidator/internal/rie"
+	"github.com/invalidator-go/invalidator/internal/testenv"
+)
+
+// mapping runs an event source mapping for the rest of the test.
+func mapping(t *testing.T, run func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("mapping: %v", err)
+		}
+	})
+}
+
+func gone(t *testing.T, c valkey.Client, keys ...string) func() bool {
+	return func() bool { return missing(t, c, keys) == len(keys) }
+}
+
+// newTable makes a table with a NEW_AND_OLD_IMAGES stream and returns its
+// name and stream ARN.
+func newTable(t *testing.T) (string, string) {
+	t.Helper()
+	db := testenv.DynamoDB(t)
+	name := "Products" + rand.Text()[:8]
+	out, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: ddbtypes.KeyTypeHash}},
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		StreamSpecification:  &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+	return name, *out.TableDescription.LatestStreamArn
+}
+
+func str(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: v} }
+
+func TestTableChangesReachTheStreamFunction(t *testing.T) {
+	c := testenv.Cache(t)
+	table, stream := newTable(t)
+	fn := emulator(t, "stream-invalidate", testenv.CacheConfig(t), rie.Options{Env: []string{
+		"INVALIDATION_RULES=" + strings.ReplaceAll(streamRules, "Products", table)}})
+	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn, FromStart: true}).Run)
+	db := testenv.DynamoDB(t)
+	ns := rand.Text()
+	product, catA, catB := "cache:product:"+ns, "cache:category:A"+ns, "cache:category:B"+ns
+
+	setKeys(t, c, product, catA, catB)
+	if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table),
+		Item: map[string]ddbtypes.AttributeValue{"id": str(ns), "category": str("A" + ns)}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "PutItem did not invalidate the product and its category", gone(t, c, product, catA))
+
+	setKeys(t, c, product, catA)
+	if _, err := db.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{TableName: aws.String(table),
+		Key: map[string]ddbtypes.AttributeValue{"id": str(ns)}, UpdateExpression: aws.String("SET category = :c"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":c": str("B" + ns)}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "UpdateItem did not invalidate the product and both categories", gone(t, c, product, catA, catB))
+
+	setKeys(t, c, product, catB)
+	if _, err := db.DeleteItem(t.Context(), &dynamodb.DeleteItemInput{TableName: aws.String(table),
+		Key: map[string]ddbtypes.AttributeValue{"id": str(ns)}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "DeleteItem did not invalidate the product and its category", gone(t, c, product, catB))
+}
+
+func TestSNSToSQSToTheFunction(t *testing.T) {
+	c := testenv.Cache(t)
+	q := newQueue(t, 30*time.Second, 5)
+	topic := newTopic(t, q)
+	fn := emulator(t, "sqs-invalidate", testenv.CacheConfig(t), rie.Options{})
+	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
+	key := "cache:product:" + rand.Text()
+	setKeys(t, c, key)
+	if _, err := testenv.SNS(t).Publish(t.Context(), &sns.PublishInput{TopicArn: aws.String(topic),
+		Message: aws.String(`{"entity":"product","id":"` + strings.TrimPrefix(key, "cache:product:") + `"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the published change did not invalidate its key", gone(t, c, key))
+	eventually(t, 5*time.Second, "the message was not deleted", func() bool { return messages(t, q.URL) == 0 })
+}
+
+func TestPoisonMessageEndsInTheDLQ(t *testing.T) {
+	c := testenv.Cache(t)
+	q := newQueue(t, time.Second, 5)
+	ns := rand.Text()
+	good := []string{"cache:user:" + ns + "1", "cache:user:" + ns + "2", "cache:user:" + ns + "3"}
+	setKeys(t, c, good...)
+	// One batch: the poison message between good ones.
+	entries := []string{`{"entity":"user","id":"` + ns + `1"}`, `{"entity":"user","id":"` + ns + `2"}`, `{"entity":"user","id":`, `{"entity":"user","id":"` + ns + `3"}`}
+	batch := &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.URL)}
+	for i, body := range entries {
+		batch.Entries = append(batch.Entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(string(rune('a' + i))), MessageBody: aws.String(body)})
+	}
+	if _, err := testenv.SQS(t).SendMessageBatch(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
+	fn := emulator(t, "sqs-invalidate", testenv.CacheConfig(t), rie.Options{})
+	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
+
+	eventually(t, 5*time.Second, "the good messages of the batch were not processed", gone(t, c, good...))
+	eventually(t, 20*time.Second, "the poison message did not reach the DLQ", func() bool { return messages(t, q.DLQ) == 1 })
+	if n := messages(t, q.URL); n != 0 {
+		t.Fatalf("%d messages left in the queue, want 0", n)
+	}
+	out, err := testenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.DLQ),
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
+	if err != nil || len(out.Messages) != 1 || *out.Messages[0].Body != entries[2] {
+		t.Fatalf("DLQ holds %v (%v), want the poison message", out, err)
+	}
+}
+
+func TestFailingStreamRecordGoesToTheOnFailureQueue(t *testing.T) {
+	c := testenv.Cache(t)
+	table, stream := newTable(t)
+	dlq := newQueue(t, 30*time.Second, 5)
+	fn := emulator(t, "stream-invalidate", testenv.CacheConfig(t), rie.Options{Env: []string{
+		"INVALIDATION_RULES=tables: {" + table + `: ["cache:product:{key.id}:{new.category}"]}`}})
+	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn, FromStart: true,
+		MaxRetryAttempts: 2, OnFailure: testenv.SQS(t), DLQURL: dlq.URL}).Run)
+	db := testenv.DynamoDB(t)
+	put := func(item map[string]ddbtypes.AttributeValue) {
+		if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns := rand.Text()
+	put(map[string]ddbtypes.AttributeValue{"id": str(ns + "bad")}) // no category: the key cannot be planned
+	eventually(t, 15*time.Second, "the failing record did not reach the on-failure queue", func() bool { return messages(t, dlq.URL) == 1 })
+	key := "cache:product:" + ns + "good:shoes"
+	setKeys(t, c, key)
+	put(map[string]ddbtypes.AttributeValue{"id": str(ns + "good"), "category": str("shoes")})
+	eventually(t, 10*time.Second, "the stream did not move past the failed record", gone(t, c, key))
+}

@@ -1,0 +1,27 @@
+// Package esm is a local event source mapping: it does for the functions
+// running under the Runtime Interface Emulator what Lambda does for them in
+// the cloud, against moto or LocalStack. An SQS mapping receives batches,
+// invokes the function one batch at a time and deletes the messages that
+// did not fail; the queue's redrive policy moves the others to its DLQ. A
+// stream mapping reads a DynamoDB stream, invokes the function, restarts
+// from the lowest failed sequence number, and after MaxRetryAttempts sends
+// the failed records to an on-failure queue and moves on. It is a dev and
+// test tool, not part of the deployed worker.
+package esm
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Invoker invokes a function with an event; *rie.Emulator is one.
+type Invoker interface {
+	Invoke(ctx context.Context, event any) ([]byte, error)
+}
+
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
+}

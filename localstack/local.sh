@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs the worker on the local stack, in the foreground, until Ctrl-C:
+#   - the poller, consuming cache-invalidation (SNS envelopes);
+#   - the Lambda functions under the Runtime Interface Emulator, fed by the
+#     local event source mapping driver from cache-invalidation-raw and the
+#     Products stream.
+# Expects the stack up (make up) and the functions built (make build).
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$INVALIDATOR_ROOT"
+
+export INVALIDATION_RULES_FILE="${INVALIDATION_RULES_FILE:-$INVALIDATOR_ROOT/localstack/rules.yaml}"
+export HEALTH_ADDR="${HEALTH_ADDR:-127.0.0.1:8080}"
+mkdir -p "$RUN_DIR"
+go build -o "$LOCAL_STATE/bin/driver" ./localstack/driver
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  wait "${pids[@]}" 2>/dev/null || true
+  rm -f "$RUN_DIR/poller.pid" "$RUN_DIR/driver.pid"
+}
+trap stop INT TERM EXIT
+
+bin/poller/poller &
+pids+=($!)
+echo $! >"$RUN_DIR/poller.pid"
+"$LOCAL_STATE/bin/driver" -bin bin &
+pids+=($!)
+echo $! >"$RUN_DIR/driver.pid"
+
+cat <<EOT
+worker running on the local stack (Ctrl-C stops it). In another shell, . localstack/env.sh, then:
+  redis-cli --tls --cacert "\$CACHE_CA_FILE" --user "\$CACHE_USERNAME" --pass "\$CACHE_PASSWORD" --no-auth-warning -c -p 7001 set cache:product:42 cached
+  aws --endpoint-url "\$AWS_ENDPOINT_URL" sns publish --topic-arn "\$TOPIC_ARN" --message '{"entity":"product","id":"42"}'
+  aws --endpoint-url "\$AWS_ENDPOINT_URL" dynamodb put-item --table-name Products --item '{"id":{"S":"42"},"category":{"S":"shoes"}}'
+and watch the batch lines below.
+EOT
+wait -n "${pids[@]}"
