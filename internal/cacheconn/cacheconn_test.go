@@ -160,3 +160,30 @@ func TestIAMToken(t *testing.T) {
 		t.Error("the same inputs signed differently")
 	}
 }
+
+func TestEnvRoundTrip(t *testing.T) {
+	want := Config{Endpoint: "127.0.0.1:7001", TLS: true, CAFile: "/ca.crt", Username: "app", Password: "p"}
+	vars := map[string]string{}
+	for _, kv := range want.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	if got, err := FromEnv(env(vars)); err != nil || got != want {
+		t.Fatalf("FromEnv(Env()) = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+func TestRootsByEndpoint(t *testing.T) {
+	for endpoint, amazon := range map[string]bool{
+		"my-cache-abc123.serverless.use1.cache.amazonaws.com:6379": true,
+		"cache.example.com:6379":                                   false,
+	} {
+		opt, err := Config{Endpoint: endpoint, TLS: true}.ClientOption()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := opt.TLSConfig.RootCAs != nil; got != amazon {
+			t.Errorf("%s: built-in Amazon roots = %v, want %v", endpoint, got, amazon)
+		}
+	}
+}
