@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,15 +57,17 @@ func TestGolden(t *testing.T) {
 			return out
 		},
 		"dynamodb": func(t *testing.T, data []byte) (out []decoded) {
-			var ev lambdaevents.DynamoDBEvent
-			mustUnmarshal(t, data, &ev)
-			for _, r := range ev.Records {
-				c, err := DecodeDynamoDB(r)
+			raws, err := SplitDynamoDBEvent(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, raw := range raws {
+				seq, c, err := DecodeDynamoDBJSON(raw)
 				var changes []Change
 				if err == nil {
 					changes = []Change{c}
 				}
-				out = append(out, outcome(r.Change.SequenceNumber, changes, err))
+				out = append(out, outcome(seq, changes, err))
 			}
 			return out
 		},
@@ -110,5 +113,38 @@ func mustUnmarshal(t *testing.T, data []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(data, v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDynamoDBPathsAgree holds the two stream decoders to one result: from
+// aws-lambda-go's types (DecodeDynamoDB) and straight from the JSON.
+func TestDynamoDBPathsAgree(t *testing.T) {
+	files, _ := filepath.Glob("testdata/dynamodb*.json")
+	for _, file := range files {
+		if strings.HasSuffix(file, ".golden.json") {
+			continue
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev lambdaevents.DynamoDBEvent
+		mustUnmarshal(t, data, &ev)
+		raws, err := SplitDynamoDBEvent(data)
+		if err != nil || len(raws) != len(ev.Records) {
+			t.Fatalf("%s: split into %d records (%v), want %d", file, len(raws), err, len(ev.Records))
+		}
+		for i, r := range ev.Records {
+			want, wantErr := DecodeDynamoDB(r)
+			seq, got, err := DecodeDynamoDBJSON(raws[i])
+			if seq != r.Change.SequenceNumber || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+				t.Errorf("%s record %d: seq %q err %v, want %q %v", file, i, seq, err, r.Change.SequenceNumber, wantErr)
+			}
+			gotJSON, _ := json.Marshal(got)
+			wantJSON, _ := json.Marshal(want)
+			if !bytes.Equal(gotJSON, wantJSON) {
+				t.Errorf("%s record %d:\n got %s\nwant %s", file, i, gotJSON, wantJSON)
+			}
+		}
 	}
 }
