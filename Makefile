@@ -44,7 +44,7 @@ build: ## build functions/<name> into bin/<name>/bootstrap, and bin/poller/polle
 BENCH_ENV := LOCAL_STATE=$(CURDIR)/.local/bench CACHE_PORTS=7010 CACHE_ENDPOINT=127.0.0.1:7010 \
 	CACHE_CA_FILE=$(CURDIR)/.local/bench/tls/ca.crt
 
-bench: setup ## measure against references in the same run; prints BENCH <name> <value>
+bench: setup build ## measure against references in the same run; prints BENCH <name> <value>
 	$(ENV) && export $(BENCH_ENV) && bash localstack/up.sh cache >/dev/null && \
 	  { go run ./bench; status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
 

@@ -22,7 +22,7 @@ const streamRules = `tables: {Products: ["cache:product:{key.id}", "cache:catego
 
 func emulator(t *testing.T, name string, cfg cacheconn.Config, opts rie.Options) *rie.Emulator {
 	t.Helper()
-	opts.Env = append(opts.Env, testenv.CacheEnv(cfg)...)
+	opts.Env = append(opts.Env, cfg.Env()...)
 	e, err := rie.Start(binary(name), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func startPoller(t *testing.T, q queue, cfg cacheconn.Config) *pollerProcess {
 	l.Close()
 	p := &pollerProcess{health: health, exited: make(chan error, 1)}
 	p.cmd = exec.Command(binary("poller"))
-	p.cmd.Env = append(append(os.Environ(), testenv.CacheEnv(cfg)...),
+	p.cmd.Env = append(append(os.Environ(), cfg.Env()...),
 		"QUEUE_URL="+q.URL, "HEALTH_ADDR="+health, "POLLER_VISIBILITY_TIMEOUT=2s")
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {

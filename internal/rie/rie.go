@@ -143,6 +143,26 @@ func (e *Emulator) Invoke(ctx context.Context, event any) ([]byte, error) {
 	return body, nil
 }
 
+// FunctionPID returns the process ID of the function (the emulator's child),
+// which exists once the first invoke has initialised it. Linux only.
+func (e *Emulator) FunctionPID() (int, error) {
+	pid := strconv.Itoa(e.cmd.Process.Pid)
+	tasks, err := os.ReadDir("/proc/" + pid + "/task")
+	if err != nil {
+		return 0, err
+	}
+	for _, task := range tasks {
+		children, err := os.ReadFile("/proc/" + pid + "/task/" + task.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		if fields := strings.Fields(string(children)); len(fields) > 0 {
+			return strconv.Atoi(fields[0])
+		}
+	}
+	return 0, errors.New("the emulator has no function process yet")
+}
+
 // Stop ends the emulator and its function.
 func (e *Emulator) Stop() {
 	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)

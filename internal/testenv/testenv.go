@@ -189,11 +189,3 @@ func (c *Cluster) Restart(t testing.TB) {
 	t.Helper()
 	c.script(t, "up.sh", "cache")
 }
-
-// CacheEnv is the environment that points a worker binary at cfg.
-func CacheEnv(cfg cacheconn.Config) []string {
-	return []string{
-		"CACHE_ENDPOINT=" + cfg.Endpoint, "CACHE_TLS=" + strconv.FormatBool(cfg.TLS), "CACHE_CA_FILE=" + cfg.CAFile,
-		"CACHE_USERNAME=" + cfg.Username, "CACHE_PASSWORD=" + cfg.Password,
-	}
-}
