@@ -37,7 +37,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w, cache, err := worker.Start(ctx, "poller", cfg)
+	if iam := cfg.Cache.IAM; iam != nil {
+		iam.Region, iam.Credentials = aws.Region, aws.Credentials
+	}
+	w, cache, err := worker.Start("poller", cfg)
 	if err != nil {
 		return err
 	}

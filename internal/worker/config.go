@@ -1,14 +1,13 @@
 package worker
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/internal/cacheconn"
@@ -46,34 +45,18 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 }
 
 // Start builds, once per process, the logger, the cache client and the
-// Worker named name. With IAM authentication the AWS SDK's default
-// configuration signs the tokens. The returned client is the caller's to
-// close.
-func Start(ctx context.Context, name string, cfg Config) (*Worker, valkey.Client, error) {
+// Worker named name. With IAM authentication the caller has filled in
+// cfg.Cache.IAM's Region and Credentials. The returned client is the
+// caller's to close.
+func Start(name string, cfg Config) (*Worker, valkey.Client, error) {
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: cfg.LogLevel})).With("function", name)
 	slog.SetDefault(logger)
-	if cfg.Cache.IAM != nil {
-		aws, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			return nil, nil, fmt.Errorf("AWS configuration for IAM authentication: %w", err)
-		}
-		cfg.Cache.IAM.Region, cfg.Cache.IAM.Credentials = aws.Region, aws.Credentials
-	}
 	client, err := cacheconn.New(cfg.Cache)
 	if err != nil {
 		return nil, nil, err
 	}
 	inv := invalidate.New(client, invalidate.Options{Rules: cfg.Rules})
 	return New(inv, Options{Name: name, Logger: logger, Namespace: cfg.Namespace}), client, nil
-}
-
-// FromEnv is LoadConfig from the process environment, then Start.
-func FromEnv(ctx context.Context, name string) (*Worker, valkey.Client, error) {
-	cfg, err := LoadConfig(os.Getenv)
-	if err != nil {
-		return nil, nil, err
-	}
-	return Start(ctx, name, cfg)
 }
 
 // Exit stops a process that cannot start, with one clear line.
@@ -84,9 +67,20 @@ func Exit(name string, err error) {
 }
 
 // Lambda runs the Lambda function name: the worker is built once, at init,
-// and handler(w) serves every invoke.
+// and handler(w) serves every invoke. IAM tokens are signed with the
+// execution role's credentials, which Lambda puts in the environment — what
+// the AWS SDK would read there, without its weight at cold start.
 func Lambda(name string, handler func(*Worker) any) {
-	w, _, err := FromEnv(context.Background(), name)
+	cfg, err := LoadConfig(os.Getenv)
+	if err != nil {
+		Exit(name, err)
+	}
+	if iam := cfg.Cache.IAM; iam != nil {
+		iam.Region = os.Getenv("AWS_REGION")
+		iam.Credentials = credentials.NewStaticCredentialsProvider(
+			os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN"))
+	}
+	w, _, err := Start(name, cfg)
 	if err != nil {
 		Exit(name, err)
 	}
