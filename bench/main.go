@@ -45,7 +45,7 @@ func main() {
 		refTotal   = flag.Int("reference-requests", 3_000_000, "redis-benchmark requests")
 		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the pipeline run to this file")
 		bin        = flag.String("bin", "bin", "directory of the built functions (make build)")
-		coldStarts = flag.Int("cold-starts", 5, "cold starts measured per function (the median counts)")
+		coldStarts = flag.Int("cold-starts", 15, "cold starts measured per function (the median counts)")
 	)
 	flag.Parse()
 	log.SetFlags(0)
