@@ -12,6 +12,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/valkey-io/valkey-go v1.0.79
+	golang.org/x/sync v0.6.0
 	sigs.k8s.io/yaml v1.6.0
 )
 

@@ -1,0 +1,306 @@
+package writethrough
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	randv2 "math/rand/v2"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/invalidator-go/invalidator/internal/luascript"
+)
+
+// Client is what a Cache needs of a valkey client; valkey.Client has it.
+type Client interface {
+	B() valkey.Builder
+	Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult
+}
+
+var (
+	// ErrNotFound is returned by a loader when the value does not exist; Get
+	// caches that for NegativeTTL and returns it.
+	ErrNotFound = errors.New("writethrough: not found")
+	// ErrBusy is returned by Get when another process holds the key's lease
+	// past the wait and OnLeaseTimeout is FailBusy.
+	ErrBusy = errors.New("writethrough: another loader holds the key")
+)
+
+// Cache is a cache-aside read path and write path for values of type V,
+// safe for concurrent use.
+type Cache[V any] struct {
+	client Client
+	opts   Options[V]
+	loads  singleflight.Group
+}
+
+// New returns a Cache storing in client.
+func New[V any](client Client, opts Options[V]) *Cache[V] {
+	if opts.TTL <= 0 {
+		opts.TTL = 10 * time.Minute
+	}
+	if opts.Jitter == 0 {
+		opts.Jitter = 0.1
+	}
+	opts.Jitter = max(opts.Jitter, 0)
+	if opts.Beta == 0 {
+		opts.Beta = 1
+	}
+	opts.Beta = max(opts.Beta, 0)
+	if opts.NegativeTTL <= 0 {
+		opts.NegativeTTL = 30 * time.Second
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 3 * time.Second
+	}
+	if opts.WaitStep <= 0 {
+		opts.WaitStep = 10 * time.Millisecond
+	}
+	if opts.Codec == nil {
+		opts.Codec = JSONCodec[V]{}
+	}
+	if opts.Clock == nil {
+		opts.Clock = systemClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = randv2.Float64
+	}
+	return &Cache[V]{client: client, opts: opts}
+}
+
+// fillScript sets KEYS[1] to ARGV[2] with a lifetime of ARGV[3] ms, but only
+// while the key still holds the entry stamped ARGV[1]: the loader's lease,
+// or the value an early refresh or a renewal started from. An invalidation
+// in between deletes that entry, and the fill is dropped.
+var fillScript = luascript.New(`
+local cur = redis.call('GET', KEYS[1])
+if not cur or string.match(cur, '^wt1|%a|([^|]*)|') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1`)
+
+// dropScript deletes KEYS[1] only while it still holds exactly ARGV[1].
+var dropScript = luascript.New(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+
+// maxAttempts bounds Get's passes: a key invalidated again and again while
+// a caller waits does not keep it forever.
+const maxAttempts = 4
+
+// Get returns the value of key, loading it with load on a miss. load
+// returns ErrNotFound when the value does not exist. When the cache cannot
+// be reached, Get loads directly: the cache speeds reads up, it does not
+// gate them.
+func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Context) (V, error)) (V, error) {
+	var zero V
+	for range maxAttempts {
+		raw, err := c.client.Do(ctx, c.client.B().Get().Key(key).Build()).AsBytes()
+		if valkey.IsValkeyNil(err) {
+			v, err, retry := c.miss(ctx, key, load)
+			if !retry {
+				return v, err
+			}
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return zero, ctx.Err()
+			}
+			return load(ctx)
+		}
+		e, err := decodeEntry(raw)
+		if err != nil {
+			c.drop(ctx, key, string(raw))
+			continue
+		}
+		if e.kind == kindLease {
+			v, err, retry := c.wait(ctx, key, load)
+			if !retry {
+				return v, err
+			}
+			continue
+		}
+		if v, err, ok := c.hit(ctx, key, e, string(raw), load); ok {
+			return v, err
+		}
+	}
+	return load(ctx)
+}
+
+// hit serves a cached entry, refreshing it early when XFetch says so or
+// renewing it. ok is false when the entry no longer decodes (it is dropped).
+func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw string, load func(context.Context) (V, error)) (v V, err error, ok bool) {
+	now := c.opts.Clock.Now()
+	switch {
+	case c.opts.Renew > 0 && e.expiry.Sub(now) < time.Duration(c.opts.Renew*float64(c.opts.TTL)):
+		c.renew(ctx, key, e)
+	case c.refreshEarly(e, now):
+		v, err := c.refresh(ctx, key, e.stamp, load)
+		if err == nil || errors.Is(err, ErrNotFound) {
+			return v, err, true
+		}
+		// The source failed: the cached value is still good until it expires.
+	}
+	if e.kind == kindNotFound {
+		return v, ErrNotFound, true
+	}
+	v, err = c.opts.Codec.Unmarshal(e.payload)
+	if err != nil {
+		c.drop(ctx, key, raw)
+		return v, nil, false
+	}
+	return v, nil, true
+}
+
+// refreshEarly is XFetch: recompute when now − Δ·β·ln(rand) ≥ expiry, which
+// grows likelier as expiry nears and the value is costlier to compute.
+func (c *Cache[V]) refreshEarly(e entry, now time.Time) bool {
+	if c.opts.Beta == 0 {
+		return false
+	}
+	gap := -float64(e.delta) * c.opts.Beta * math.Log(c.opts.Rand())
+	return now.Add(time.Duration(gap)).Compare(e.expiry) >= 0
+}
+
+// miss loads a missing key under a lease. retry says to read the key again:
+// another process took the lease first.
+func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Context) (V, error)) (v V, err error, retry bool) {
+	type result struct {
+		v     V
+		err   error
+		retry bool
+	}
+	// Within the process, one caller per key goes to the cache and the source.
+	r, _, _ := c.loads.Do(key, func() (any, error) {
+		token := stamp()
+		lease := entry{kind: kindLease, stamp: token}.encode()
+		err := c.client.Do(ctx, c.client.B().Set().Key(key).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()).Error()
+		if valkey.IsValkeyNil(err) {
+			return result{retry: true}, nil // someone else's lease or value
+		}
+		if err != nil {
+			v, err := load(ctx)
+			return result{v: v, err: err}, nil
+		}
+		v, err := c.loadAndFill(ctx, key, token, true, load)
+		return result{v: v, err: err}, nil
+	})
+	res := r.(result)
+	return res.v, res.err, res.retry
+}
+
+// refresh recomputes a value ahead of its expiry and replaces it, unless it
+// changed or was invalidated meanwhile.
+func (c *Cache[V]) refresh(ctx context.Context, key, from string, load func(context.Context) (V, error)) (V, error) {
+	type result struct {
+		v   V
+		err error
+	}
+	r, _, _ := c.loads.Do("refresh\x00"+key, func() (any, error) {
+		v, err := c.loadAndFill(ctx, key, from, false, load)
+		return result{v, err}, nil
+	})
+	res := r.(result)
+	return res.v, res.err
+}
+
+// loadAndFill loads the value, timing it, and stores it (or "not found")
+// over the entry stamped from. When the load fails, a lease (from is one)
+// is dropped so that the next caller tries at once; a value being refreshed
+// is kept.
+func (c *Cache[V]) loadAndFill(ctx context.Context, key, from string, lease bool, load func(context.Context) (V, error)) (V, error) {
+	start := c.opts.Clock.Now()
+	v, err := load(ctx)
+	delta := c.opts.Clock.Now().Sub(start)
+	e := entry{kind: kindValue, stamp: stamp(), delta: delta}
+	ttl := c.jittered(c.opts.TTL)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		e.kind, ttl = kindNotFound, c.opts.NegativeTTL
+	case err != nil:
+		if lease {
+			c.dropStamped(ctx, key, from)
+		}
+		return v, err
+	default:
+		if e.payload, err = c.opts.Codec.Marshal(v); err != nil {
+			if lease {
+				c.dropStamped(ctx, key, from)
+			}
+			return v, fmt.Errorf("writethrough: encode %s: %w", key, err)
+		}
+	}
+	e.expiry = c.opts.Clock.Now().Add(ttl)
+	// A failed fill leaves the key to the next reader; the value loaded is
+	// still the caller's answer.
+	_ = fillScript.Run(ctx, c.client, []string{key}, []string{from, e.encode(), ms(ttl)}).Error()
+	if e.kind == kindNotFound {
+		return v, ErrNotFound
+	}
+	return v, nil
+}
+
+// wait waits for another process's load. retry says to read the key again.
+func (c *Cache[V]) wait(ctx context.Context, key string, load func(context.Context) (V, error)) (v V, err error, retry bool) {
+	deadline := time.Now().Add(c.opts.LeaseTTL)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return v, ctx.Err(), false
+		case <-time.After(c.opts.WaitStep):
+		}
+		raw, err := c.client.Do(ctx, c.client.B().Get().Key(key).Build()).AsBytes()
+		if err != nil {
+			return v, nil, true // gone (invalidated, or the loader failed) or unreachable: start over
+		}
+		if e, err := decodeEntry(raw); err != nil || e.kind != kindLease {
+			return v, nil, true
+		}
+	}
+	if c.opts.OnLeaseTimeout == FailBusy {
+		return v, ErrBusy, false
+	}
+	v, err = load(ctx)
+	return v, err, false
+}
+
+// renew extends a hit to a full lifetime, unless it changed meanwhile.
+func (c *Cache[V]) renew(ctx context.Context, key string, e entry) {
+	from := e.stamp
+	ttl := c.jittered(c.opts.TTL)
+	if e.kind == kindNotFound {
+		ttl = c.opts.NegativeTTL
+	}
+	e.stamp, e.expiry = stamp(), c.opts.Clock.Now().Add(ttl)
+	_ = fillScript.Run(ctx, c.client, []string{key}, []string{from, e.encode(), ms(ttl)}).Error()
+}
+
+// drop deletes an entry that no longer decodes, unless it changed.
+func (c *Cache[V]) drop(ctx context.Context, key, raw string) {
+	_ = dropScript.Run(ctx, c.client, []string{key}, []string{raw}).Error()
+}
+
+func (c *Cache[V]) dropStamped(ctx context.Context, key, from string) {
+	_ = dropStampedScript.Run(ctx, c.client, []string{key}, []string{from}).Error()
+}
+
+// dropStampedScript deletes KEYS[1] only while it holds the entry stamped
+// ARGV[1].
+var dropStampedScript = luascript.New(`
+local cur = redis.call('GET', KEYS[1])
+if cur and string.match(cur, '^wt1|%a|([^|]*)|') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+
+func (c *Cache[V]) jittered(ttl time.Duration) time.Duration {
+	f := 1 + c.opts.Jitter*(2*c.opts.Rand()-1)
+	return max(time.Duration(float64(ttl)*f), time.Millisecond)
+}
+
+func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
+
+// stamp returns a random token identifying one write.
+func stamp() string { return rand.Text()[:16] }

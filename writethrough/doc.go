@@ -1,0 +1,21 @@
+// Package writethrough gives services the two cache layers that surround
+// the event-driven invalidator: invalidate-on-write (or a version-guarded
+// write-through) with a TTL backstop, and a cache-aside read path that stays
+// correct under concurrency.
+//
+// The read path, Get, costs one round trip on a hit. On a miss, one caller
+// across all processes takes a lease stored in the key itself (SET NX PX of
+// a placeholder carrying a random token), loads, and fills the key with a
+// compare-and-set that only succeeds while its lease is still there: an
+// invalidation that lands during the load deletes the lease, and the stale
+// fill is dropped. Other callers wait briefly for the value. Within a
+// process, concurrent misses of one key share a single load. Values near
+// expiry are refreshed early, with the probability of XFetch (Vattani,
+// Chierichetti, Lowenstein, VLDB 2015), so a hot key is recomputed before it
+// expires rather than by a stampede after. "Not found" is cached too, for a
+// shorter time, and a value that no longer decodes is deleted and reloaded.
+//
+// Every cached entry is an envelope: a short header (kind, stamp, version,
+// recompute time, logical expiry) and the encoded value. The invalidator's
+// plain deletes work on it as on any key.
+package writethrough

@@ -1,0 +1,65 @@
+package writethrough
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+type fakeClock struct{ now time.Time }
+
+func (f *fakeClock) Now() time.Time { return f.now }
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	expiry := time.UnixMilli(1795953600123)
+	for _, e := range []entry{
+		{kind: kindValue, stamp: "abc", version: 42, delta: 1500 * time.Microsecond, expiry: expiry, payload: []byte(`{"a":"x|y"}`)},
+		{kind: kindNotFound, stamp: "def", version: 0, expiry: expiry},
+		{kind: kindLease, stamp: "token"},
+	} {
+		got, err := decodeEntry([]byte(e.encode()))
+		if err != nil {
+			t.Fatalf("%q: %v", e.encode(), err)
+		}
+		if got.kind != e.kind || got.stamp != e.stamp || got.version != e.version || got.delta != e.delta ||
+			(e.kind != kindLease && !got.expiry.Equal(e.expiry)) || string(got.payload) != string(e.payload) {
+			t.Fatalf("round trip of %q = %+v", e.encode(), got)
+		}
+	}
+	for _, garbage := range []string{"", "hello", "wt1|", "wt1|x|s|", "wt1|v|s|1|2", "wt1|v|s|one|2|3|p", "wt1|l|s|extra"} {
+		if _, err := decodeEntry([]byte(garbage)); err == nil {
+			t.Errorf("decodeEntry(%q) accepted garbage", garbage)
+		}
+	}
+}
+
+func TestXFetchDecision(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	r := math.Exp(-1) // ln(r) = -1: the gap is exactly Δ·β
+	c := New[string](nil, Options[string]{Clock: clock, Rand: func() float64 { return r }, Beta: 2})
+	e := entry{kind: kindValue, delta: 100 * time.Millisecond, expiry: clock.now.Add(time.Second)}
+	for _, tc := range []struct {
+		before  time.Duration
+		refresh bool
+	}{
+		{time.Second, false}, {201 * time.Millisecond, false}, {200 * time.Millisecond, true}, {0, true},
+	} {
+		clock.now = e.expiry.Add(-tc.before)
+		if got := c.refreshEarly(e, clock.now); got != tc.refresh {
+			t.Errorf("%v before expiry with Δ=100ms β=2: refresh = %v, want %v", tc.before, got, tc.refresh)
+		}
+	}
+	never := New[string](nil, Options[string]{Clock: clock, Rand: func() float64 { return r }, Beta: -1})
+	if never.refreshEarly(e, e.expiry) {
+		t.Error("β < 0 must turn early refresh off")
+	}
+}
+
+func TestJitterBounds(t *testing.T) {
+	for r, want := range map[float64]time.Duration{0: 90 * time.Second, 0.5: 100 * time.Second, 0.999999: 110 * time.Second} {
+		c := New[string](nil, Options[string]{Rand: func() float64 { return r }})
+		if got := c.jittered(100 * time.Second); got.Round(time.Second) != want {
+			t.Errorf("rand %v: jittered 100s = %v, want %v (±10%%)", r, got, want)
+		}
+	}
+}

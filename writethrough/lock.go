@@ -1,0 +1,74 @@
+package writethrough
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/luascript"
+)
+
+var (
+	// ErrLocked is returned by TryLock when someone else holds the lock.
+	ErrLocked = errors.New("writethrough: lock held by another owner")
+	// ErrLockLost is returned by Release and Extend when the lock expired
+	// and may belong to someone else now.
+	ErrLockLost = errors.New("writethrough: lock lost")
+)
+
+// Lock is a lock on one key held by one owner until it expires or is
+// released. It is a lease: work under it must finish within its TTL, or
+// extend it.
+type Lock struct {
+	client Client
+	key    string
+	token  string
+}
+
+// TryLock takes the lock key for ttl with SET NX PX and a random token, or
+// returns ErrLocked.
+func TryLock(ctx context.Context, client Client, key string, ttl time.Duration) (*Lock, error) {
+	token := stamp()
+	err := client.Do(ctx, client.B().Set().Key(key).Value(token).Nx().Px(ttl).Build()).Error()
+	if valkey.IsValkeyNil(err) {
+		return nil, ErrLocked
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{client: client, key: key, token: token}, nil
+}
+
+// releaseScript deletes the lock only while it holds our token.
+var releaseScript = luascript.New(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+
+// extendScript resets the lock's lifetime only while it holds our token.
+var extendScript = luascript.New(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`)
+
+// Release gives the lock up; ErrLockLost when it was no longer ours.
+func (l *Lock) Release(ctx context.Context) error {
+	return l.ours(releaseScript.Run(ctx, l.client, []string{l.key}, []string{l.token}).AsInt64())
+}
+
+// Extend gives the lock a new lifetime of ttl from now; ErrLockLost when it
+// was no longer ours.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	return l.ours(extendScript.Run(ctx, l.client, []string{l.key}, []string{l.token, ms(ttl)}).AsInt64())
+}
+
+func (l *Lock) ours(n int64, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		return ErrLockLost
+	default:
+		return nil
+	}
+}

@@ -1,0 +1,81 @@
+package writethrough
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Codec encodes cached values. JSONCodec is the default.
+type Codec[V any] interface {
+	Marshal(v V) ([]byte, error)
+	Unmarshal(data []byte) (V, error)
+}
+
+// JSONCodec encodes values with encoding/json.
+type JSONCodec[V any] struct{}
+
+// Marshal encodes v as JSON.
+func (JSONCodec[V]) Marshal(v V) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal decodes JSON into a V.
+func (JSONCodec[V]) Unmarshal(data []byte) (V, error) {
+	var v V
+	err := json.Unmarshal(data, &v)
+	return v, err
+}
+
+// Clock tells the time used for expiry and early refresh; tests give a fake
+// one.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// LeaseTimeout says what a reader does when another process's load takes
+// longer than the lease.
+type LeaseTimeout int
+
+const (
+	// LoadWithoutFill loads the value itself and returns it, leaving the
+	// key to the lease holder. The default: a reader is never failed by a
+	// slow peer.
+	LoadWithoutFill LeaseTimeout = iota
+	// FailBusy returns ErrBusy, protecting the source from extra loads.
+	FailBusy
+)
+
+// Options tune a Cache. The zero value gives the defaults.
+type Options[V any] struct {
+	// TTL is the backstop lifetime of a cached value, before jitter.
+	// Default 10 minutes.
+	TTL time.Duration
+	// Jitter spreads lifetimes by ± this fraction of TTL, so keys written
+	// together do not expire together. Default 0.1; negative means none.
+	Jitter float64
+	// Beta is XFetch's β: above 1 refreshes earlier, below 1 later, 0 never
+	// early. Default 1; negative means 0.
+	Beta float64
+	// NegativeTTL is the lifetime of a cached "not found". Default 30 s.
+	NegativeTTL time.Duration
+	// LeaseTTL is how long a loader's lease holds the key; other callers
+	// wait up to this long. Default 3 s.
+	LeaseTTL time.Duration
+	// WaitStep is how often a waiting caller looks again. Default 10 ms.
+	WaitStep time.Duration
+	// OnLeaseTimeout says what a waiting caller does when the lease
+	// outlives its wait. Default LoadWithoutFill.
+	OnLeaseTimeout LeaseTimeout
+	// Renew, when above 0, extends a hit's lifetime to a full TTL when less
+	// than this fraction of it is left, instead of letting it be recomputed:
+	// for hot keys whose freshness the event-driven invalidation already
+	// guarantees. Default 0 (off).
+	Renew float64
+	// Codec encodes values. Default JSONCodec.
+	Codec Codec[V]
+	// Clock tells the time. Default the system clock.
+	Clock Clock
+	// Rand returns a uniform number in [0, 1), for jitter and XFetch.
+	// Default math/rand/v2.Float64.
+	Rand func() float64
+}

@@ -1,0 +1,69 @@
+package writethrough
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/invalidator-go/invalidator/internal/luascript"
+)
+
+// ErrInvalidate wraps the cache error of a write whose database part
+// succeeded: the key could not be invalidated or written. The event-driven
+// invalidator and the TTL backstop still correct it; the caller decides
+// whether to retry.
+var ErrInvalidate = errors.New("writethrough: database written, cache not updated")
+
+// Write runs write — the database write — and then invalidates key. This is
+// the default write path: a delete cannot be reordered into serving an old
+// value, as a SET racing another writer's SET can.
+func (c *Cache[V]) Write(ctx context.Context, key string, write func(context.Context) error) error {
+	if err := write(ctx); err != nil {
+		return err
+	}
+	return c.Invalidate(ctx, key)
+}
+
+// Invalidate deletes key.
+func (c *Cache[V]) Invalidate(ctx context.Context, key string) error {
+	if err := c.client.Do(ctx, c.client.B().Unlink().Key(key).Build()).Error(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidate, key, err)
+	}
+	return nil
+}
+
+// writeScript stores ARGV[2] in KEYS[1] for ARGV[3] ms unless the key holds
+// a value of version ARGV[1] or newer, in one atomic step: an older write
+// finishing late never overwrites a newer one. A lease is overwritten, which
+// also cancels the fill of the load it protects.
+var writeScript = luascript.New(`
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local version = string.match(cur, '^wt1|[vn]|[^|]*|(%-?%d+)|')
+  if version and tonumber(version) >= tonumber(ARGV[1]) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1`)
+
+// WriteThrough runs write — the database write, which returns the value
+// written and its version (increasing with every write of the key, below
+// 2^53) — and then caches the value, unless a newer version is cached
+// already. It reports whether the value was stored.
+func (c *Cache[V]) WriteThrough(ctx context.Context, key string, write func(context.Context) (V, int64, error)) (bool, error) {
+	v, version, err := write(ctx)
+	if err != nil {
+		return false, err
+	}
+	payload, err := c.opts.Codec.Marshal(v)
+	if err != nil {
+		return false, fmt.Errorf("writethrough: encode %s: %w", key, err)
+	}
+	ttl := c.jittered(c.opts.TTL)
+	e := entry{kind: kindValue, stamp: stamp(), version: version, expiry: c.opts.Clock.Now().Add(ttl), payload: payload}
+	stored, err := writeScript.Run(ctx, c.client, []string{key}, []string{strconv.FormatInt(version, 10), e.encode(), ms(ttl)}).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("%w: %s: %w", ErrInvalidate, key, err)
+	}
+	return stored == 1, nil
+}
