@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +37,7 @@ import (
 	"github.com/invalidator-go/invalidator/internal/cacheconn"
 	"github.com/invalidator-go/invalidator/internal/rie"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/writethrough"
 )
 
 func main() {
@@ -90,6 +93,83 @@ func main() {
 	print("coldstart_sqs_invalidate_ms", ms(coldSQS))
 	print("coldstart_vs_hello", float64(coldSQS)/float64(coldHello))
 	print("stream10k_peak_rss_mib", streamRSS(filepath.Join(*bin, "stream-invalidate", "bootstrap")))
+
+	hit, plain := getHits(ctx, client)
+	print("get_hit_ops_per_sec", hit)
+	print("plain_get_ops_per_sec", plain)
+	print("get_hit_vs_plain_get", hit/plain)
+	print("stampede_loads", float64(stampede(cfg)))
+}
+
+type product struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Price int64  `json:"price"`
+}
+
+// getHits returns the hits/s of writethrough's Get and the GETs/s of a
+// plain GET loop on the same key, each from 16 goroutines.
+func getHits(ctx context.Context, client valkey.Client) (hit, plain float64) {
+	const workers, each = 16, 20_000
+	cache := writethrough.New[product](client, writethrough.Options[product]{})
+	key := "bench:get:{p}"
+	if _, err := cache.Get(ctx, key, func(context.Context) (product, error) {
+		return product{ID: "42", Name: "Walking boots", Price: 8999}, nil
+	}); err != nil {
+		log.Fatal(err)
+	}
+	run := func(op func() error) float64 {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range workers {
+			wg.Go(func() {
+				for range each {
+					if err := op(); err != nil {
+						log.Fatal(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return workers * each / time.Since(start).Seconds()
+	}
+	miss := func(context.Context) (product, error) { return product{}, errors.New("a hit was expected") }
+	plain = run(func() error { return client.Do(ctx, client.B().Get().Key(key).Build()).Error() })
+	hit = run(func() error { _, err := cache.Get(ctx, key, miss); return err })
+	return hit, plain
+}
+
+// stampede returns how often the loader runs when 200 readers, spread over
+// 10 clients as over 10 processes, ask for one missing key at once.
+func stampede(cfg cacheconn.Config) int32 {
+	key := "bench:stampede:" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	var loads atomic.Int32
+	load := func(context.Context) (product, error) {
+		loads.Add(1)
+		time.Sleep(50 * time.Millisecond)
+		return product{ID: "hot"}, nil
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 10 {
+		client, err := cacheconn.New(cfg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer client.Close()
+		cache := writethrough.New[product](client, writethrough.Options[product]{})
+		for range 20 {
+			wg.Go(func() {
+				<-start
+				if _, err := cache.Get(context.Background(), key, load); err != nil {
+					log.Fatal(err)
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	return loads.Load()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
