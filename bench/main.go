@@ -11,8 +11,8 @@ package main
 import (
 	"context"
 	"encoding/csv"
-	"errors"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
