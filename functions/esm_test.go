@@ -65,7 +65,7 @@ func str(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemb
 func TestTableChangesReachTheStreamFunction(t *testing.T) {
 	c := testenv.Cache(t)
 	table, stream := newTable(t)
-	fn := emulator(t, "stream-invalidate", testenv.CacheConfig(t), rie.Options{Env: []string{
+	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{
 		"INVALIDATION_RULES=" + strings.ReplaceAll(streamRules, "Products", table)}})
 	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn, FromStart: true}).Run)
 	db := testenv.DynamoDB(t)
@@ -99,7 +99,7 @@ func TestSNSToSQSToTheFunction(t *testing.T) {
 	c := testenv.Cache(t)
 	q := newQueue(t, 30*time.Second, 5)
 	topic := newTopic(t, q)
-	fn := emulator(t, "sqs-invalidate", testenv.CacheConfig(t), rie.Options{})
+	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{})
 	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
 	key := "cache:product:" + rand.Text()
 	setKeys(t, c, key)
@@ -126,7 +126,7 @@ func TestPoisonMessageEndsInTheDLQ(t *testing.T) {
 	if _, err := testenv.SQS(t).SendMessageBatch(t.Context(), batch); err != nil {
 		t.Fatal(err)
 	}
-	fn := emulator(t, "sqs-invalidate", testenv.CacheConfig(t), rie.Options{})
+	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{})
 	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
 
 	eventually(t, 5*time.Second, "the good messages of the batch were not processed", gone(t, c, good...))
@@ -145,7 +145,7 @@ func TestFailingStreamRecordGoesToTheOnFailureQueue(t *testing.T) {
 	c := testenv.Cache(t)
 	table, stream := newTable(t)
 	dlq := newQueue(t, 30*time.Second, 5)
-	fn := emulator(t, "stream-invalidate", testenv.CacheConfig(t), rie.Options{Env: []string{
+	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{
 		"INVALIDATION_RULES=tables: {" + table + `: ["cache:product:{key.id}:{new.category}"]}`}})
 	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn, FromStart: true,
 		MaxRetryAttempts: 2, OnFailure: testenv.SQS(t), DLQURL: dlq.URL}).Run)

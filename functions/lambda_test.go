@@ -70,7 +70,7 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 	ns := rand.Text()
 	key := func(id string) string { return "cache:product:" + ns + id }
 	setKeys(t, c, key("raw"), key("sns"), key("eb"), key("a1"), key("a2"), "explicit:"+ns)
-	fn := emulator(t, "sqs-invalidate", testenv.CacheConfig(t), rie.Options{})
+	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{})
 
 	ev := events.SQSEvent{Records: []events.SQSMessage{
 		sqsMessage("raw", `{"entity":"product","id":"`+ns+`raw"}`),
@@ -110,7 +110,7 @@ func TestSNSFunctionUnderTheEmulator(t *testing.T) {
 	c := testenv.Cache(t)
 	id := rand.Text()
 	setKeys(t, c, "cache:product:"+id)
-	fn := emulator(t, "sns-invalidate", testenv.CacheConfig(t), rie.Options{})
+	fn := emulator(t, "sns-invalidate", testenv.WorkerCacheConfig(t), rie.Options{})
 	record := func(msgID, message string) events.SNSEvent {
 		return events.SNSEvent{Records: []events.SNSEventRecord{{
 			EventSource: "aws:sns", EventVersion: "1.0",
@@ -152,7 +152,7 @@ func TestStreamFunctionUnderTheEmulator(t *testing.T) {
 	catA, catB, catC := "A"+ns, "B"+ns, "C"+ns
 	setKeys(t, c, "cache:product:"+p1, "cache:product:"+p2, "cache:product:"+p3,
 		"cache:category:"+catA, "cache:category:"+catB, "cache:category:"+catC)
-	fn := emulator(t, "stream-invalidate", testenv.CacheConfig(t), rie.Options{Env: []string{"INVALIDATION_RULES=" + streamRules}})
+	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{"INVALIDATION_RULES=" + streamRules}})
 
 	bad := streamRecord("300", "UPSERT", p1, nil, item(p1, catA))
 	noCategory := streamRecord("400", "INSERT", ns+"4", nil, map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(ns + "4")})

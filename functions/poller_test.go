@@ -112,7 +112,7 @@ func TestPollerInvalidatesFromSNS(t *testing.T) {
 	c := testenv.Cache(t)
 	q := newQueue(t, 30*time.Second, 5)
 	topic := newTopic(t, q)
-	p := startPoller(t, q, testenv.CacheConfig(t))
+	p := startPoller(t, q, testenv.WorkerCacheConfig(t))
 	ns := rand.Text()
 	var keys []string
 	for i := range 25 {

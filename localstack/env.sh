@@ -34,6 +34,12 @@ export CACHE_TLS="${CACHE_TLS:-true}"
 export CACHE_CA_FILE="${CACHE_CA_FILE:-$LOCAL_STATE/tls/ca.crt}"
 export CACHE_USERNAME="${CACHE_USERNAME:-app}"
 export CACHE_PASSWORD="${CACHE_PASSWORD:-local-dev-password-0123456789}"
+# The worker's own user, with only the commands the worker runs: the same
+# rules template.yaml gives the ElastiCache user (Valkey adds client|setinfo,
+# which redis-server 7.0 does not know).
+export WORKER_USERNAME="${WORKER_USERNAME:-invalidator}"
+export WORKER_PASSWORD="${WORKER_PASSWORD:-local-worker-password-0123456789}"
+export WORKER_ACL="resetchannels -@all +unlink +ping +hello +auth +client|setname +cluster|shards +cluster|slots +cluster|info"
 
 # Resource names, shared with init/ready.d/10-resources.sh and template.yaml.
 export TOPIC_NAME="${TOPIC_NAME:-cache-changes}"

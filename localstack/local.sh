@@ -24,6 +24,8 @@ stop() {
 }
 trap stop INT TERM EXIT
 
+# The worker logs in as its own least-privileged user, as in AWS.
+export CACHE_USERNAME="$WORKER_USERNAME" CACHE_PASSWORD="$WORKER_PASSWORD"
 bin/poller/poller &
 pids+=($!)
 echo $! >"$RUN_DIR/poller.pid"

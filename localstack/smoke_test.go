@@ -263,3 +263,24 @@ func TestCacheRefusesWhatElastiCacheRefuses(t *testing.T) {
 		})
 	}
 }
+
+func TestWorkerUserMayOnlyDelete(t *testing.T) {
+	c, err := cacheconn.New(testenv.WorkerCacheConfig(t))
+	if err != nil {
+		t.Fatalf("the worker user cannot connect: %v", err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	if err := c.Do(ctx, c.B().Unlink().Key("smoke:worker").Build()).Error(); err != nil {
+		t.Fatalf("UNLINK as the worker: %v", err)
+	}
+	for name, cmd := range map[string]valkey.Completed{
+		"GET":      c.B().Get().Key("smoke:worker").Build(),
+		"SET":      c.B().Set().Key("smoke:worker").Value("x").Build(),
+		"FLUSHALL": c.B().Flushall().Build(),
+	} {
+		if err := c.Do(ctx, cmd).Error(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+			t.Errorf("%s as the worker: %v, want NOPERM", name, err)
+		}
+	}
+}

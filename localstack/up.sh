@@ -93,10 +93,14 @@ enable-debug-command local
 # ACL users can only be declared in a config file.
 user default off
 user $CACHE_USERNAME on >$CACHE_PASSWORD ~* &* +@all
+user $WORKER_USERNAME on >$WORKER_PASSWORD ~* $WORKER_ACL$(worker_acl_extra)
 masteruser $CACHE_USERNAME
 masterauth $CACHE_PASSWORD
 EOF
 }
+
+# Valkey knows CLIENT SETINFO, which valkey-go sends when it connects.
+worker_acl_extra() { case "$(basename "$(cache_server_bin)")" in valkey-server) echo " +client|setinfo" ;; esac; }
 
 node_up() { cache_cli "$1" ping 2>/dev/null | grep -q PONG; }
 

@@ -99,6 +99,16 @@ func CacheConfig(t testing.TB) cacheconn.Config {
 	return cfg
 }
 
+// WorkerCacheConfig is CacheConfig logged in as the worker's own user,
+// which may run only what the worker needs (WORKER_ACL in env.sh): tests
+// of the worker's binaries use it, so a command the user lacks fails them.
+func WorkerCacheConfig(t testing.TB) cacheconn.Config {
+	t.Helper()
+	cfg := CacheConfig(t)
+	cfg.Username, cfg.Password = Getenv(t, "WORKER_USERNAME"), Getenv(t, "WORKER_PASSWORD")
+	return cfg
+}
+
 // Cache returns a cluster client logged in as the stack's ACL user over TLS,
 // closed when the test ends.
 func Cache(t testing.TB) valkey.Client {
