@@ -31,7 +31,7 @@ func main() {
 	var (
 		queue = flag.String("queue", os.Getenv("RAW_QUEUE_URL"), "queue feeding sqs-invalidate (none: no SQS mapping)")
 		table = flag.String("table", os.Getenv("TABLE_NAME"), "table whose stream feeds stream-invalidate (none: no stream mapping)")
-		dlq   = flag.String("dlq", os.Getenv("DLQ_URL"), "on-failure queue of the stream mapping")
+		dlq   = flag.String("dlq", os.Getenv("FAILURE_QUEUE_URL"), "on-failure queue of the stream mapping")
 		bin   = flag.String("bin", "bin", "directory of the built functions (make build)")
 	)
 	flag.Parse()

@@ -16,6 +16,7 @@ export AWS_PAGER=""
 topic="${TOPIC_NAME:-cache-changes}"
 queue="${QUEUE_NAME:-cache-invalidation}"
 dlq="${DLQ_NAME:-cache-invalidation-dlq}"
+failures="${FAILURE_QUEUE_NAME:-cache-invalidation-failures}"
 raw_queue="${RAW_QUEUE_NAME:-cache-invalidation-raw}"
 table="${TABLE_NAME:-Products}"
 max_receive_count="${MAX_RECEIVE_COUNT:-5}"
@@ -71,7 +72,10 @@ topic_arn=$(awscli sns create-topic --name "$topic" --query TopicArn)
 
 dlq_url=$(queue_url "$dlq")
 dlq_arn=$(queue_arn "$dlq_url")
-awscli sqs set-queue-attributes --queue-url "$dlq_url" --attributes MessageRetentionPeriod=1209600
+failures_url=$(queue_url "$failures")
+for url in "$dlq_url" "$failures_url"; do
+  awscli sqs set-queue-attributes --queue-url "$url" --attributes MessageRetentionPeriod=1209600
+done
 
 redrive=$(printf '{"deadLetterTargetArn":"%s","maxReceiveCount":"%s"}' "$dlq_arn" "$max_receive_count")
 for name in "$queue" "$raw_queue"; do
@@ -97,4 +101,5 @@ echo "  topic       $topic_arn"
 echo "  queue       $(queue_url "$queue") (DLQ $dlq after $max_receive_count receives)"
 echo "  raw queue   $(queue_url "$raw_queue") (RawMessageDelivery=true)"
 echo "  dlq         $dlq_url"
+echo "  failures    $failures_url (stream and SNS records given up on)"
 echo "  table       $table, stream $stream_arn"

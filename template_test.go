@@ -1,0 +1,269 @@
+package invalidator
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// node is a parsed template node with helpers for walking it. CloudFormation
+// short forms (!Ref, !If...) stay as tagged nodes.
+type node struct{ *yaml.Node }
+
+func (n node) get(path ...string) node {
+	cur := n.Node
+	for _, key := range path {
+		if cur == nil || cur.Kind != yaml.MappingNode {
+			return node{}
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(cur.Content); i += 2 {
+			if cur.Content[i].Value == key {
+				next = cur.Content[i+1]
+			}
+		}
+		cur = next
+	}
+	return node{cur}
+}
+
+func (n node) ok() bool       { return n.Node != nil }
+func (n node) value() string  { return map[bool]string{true: n.Value}[n.ok()] }
+func (n node) items() []node  { return n.children(yaml.SequenceNode, 1) }
+func (n node) values() []node { return n.children(yaml.MappingNode, 2) }
+
+func (n node) children(kind yaml.Kind, step int) []node {
+	if !n.ok() || n.Kind != kind {
+		return nil
+	}
+	var out []node
+	for i := step - 1; i < len(n.Content); i += step {
+		out = append(out, node{n.Content[i]})
+	}
+	return out
+}
+
+func (n node) keys() []string {
+	var keys []string
+	if n.ok() && n.Kind == yaml.MappingNode {
+		for i := 0; i < len(n.Content); i += 2 {
+			keys = append(keys, n.Content[i].Value)
+		}
+	}
+	return keys
+}
+
+func loadTemplate(t *testing.T) node {
+	t.Helper()
+	data, err := os.ReadFile("template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return node{doc.Content[0]}
+}
+
+func functions(t *testing.T, tpl node) map[string]node {
+	fns := map[string]node{}
+	res := tpl.get("Resources")
+	for _, name := range res.keys() {
+		if r := res.get(name); r.get("Type").value() == "AWS::Serverless::Function" {
+			fns[name] = r
+		}
+	}
+	if len(fns) != 3 {
+		t.Fatalf("found functions %v, want the SQS, SNS and stream ones", fns)
+	}
+	return fns
+}
+
+func TestEveryBatchSourceReportsItemFailures(t *testing.T) {
+	tpl := loadTemplate(t)
+	batchSources := 0
+	for name, fn := range functions(t, tpl) {
+		events := fn.get("Properties", "Events")
+		for _, ev := range events.values() {
+			switch typ := ev.get("Type").value(); typ {
+			case "SQS", "DynamoDB":
+				batchSources++
+				types := ev.get("Properties", "FunctionResponseTypes").items()
+				if len(types) != 1 || types[0].Value != "ReportBatchItemFailures" {
+					t.Errorf("%s: %s event without ReportBatchItemFailures: a failed record would fail its whole batch", name, typ)
+				}
+			}
+			if ev.get("Type").value() == "DynamoDB" {
+				p := ev.get("Properties")
+				if p.get("BisectBatchOnFunctionError").value() != "true" {
+					t.Errorf("%s: stream event without BisectBatchOnFunctionError", name)
+				}
+				for _, key := range []string{"MaximumRetryAttempts", "MaximumRecordAgeInSeconds", "ParallelizationFactor"} {
+					if !p.get(key).ok() {
+						t.Errorf("%s: stream event without %s", name, key)
+					}
+				}
+				if !p.get("DestinationConfig", "OnFailure", "Destination").ok() {
+					t.Errorf("%s: stream event without an OnFailure destination: given-up records would vanish", name)
+				}
+			}
+			if ev.get("Type").value() == "SNS" {
+				if !ev.get("Properties", "RedrivePolicy", "deadLetterTargetArn").ok() {
+					t.Errorf("%s: SNS subscription without a redrive policy", name)
+				}
+				if !fn.get("Properties", "EventInvokeConfig", "DestinationConfig", "OnFailure", "Destination").ok() {
+					t.Errorf("%s: SNS-triggered function without an OnFailure destination for its async invokes", name)
+				}
+			}
+		}
+	}
+	if batchSources != 2 {
+		t.Fatalf("%d SQS/stream event sources, want 2", batchSources)
+	}
+}
+
+func TestNoWildcardActions(t *testing.T) {
+	var walk func(n *yaml.Node)
+	checked := 0
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				if k.Value == "NotAction" {
+					t.Errorf("line %d: NotAction grants everything else", k.Line)
+				}
+				if k.Value == "Action" {
+					actions := []*yaml.Node{v}
+					if v.Kind == yaml.SequenceNode {
+						actions = v.Content
+					}
+					for _, a := range actions {
+						checked++
+						if strings.Contains(a.Value, "*") {
+							t.Errorf("line %d: wildcard action %q", a.Line, a.Value)
+						}
+					}
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(loadTemplate(t).Node)
+	if checked == 0 {
+		t.Fatal("no IAM actions found: the walk is broken")
+	}
+}
+
+func TestFunctionsAndCacheAreSafe(t *testing.T) {
+	tpl := loadTemplate(t)
+	glob := tpl.get("Globals", "Function")
+	if glob.get("Runtime").value() != "provided.al2023" || glob.get("Handler").value() != "bootstrap" {
+		t.Error("functions must run bootstrap on provided.al2023")
+	}
+	if tpl.get("Parameters", "Architecture", "Default").value() != "arm64" {
+		t.Error("the architecture must default to arm64")
+	}
+	if v := glob.get("Environment", "Variables", "CACHE_TLS").value(); v != "true" {
+		t.Errorf("CACHE_TLS = %q: the functions must speak TLS only", v)
+	}
+	if !glob.get("VpcConfig", "SubnetIds").ok() || !glob.get("VpcConfig", "SecurityGroupIds").ok() {
+		t.Error("functions must run in the cache's VPC")
+	}
+	for name, fn := range functions(t, tpl) {
+		if fn.get("Metadata", "BuildMethod").value() != "go1.x" {
+			t.Errorf("%s: BuildMethod must be go1.x so sam build compiles it", name)
+		}
+		dir := fn.get("Properties", "CodeUri").value()
+		if _, err := os.Stat(filepath.Join(dir, "main.go")); err != nil {
+			t.Errorf("%s: CodeUri %s: %v", name, dir, err)
+		}
+		connect := false
+		for _, p := range fn.get("Properties", "Policies").items() {
+			for _, st := range p.get("Statement").items() {
+				connect = connect || st.get("Action").value() == "elasticache:Connect"
+			}
+		}
+		if !connect {
+			t.Errorf("%s: no elasticache:Connect statement", name)
+		}
+	}
+	cache := tpl.get("Resources", "ServerlessCache", "Properties")
+	if cache.get("Engine").value() != "valkey" {
+		t.Error("the cache must be ElastiCache Serverless for Valkey (TLS only)")
+	}
+}
+
+func TestQueuesAndDeadLetters(t *testing.T) {
+	tpl := loadTemplate(t)
+	queue := tpl.get("Resources", "Queue", "Properties")
+	if queue.get("RedrivePolicy", "maxReceiveCount").value() != "5" {
+		t.Error("the queue must move a message to its DLQ after 5 receives")
+	}
+	if dlq := queue.get("RedrivePolicy", "deadLetterTargetArn"); !dlq.ok() || !strings.Contains(dlq.value(), "DeadLetterQueue") {
+		t.Errorf("the queue's DLQ is %q, want DeadLetterQueue", dlq.value())
+	}
+	timeouts := tpl.get("Parameters", "FunctionTimeout", "AllowedValues").items()
+	mapping := tpl.get("Mappings", "VisibilityTimeouts")
+	for _, timeout := range timeouts {
+		fn, _ := strconv.Atoi(timeout.Value)
+		vis, _ := strconv.Atoi(mapping.get(timeout.Value, "Seconds").value())
+		if vis < 6*fn {
+			t.Errorf("function timeout %d s gives a visibility timeout of %d s, want at least 6x", fn, vis)
+		}
+	}
+	if len(timeouts) == 0 {
+		t.Fatal("no allowed function timeouts")
+	}
+	for _, alarm := range []string{"DeadLetterQueueAlarm", "FailureQueueAlarm", "StreamIteratorAgeAlarm",
+		"SqsFunctionErrorsAlarm", "SnsFunctionErrorsAlarm", "StreamFunctionErrorsAlarm"} {
+		if tpl.get("Resources", alarm, "Type").value() != "AWS::CloudWatch::Alarm" {
+			t.Errorf("alarm %s is missing", alarm)
+		}
+	}
+}
+
+// TestLocalStackMatchesTheTemplate holds the local provisioning and the
+// worker's local ACL to the template: the same resource names, and the
+// ElastiCache user allowed at least what the tests run the worker with.
+func TestLocalStackMatchesTheTemplate(t *testing.T) {
+	tpl := loadTemplate(t)
+	data, err := os.ReadFile("localstack/env.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := map[string]string{}
+	for _, m := range regexp.MustCompile(`export (\w+)="\$\{\w+:-([^}]*)\}"`).FindAllStringSubmatch(string(data), -1) {
+		local[m[1]] = m[2]
+	}
+	for resource, want := range map[string]struct{ prop, env string }{
+		"Topic":           {"TopicName", "TOPIC_NAME"},
+		"Queue":           {"QueueName", "QUEUE_NAME"},
+		"DeadLetterQueue": {"QueueName", "DLQ_NAME"},
+		"FailureQueue":    {"QueueName", "FAILURE_QUEUE_NAME"},
+		"ExampleTable":    {"TableName", "TABLE_NAME"},
+	} {
+		name := strings.ReplaceAll(tpl.get("Resources", resource, "Properties", want.prop).value(), "${NamePrefix}", "")
+		if name == "" || name != local[want.env] {
+			t.Errorf("%s is named %q in the template and %q (%s) locally", resource, name, local[want.env], want.env)
+		}
+	}
+	acl := regexp.MustCompile(`export WORKER_ACL="([^"]*)"`).FindStringSubmatch(string(data))
+	if acl == nil {
+		t.Fatal("no WORKER_ACL in env.sh")
+	}
+	access := strings.Fields(tpl.get("Resources", "CacheUser", "Properties", "AccessString").value())
+	for _, rule := range strings.Fields(acl[1]) {
+		if !slices.Contains(access, rule) {
+			t.Errorf("the ElastiCache user lacks %q, which the worker is tested with", rule)
+		}
+	}
+}
