@@ -1,7 +1,9 @@
 package invalidator
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/invalidator-go/invalidator/internal/testenv"
 )
 
 // node is a parsed template node with helpers for walking it. CloudFormation
@@ -265,5 +269,76 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		if !slices.Contains(access, rule) {
 			t.Errorf("the ElastiCache user lacks %q, which the worker is tested with", rule)
 		}
+	}
+}
+
+// samTransform expands the template as SAM does at deploy time, with the
+// translator cfn-lint ships, and prints the result as JSON.
+const samTransform = `
+import json, sys
+from cfnlint.decode import decode
+from samtranslator.translator.transform import transform
+tpl, errs = decode(sys.argv[1])
+if errs: sys.exit(str(errs))
+for r in tpl["Resources"].values():
+    if r["Type"] == "AWS::Serverless::Function":
+        r["Properties"]["CodeUri"] = "s3://bucket/key"  # sam build's job
+class NoManagedPolicies:
+    def load(self): return {}
+print(json.dumps(transform(tpl, {}, NoManagedPolicies())))
+`
+
+// TestDeployedPoliciesHaveNoWildcardActions checks the roles SAM generates,
+// policy templates expanded: a template such as SQSSendMessagePolicy
+// becomes sqs:SendMessage*, which the template itself does not show.
+func TestDeployedPoliciesHaveNoWildcardActions(t *testing.T) {
+	cmd := exec.Command("python3", "-c", samTransform, "template.yaml")
+	cmd.Env = append(os.Environ(), "AWS_DEFAULT_REGION=us-east-1")
+	out, err := cmd.Output()
+	if err != nil {
+		msg := err.Error()
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		if testenv.InCI() {
+			t.Fatalf("SAM transform (cfn-lint's samtranslator): %s", msg)
+		}
+		t.Skipf("SAM transform unavailable (pip install cfn-lint): %s", msg)
+	}
+	var doc struct {
+		Resources map[string]struct {
+			Type       string
+			Properties struct {
+				Policies []struct {
+					PolicyDocument struct{ Statement []struct{ Action any } }
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatal(err)
+	}
+	roles := 0
+	for name, r := range doc.Resources {
+		if r.Type != "AWS::IAM::Role" {
+			continue
+		}
+		roles++
+		for _, p := range r.Properties.Policies {
+			for _, st := range p.PolicyDocument.Statement {
+				actions, ok := st.Action.([]any)
+				if !ok {
+					actions = []any{st.Action}
+				}
+				for _, a := range actions {
+					if s, _ := a.(string); s == "" || strings.Contains(s, "*") {
+						t.Errorf("%s: action %v", name, a)
+					}
+				}
+			}
+		}
+	}
+	if roles != 3 {
+		t.Fatalf("%d generated roles, want one per function", roles)
 	}
 }
