@@ -24,9 +24,10 @@ type Cache interface {
 type Options struct {
 	// Rules plan the keys of each change. Default: DefaultRules().
 	Rules *Rules
-	// Chunk is the number of UNLINK commands per DoMulti call. Default 1000.
+	// Chunk is the number of UNLINK commands per DoMulti call. Default 500.
 	Chunk int
-	// Parallel is how many DoMulti calls may run at once. Default 4.
+	// Parallel is how many DoMulti calls may run at once. Default 8: enough
+	// in flight to keep the pipelines to every node full.
 	Parallel int
 	// MaxAttempts is how many times a key is tried before its records fail.
 	// Default 5. Retries stop earlier when the context deadline is too near
@@ -45,10 +46,10 @@ func (o *Options) defaults() {
 		o.Rules = DefaultRules()
 	}
 	if o.Chunk <= 0 {
-		o.Chunk = 1000
+		o.Chunk = 500
 	}
 	if o.Parallel <= 0 {
-		o.Parallel = 4
+		o.Parallel = 8
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 5
