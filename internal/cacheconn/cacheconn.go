@@ -129,6 +129,11 @@ func (c Config) ClientOption() (valkey.ClientOption, error) {
 		// The worker never reads cached values, so client-side caching would
 		// only add CLIENT TRACKING traffic.
 		DisableCache: true,
+		// Its commands and replies are small: a chunk of 500 UNLINKs is about
+		// 25 KiB. valkey-go's 0.5 MiB defaults cost memory and, zeroed at
+		// connect, 0.4 ms of every cold start.
+		ReadBufferEachConn:  64 << 10,
+		WriteBufferEachConn: 64 << 10,
 	}
 	if c.IAM != nil {
 		if c.IAM.Credentials == nil {
