@@ -119,6 +119,20 @@ type envelope struct {
 	occurredAt time.Time
 }
 
+// at takes the envelope's time from the raw string value of field, when
+// the envelope has one.
+func (env *envelope) at(raw []byte, field string) error {
+	if raw == nil {
+		return nil
+	}
+	t, err := parseTime(raw)
+	if err != nil {
+		return &fieldError{reason: "bad " + field, err: err}
+	}
+	env.occurredAt = t
+	return nil
+}
+
 // decodeBody decodes a body that holds a change message or an array of
 // them, or, when allowed, an envelope around one. data is not retained.
 func decodeBody(data []byte, env envelope, allowSNS bool, out []Change) ([]Change, error) {
@@ -209,12 +223,8 @@ func decodeSNSEnvelope(o object, env envelope, out []Change) ([]Change, error) {
 		return out, invalid("an SNS envelope must have Type Notification, not " + truncate(o.snsType))
 	}
 	env.source = SourceSNS
-	if o.timestamp != nil {
-		t, err := parseTime(o.timestamp)
-		if err != nil {
-			return out, &fieldError{reason: "bad SNS Timestamp", err: err}
-		}
-		env.occurredAt = t
+	if err := env.at(o.timestamp, "SNS Timestamp"); err != nil {
+		return out, err
 	}
 	buf := messageBuffers.Get().(*[]byte)
 	defer messageBuffers.Put(buf)
@@ -233,12 +243,8 @@ func decodeSNSEnvelope(o object, env envelope, out []Change) ([]Change, error) {
 
 func decodeEventBridge(o object, env envelope, out []Change) ([]Change, error) {
 	env.source = SourceEventBridge
-	if o.time != nil {
-		t, err := parseTime(o.time)
-		if err != nil {
-			return out, &fieldError{reason: "bad EventBridge time", err: err}
-		}
-		env.occurredAt = t
+	if err := env.at(o.time, "EventBridge time"); err != nil {
+		return out, err
 	}
 	if _, kind, _ := jsonscan.Value(o.detail); kind != jsonscan.Object {
 		return out, invalid("EventBridge detail must be an object, not " + kind.String())
