@@ -1,0 +1,121 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/valkey-io/valkey-go"
+
+	decode "github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+func TestEMFLine(t *testing.T) {
+	var buf bytes.Buffer
+	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond}
+	if err := writeEMF(&buf, "Invalidator", "sqs-invalidate", "sqs", m, time.UnixMilli(1795953600000)); err != nil {
+		t.Fatal(err)
+	}
+	var line struct {
+		AWS struct {
+			Timestamp         int64
+			CloudWatchMetrics []struct {
+				Namespace  string
+				Dimensions [][]string
+				Metrics    []struct{ Name, Unit string }
+			}
+		} `json:"_aws"`
+		Function, Source string
+		Records, FailedRecords, KeysDeleted, KeysAbsent, KeysFailed, MaxLag int64
+	}
+	if !strings.HasSuffix(buf.String(), "}\n") || strings.Count(buf.String(), "\n") != 1 {
+		t.Fatalf("want one JSON line, got %q", buf.String())
+	}
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatal(err)
+	}
+	cw := line.AWS.CloudWatchMetrics
+	if line.AWS.Timestamp != 1795953600000 || len(cw) != 1 || cw[0].Namespace != "Invalidator" ||
+		len(cw[0].Dimensions) != 1 || strings.Join(cw[0].Dimensions[0], ",") != "Function,Source" {
+		t.Fatalf("EMF metadata = %+v", line.AWS)
+	}
+	// Every declared metric must be a top-level member, or CloudWatch drops it.
+	var members map[string]any
+	_ = json.Unmarshal(buf.Bytes(), &members)
+	for _, metric := range cw[0].Metrics {
+		if _, ok := members[metric.Name]; !ok {
+			t.Errorf("metric %s declared but missing", metric.Name)
+		}
+	}
+	if line.Records != 10 || line.FailedRecords != 2 || line.KeysDeleted != 7 || line.KeysAbsent != 3 || line.KeysFailed != 1 ||
+		line.MaxLag != 1500 || line.Function != "sqs-invalidate" || line.Source != "sqs" {
+		t.Fatalf("values = %+v", line)
+	}
+}
+
+// TestSQSHandlerInProcess runs the SQS handler as Lambda would, and checks
+// its log lines: one per failed record, one per batch, no bodies.
+func TestSQSHandlerInProcess(t *testing.T) {
+	var logs, metrics bytes.Buffer
+	w := New(invalidate.New(testenv.Cache(t), invalidate.Options{}), Options{
+		Name: "sqs-invalidate", Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: &metrics,
+	})
+	secret := "do-not-log-this-body"
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	resp, err := w.SQS(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "ok", Body: `{"entity":"user","id":"1"}`},
+		{MessageId: "bad", Body: `{"entity":"user","id":"1","` + secret + `":` + strings.Repeat("[", 3)},
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "bad" {
+		t.Fatalf("response = %+v, %v; want exactly the bad message", resp, err)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"record failed"`) || !strings.Contains(lines[1], `"msg":"batch"`) {
+		t.Fatalf("log lines = %q", lines)
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Fatal("a message body reached the logs")
+	}
+	if strings.Count(metrics.String(), "\n") != 1 {
+		t.Fatalf("want one EMF line per invoke, got %q", metrics.String())
+	}
+}
+
+// deadlineSpy records the deadline the deletes were sent under.
+type deadlineSpy struct {
+	invalidate.Cache
+	deadline *time.Time
+}
+
+func (s deadlineSpy) DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult {
+	*s.deadline, _ = ctx.Deadline()
+	return s.Cache.DoMulti(ctx, multi...)
+}
+
+func TestProcessStopsBeforeTheDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		left, margin, want time.Duration
+	}{
+		{left: 3 * time.Second, margin: time.Second, want: time.Second},
+		{left: 400 * time.Millisecond, margin: time.Second, want: 200 * time.Millisecond}, // never more than half
+	} {
+		var seen time.Time
+		inv := invalidate.New(deadlineSpy{testenv.Cache(t), &seen}, invalidate.Options{})
+		w := New(inv, Options{DeadlineMargin: tc.margin, Metrics: &bytes.Buffer{}, Logger: slog.New(slog.DiscardHandler)})
+		deadline := time.Now().Add(tc.left)
+		ctx, cancel := context.WithDeadline(t.Context(), deadline)
+		w.Process(ctx, "sqs", []invalidate.Record{{ID: "1", Changes: []decode.Change{{Entity: "user", ID: "1"}}}})
+		cancel()
+		if got := deadline.Sub(seen); got < tc.want-50*time.Millisecond || got > tc.want+50*time.Millisecond {
+			t.Errorf("%v left, margin %v: deletes stopped %v before the deadline, want %v", tc.left, tc.margin, got, tc.want)
+		}
+	}
+}
