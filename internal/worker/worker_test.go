@@ -32,7 +32,7 @@ func TestEMFLine(t *testing.T) {
 				Metrics    []struct{ Name, Unit string }
 			}
 		} `json:"_aws"`
-		Function, Source string
+		Function, Source                                                    string
 		Records, FailedRecords, KeysDeleted, KeysAbsent, KeysFailed, MaxLag int64
 	}
 	if !strings.HasSuffix(buf.String(), "}\n") || strings.Count(buf.String(), "\n") != 1 {
