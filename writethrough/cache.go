@@ -33,9 +33,10 @@ var (
 // Cache is a cache-aside read path and write path for values of type V,
 // safe for concurrent use.
 type Cache[V any] struct {
-	client Client
-	opts   Options[V]
-	loads  singleflight.Group
+	client    Client
+	opts      Options[V]
+	misses    singleflight.Group
+	refreshes singleflight.Group
 }
 
 // New returns a Cache storing in client.
@@ -57,6 +58,8 @@ func New[V any](client Client, opts Options[V]) *Cache[V] {
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 3 * time.Second
 	}
+	// The server counts in milliseconds: less would be PX 0, an error.
+	opts.TTL, opts.NegativeTTL, opts.LeaseTTL = max(opts.TTL, time.Millisecond), max(opts.NegativeTTL, time.Millisecond), max(opts.LeaseTTL, time.Millisecond)
 	if opts.WaitStep <= 0 {
 		opts.WaitStep = 10 * time.Millisecond
 	}
@@ -132,14 +135,22 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Contex
 }
 
 // hit serves a cached entry, refreshing it early when XFetch says so or
-// renewing it. ok is false when the entry no longer decodes (it is dropped).
+// renewing it. ok is false when the key must be read again: the entry no
+// longer decodes (it is dropped), or it changed while being refreshed.
 func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw string, load func(context.Context) (V, error)) (v V, err error, ok bool) {
 	now := c.opts.Clock.Now()
+	life := c.opts.TTL
+	if e.kind == kindNotFound {
+		life = c.opts.NegativeTTL
+	}
 	switch {
-	case c.opts.Renew > 0 && e.expiry.Sub(now) < time.Duration(c.opts.Renew*float64(c.opts.TTL)):
+	case c.opts.Renew > 0 && e.expiry.Sub(now) < time.Duration(c.opts.Renew*float64(life)):
 		c.renew(ctx, key, e)
 	case c.refreshEarly(e, now):
-		v, err := c.refresh(ctx, key, e.stamp, load)
+		v, err, retry := c.refresh(ctx, key, e, load)
+		if retry {
+			return v, nil, false
+		}
 		if err == nil || errors.Is(err, ErrNotFound) {
 			return v, err, true
 		}
@@ -166,82 +177,124 @@ func (c *Cache[V]) refreshEarly(e entry, now time.Time) bool {
 	return now.Add(time.Duration(gap)).Compare(e.expiry) >= 0
 }
 
-// miss loads a missing key under a lease. retry says to read the key again:
-// another process took the lease first.
-func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Context) (V, error)) (v V, err error, retry bool) {
-	type result struct {
-		v     V
-		err   error
-		retry bool
+// outcome is what one shared load gives the callers that share it.
+type outcome[V any] struct {
+	v      V
+	err    error
+	filled bool   // the value reached the cache
+	retry  bool   // the lease was someone else's: read the key again
+	leader string // the caller whose call ran the load
+}
+
+// shared runs fn once among this process's concurrent callers with the same
+// key in group. fn runs under a context that no single caller's
+// cancellation ends, since its result serves them all; each caller waits
+// only as long as its own context allows. led reports whether this caller's
+// call ran fn.
+func shared[V any](ctx context.Context, group *singleflight.Group, key string, fn func(context.Context) outcome[V]) (o outcome[V], led bool, err error) {
+	me := stamp()
+	ch := group.DoChan(key, func() (result any, err error) {
+		// A panicking loader fails its callers; it must not crash the process.
+		defer func() {
+			if p := recover(); p != nil {
+				result = outcome[V]{err: fmt.Errorf("writethrough: loader panicked: %v", p), leader: me}
+			}
+		}()
+		o := fn(context.WithoutCancel(ctx))
+		o.leader = me
+		return o, nil
+	})
+	select {
+	case r := <-ch:
+		o = r.Val.(outcome[V])
+		return o, o.leader == me, nil
+	case <-ctx.Done():
+		return o, false, ctx.Err()
 	}
-	// Within the process, one caller per key goes to the cache and the source.
-	r, _, _ := c.loads.Do(key, func() (any, error) {
+}
+
+// miss loads a missing key under a lease. retry says to read the key again:
+// another process took the lease first, or this caller joined a load whose
+// fill was cancelled by an invalidation, so the value may predate a write
+// the caller must see.
+func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Context) (V, error)) (v V, err error, retry bool) {
+	o, led, err := shared(ctx, &c.misses, key, func(ctx context.Context) outcome[V] {
 		token := stamp()
 		lease := entry{kind: kindLease, stamp: token}.encode()
 		err := c.client.Do(ctx, c.client.B().Set().Key(key).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()).Error()
 		if valkey.IsValkeyNil(err) {
-			return result{retry: true}, nil // someone else's lease or value
+			return outcome[V]{retry: true} // someone else's lease or value
 		}
 		if err != nil {
 			v, err := load(ctx)
-			return result{v: v, err: err}, nil
+			return outcome[V]{v: v, err: err}
 		}
-		v, err := c.loadAndFill(ctx, key, token, true, load)
-		return result{v: v, err: err}, nil
+		return c.loadAndFill(ctx, key, entry{stamp: token}, true, load)
 	})
-	res := r.(result)
-	return res.v, res.err, res.retry
+	switch {
+	case err != nil:
+		return v, err, false
+	case o.retry, !led && !o.filled && (o.err == nil || errors.Is(o.err, ErrNotFound)):
+		return v, nil, true
+	}
+	return o.v, o.err, false
 }
 
 // refresh recomputes a value ahead of its expiry and replaces it, unless it
-// changed or was invalidated meanwhile.
-func (c *Cache[V]) refresh(ctx context.Context, key, from string, load func(context.Context) (V, error)) (V, error) {
-	type result struct {
-		v   V
-		err error
-	}
-	r, _, _ := c.loads.Do("refresh\x00"+key, func() (any, error) {
-		v, err := c.loadAndFill(ctx, key, from, false, load)
-		return result{v, err}, nil
+// changed or was invalidated meanwhile; then the callers that shared the
+// refresh read the key again (retry).
+func (c *Cache[V]) refresh(ctx context.Context, key string, from entry, load func(context.Context) (V, error)) (v V, err error, retry bool) {
+	o, led, err := shared(ctx, &c.refreshes, key+"\x00"+from.stamp, func(ctx context.Context) outcome[V] {
+		return c.loadAndFill(ctx, key, from, false, load)
 	})
-	res := r.(result)
-	return res.v, res.err
+	if err != nil {
+		return v, err, false
+	}
+	if !led && !o.filled && (o.err == nil || errors.Is(o.err, ErrNotFound)) {
+		return v, nil, true
+	}
+	return o.v, o.err, false
 }
 
 // loadAndFill loads the value, timing it, and stores it (or "not found")
-// over the entry stamped from. When the load fails, a lease (from is one)
-// is dropped so that the next caller tries at once; a value being refreshed
-// is kept.
-func (c *Cache[V]) loadAndFill(ctx context.Context, key, from string, lease bool, load func(context.Context) (V, error)) (V, error) {
+// over the entry from, if the key still holds it. When the load fails, a
+// lease is dropped so that the next caller tries at once; a value being
+// refreshed is kept. The stored version is the loaded value's (VersionOf)
+// and never below from's: the load ran after from was read.
+func (c *Cache[V]) loadAndFill(ctx context.Context, key string, from entry, lease bool, load func(context.Context) (V, error)) outcome[V] {
 	start := c.opts.Clock.Now()
 	v, err := load(ctx)
 	delta := c.opts.Clock.Now().Sub(start)
-	e := entry{kind: kindValue, stamp: stamp(), delta: delta}
+	e := entry{kind: kindValue, stamp: stamp(), delta: delta, version: from.version}
 	ttl := c.jittered(c.opts.TTL)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		e.kind, ttl = kindNotFound, c.opts.NegativeTTL
 	case err != nil:
 		if lease {
-			c.dropStamped(ctx, key, from)
+			c.dropStamped(ctx, key, from.stamp)
 		}
-		return v, err
+		return outcome[V]{v: v, err: err}
 	default:
+		if c.opts.VersionOf != nil {
+			e.version = max(e.version, c.opts.VersionOf(v))
+		}
 		if e.payload, err = c.opts.Codec.Marshal(v); err != nil {
 			if lease {
-				c.dropStamped(ctx, key, from)
+				c.dropStamped(ctx, key, from.stamp)
 			}
-			return v, fmt.Errorf("writethrough: encode %s: %w", key, err)
+			return outcome[V]{v: v, err: fmt.Errorf("writethrough: encode %s: %w", key, err)}
 		}
 	}
 	e.expiry = c.opts.Clock.Now().Add(ttl)
 	// A failed fill leaves the key to the next reader; the value loaded is
-	// still the caller's answer.
-	_ = fillScript.Run(ctx, c.client, []string{key}, []string{from, e.encode(), ms(ttl)}).Error()
+	// still the answer of the caller that loaded it.
+	filled, _ := fillScript.Run(ctx, c.client, []string{key}, []string{from.stamp, e.encode(), ms(ttl)}).AsInt64()
+	o := outcome[V]{v: v, filled: filled == 1}
 	if e.kind == kindNotFound {
-		return v, ErrNotFound
+		o.err = ErrNotFound
 	}
-	return v, nil
+	return o
 }
 
 // wait waits for another process's load. retry says to read the key again.

@@ -18,9 +18,12 @@ import (
 )
 
 type product struct {
-	ID    string `json:"id"`
-	Price int64  `json:"price"`
+	ID      string `json:"id"`
+	Price   int64  `json:"price"`
+	Version int64  `json:"version"`
 }
+
+func versionOf(p product) int64 { return p.Version }
 
 func key(t *testing.T) string { return "wt:test:" + rand.Text() }
 
@@ -90,30 +93,55 @@ func TestFailedLoadReleasesTheLease(t *testing.T) {
 	}
 }
 
-func TestWriteThroughKeepsTheNewestVersion(t *testing.T) {
+func TestWriteThroughUpdatesKnownVersionsOnly(t *testing.T) {
 	client := testenv.Cache(t)
-	c := New[product](client, Options[product]{})
+	c := New[product](client, Options[product]{VersionOf: versionOf})
 	k := key(t)
 	write := func(price, version int64) bool {
 		stored, err := c.WriteThrough(t.Context(), k, func(context.Context) (product, int64, error) {
-			return product{ID: "p", Price: price}, version, nil
+			return product{ID: "p", Price: price, Version: version}, version, nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return stored
 	}
-	if !write(10, 2) || write(5, 1) || write(7, 2) || !write(12, 3) {
-		t.Fatal("want: v2 stored, v1 and a second v2 refused, v3 stored")
+	exists := func() bool {
+		n, _ := client.Do(t.Context(), client.B().Exists().Key(k).Build()).AsInt64()
+		return n == 1
+	}
+	// Nothing cached: a write-through cannot know it is the newest, so it
+	// leaves the key to the next read.
+	if write(10, 1) || exists() {
+		t.Fatal("a write-through filled an empty key")
+	}
+	if v, err := c.Get(t.Context(), k, func(context.Context) (product, error) { return product{Price: 10, Version: 1}, nil }); err != nil || v.Price != 10 {
+		t.Fatalf("Get = %+v, %v", v, err)
+	}
+	if !write(12, 3) || write(11, 2) || write(13, 3) {
+		t.Fatal("want: v3 stored over the read v1, then v2 and another v3 refused")
 	}
 	v, err := c.Get(t.Context(), k, func(context.Context) (product, error) { t.Fatal("loaded on a hit"); return product{}, nil })
 	if err != nil || v.Price != 12 {
 		t.Fatalf("Get = %+v, %v; want the v3 price 12", v, err)
 	}
+	if _, err := c.WriteThrough(t.Context(), k, func(context.Context) (product, int64, error) { return product{}, 0, nil }); !errors.Is(err, ErrVersion) {
+		t.Fatalf("version 0: %v, want ErrVersion", err)
+	}
+
+	// Without VersionOf a read value's version is unknown: invalidated, not overwritten.
+	unversioned := New[product](client, Options[product]{})
+	k2 := key(t)
+	_, _ = unversioned.Get(t.Context(), k2, func(context.Context) (product, error) { return product{Price: 1}, nil })
+	stored, err := unversioned.WriteThrough(t.Context(), k2, func(context.Context) (product, int64, error) { return product{Price: 2}, 5, nil })
+	if n, _ := client.Do(t.Context(), client.B().Exists().Key(k2).Build()).AsInt64(); err != nil || stored || n != 0 {
+		t.Fatalf("over a value of unknown version: stored %v, exists %d, %v; want it invalidated", stored, n, err)
+	}
+
 	if err := c.Write(t.Context(), k, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := client.Do(t.Context(), client.B().Exists().Key(k).Build()).AsInt64(); n != 0 {
+	if exists() {
 		t.Fatal("Write did not invalidate")
 	}
 }
@@ -245,48 +273,62 @@ func naiveGet(ctx context.Context, client valkey.Client, key string, ttl time.Du
 
 // TestStaleSetTorture runs readers doing cache-aside against writers that
 // update the source of truth and invalidate after random delays, as the
-// event-driven invalidator does. Once every invalidation is delivered, no
-// key may hold a value other than the source's.
+// event-driven invalidator does; with WriteThrough the writers also store
+// the new value, after a random delay of their own. Once every write and
+// invalidation is delivered, no key may hold a value other than the
+// source's.
 func TestStaleSetTorture(t *testing.T) {
-	ours, naive := torture(t, true), torture(t, false)
-	t.Logf("stale keys after quiescence: writethrough %d, naive cache-aside %d (of %d)", ours, naive, tortureKeys)
-	if ours != 0 {
-		t.Fatalf("%d keys hold a stale value, want 0", ours)
+	naive, ours, through := torture(t, naiveAside), torture(t, invalidateOnWrite), torture(t, writeThrough)
+	t.Logf("stale keys after quiescence: Get + invalidation %d, Get + WriteThrough + invalidation %d, naive cache-aside %d (of %d)",
+		ours, through, naive, tortureKeys)
+	if ours != 0 || through != 0 {
+		t.Fatalf("stale keys: %d with invalidation, %d with write-through; want 0", ours, through)
 	}
 }
 
 const tortureKeys = 16
 
-func torture(t *testing.T, ours bool) (stale int) {
+type tortureMode int
+
+const (
+	naiveAside tortureMode = iota
+	invalidateOnWrite
+	writeThrough
+)
+
+func torture(t *testing.T, mode tortureMode) (stale int) {
 	client := testenv.Cache(t)
-	c := New[product](client, Options[product]{})
+	c := New[product](client, Options[product]{VersionOf: versionOf})
 	ns := rand.Text()
 	keyOf := func(i int) string { return "wt:torture:" + ns + ":" + strconv.Itoa(i) }
 
 	var mu sync.Mutex
-	source := make([]int64, tortureKeys) // the database: one price per key
+	source := make([]product, tortureKeys) // the database
 	load := func(i int) func(context.Context) (product, error) {
 		return func(context.Context) (product, error) {
 			mu.Lock()
-			price := source[i]
+			p := source[i]
 			mu.Unlock()
 			time.Sleep(time.Duration(mrand.IntN(5000)) * time.Microsecond) // the load's way back
-			return product{ID: strconv.Itoa(i), Price: price}, nil
+			return p, nil
 		}
+	}
+	later := func(wg *sync.WaitGroup, max time.Duration, f func()) {
+		wg.Go(func() { time.Sleep(time.Duration(mrand.Int64N(int64(max)))); f() })
 	}
 
 	ctx, stop := context.WithTimeout(t.Context(), 2*time.Second)
 	defer stop()
-	var readers, writers, invalidations sync.WaitGroup
+	var readers, writers, delivered sync.WaitGroup
 	for range 16 {
 		readers.Go(func() {
 			for ctx.Err() == nil {
 				i := mrand.IntN(tortureKeys)
 				var err error
-				if ours {
-					_, err = c.Get(context.Background(), keyOf(i), load(i))
-				} else {
+				if mode == naiveAside {
 					_, err = naiveGet(context.Background(), client, keyOf(i), time.Hour, load(i))
+				} else {
+					_, err = c.Get(context.Background(), keyOf(i), load(i))
 				}
 				if err != nil {
 					t.Error(err)
@@ -300,10 +342,21 @@ func torture(t *testing.T, ours bool) (stale int) {
 			for ctx.Err() == nil {
 				i := mrand.IntN(tortureKeys)
 				mu.Lock()
-				source[i]++
+				source[i].Price++
+				source[i].Version++
+				written := source[i]
 				mu.Unlock()
-				invalidations.Go(func() { // the change event, delivered a little later
-					time.Sleep(time.Duration(mrand.IntN(2000)) * time.Microsecond)
+				if mode == writeThrough { // the service's own write-through, a little late
+					later(&delivered, 3*time.Millisecond, func() {
+						_, err := c.WriteThrough(context.Background(), keyOf(i), func(context.Context) (product, int64, error) {
+							return written, written.Version, nil
+						})
+						if err != nil {
+							t.Error(err)
+						}
+					})
+				}
+				later(&delivered, 2*time.Millisecond, func() { // the change event, delivered later
 					if err := client.Do(context.Background(), client.B().Unlink().Key(keyOf(i)).Build()).Error(); err != nil {
 						t.Error(err)
 					}
@@ -313,7 +366,7 @@ func torture(t *testing.T, ours bool) (stale int) {
 		})
 	}
 	writers.Wait()
-	invalidations.Wait()
+	delivered.Wait()
 	readers.Wait()
 
 	for i := range tortureKeys {
@@ -322,19 +375,19 @@ func torture(t *testing.T, ours bool) (stale int) {
 			continue
 		}
 		var v product
-		if ours {
+		if mode == naiveAside {
+			v, err = JSONCodec[product]{}.Unmarshal(raw)
+		} else {
 			e, derr := decodeEntry(raw)
 			if derr != nil || e.kind == kindLease {
 				continue
 			}
 			v, err = JSONCodec[product]{}.Unmarshal(e.payload)
-		} else {
-			v, err = JSONCodec[product]{}.Unmarshal(raw)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Price != source[i] {
+		if v.Price != source[i].Price {
 			stale++
 		}
 	}

@@ -15,6 +15,11 @@
 // expires rather than by a stampede after. "Not found" is cached too, for a
 // shorter time, and a value that no longer decodes is deleted and reloaded.
 //
+// The write path invalidates after the database write (Write), or updates a
+// cached value of a known older version in place (WriteThrough): a late
+// write never overwrites a newer value, nor refills a key that an
+// invalidation emptied.
+//
 // Every cached entry is an envelope: a short header (kind, stamp, version,
 // recompute time, logical expiry) and the encoded value. The invalidator's
 // plain deletes work on it as on any key.

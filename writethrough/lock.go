@@ -16,6 +16,8 @@ var (
 	// ErrLockLost is returned by Release and Extend when the lock expired
 	// and may belong to someone else now.
 	ErrLockLost = errors.New("writethrough: lock lost")
+
+	errShortTTL = errors.New("writethrough: a lock lives at least 1 ms")
 )
 
 // Lock is a lock on one key held by one owner until it expires or is
@@ -30,6 +32,9 @@ type Lock struct {
 // TryLock takes the lock key for ttl with SET NX PX and a random token, or
 // returns ErrLocked.
 func TryLock(ctx context.Context, client Client, key string, ttl time.Duration) (*Lock, error) {
+	if ttl < time.Millisecond {
+		return nil, errShortTTL
+	}
 	token := stamp()
 	err := client.Do(ctx, client.B().Set().Key(key).Value(token).Nx().Px(ttl).Build()).Error()
 	if valkey.IsValkeyNil(err) {
@@ -59,6 +64,9 @@ func (l *Lock) Release(ctx context.Context) error {
 // Extend gives the lock a new lifetime of ttl from now; ErrLockLost when it
 // was no longer ours.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return errShortTTL // PEXPIRE 0 would delete the lock and report success
+	}
 	return l.ours(extendScript.Run(ctx, l.client, []string{l.key}, []string{l.token, ms(ttl)}).AsInt64())
 }
 

@@ -71,6 +71,12 @@ type Options[V any] struct {
 	// for hot keys whose freshness the event-driven invalidation already
 	// guarantees. Default 0 (off).
 	Renew float64
+	// VersionOf returns a loaded value's version, the one WriteThrough is
+	// given for it (a version column, an update counter). With it, values
+	// that readers cache carry their version, and WriteThrough can update
+	// them in place; without it, WriteThrough finds their version unknown
+	// and invalidates them instead. Default none.
+	VersionOf func(V) int64
 	// Codec encodes values. Default JSONCodec.
 	Codec Codec[V]
 	// Clock tells the time. Default the system clock.

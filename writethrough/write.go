@@ -33,27 +33,41 @@ func (c *Cache[V]) Invalidate(ctx context.Context, key string) error {
 	return nil
 }
 
-// writeScript stores ARGV[2] in KEYS[1] for ARGV[3] ms unless the key holds
-// a value of version ARGV[1] or newer, in one atomic step: an older write
-// finishing late never overwrites a newer one. A lease is overwritten, which
-// also cancels the fill of the load it protects.
+// writeScript stores ARGV[2] in KEYS[1] for ARGV[3] ms over a cached entry
+// of a known, older version, in one atomic step: an older write finishing
+// late never overwrites a newer one. Anything else — nothing cached, a
+// loader's lease, an entry of unknown version — it deletes instead: a late
+// write cannot tell whether a newer one was cached and invalidated since,
+// so it must not fill, and deleting a lease cancels the fill of a load that
+// may predate this write. It returns 1 when it stored, 0 when a newer
+// version is cached, 2 when it invalidated.
 var writeScript = luascript.New(`
 local cur = redis.call('GET', KEYS[1])
-if cur then
-  local version = string.match(cur, '^wt1|[vn]|[^|]*|(%-?%d+)|')
-  if version and tonumber(version) >= tonumber(ARGV[1]) then return 0 end
+local version = cur and tonumber(string.match(cur, '^wt1|[vn]|[^|]*|(%-?%d+)|'))
+if version and version > 0 then
+  if version >= tonumber(ARGV[1]) then return 0 end
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return 1`)
+if cur then redis.call('DEL', KEYS[1]) end
+return 2`)
+
+// ErrVersion is returned by WriteThrough for a version below 1.
+var ErrVersion = errors.New("writethrough: versions start at 1")
 
 // WriteThrough runs write — the database write, which returns the value
-// written and its version (increasing with every write of the key, below
-// 2^53) — and then caches the value, unless a newer version is cached
-// already. It reports whether the value was stored.
+// written and its version (from 1, increasing with every write of the key,
+// below 2^53) — and then updates the cached value in place if an older
+// version of it is cached. When none is, or its version is unknown (see
+// Options.VersionOf), it invalidates the key, and the next read loads the
+// value. It reports whether the value was stored.
 func (c *Cache[V]) WriteThrough(ctx context.Context, key string, write func(context.Context) (V, int64, error)) (bool, error) {
 	v, version, err := write(ctx)
 	if err != nil {
 		return false, err
+	}
+	if version < 1 {
+		return false, fmt.Errorf("%w: got %d for %s", ErrVersion, version, key)
 	}
 	payload, err := c.opts.Codec.Marshal(v)
 	if err != nil {
