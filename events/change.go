@@ -1,11 +1,13 @@
 package events
 
 import (
+	"cmp"
 	"errors"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -140,19 +142,30 @@ func decodeBody(data []byte, env envelope, allowSNS bool, out []Change) ([]Chang
 	// go, so the body is scanned once.
 	switch firstByte(data) {
 	case '[':
+		// A bad element fails the body, but the good ones are kept: their
+		// keys are invalidated while the record goes back to be retried.
 		n := len(out)
+		var first error
 		err := jsonscan.Elements(data, func(value []byte, kind jsonscan.Kind) error {
 			if kind != jsonscan.Object {
-				return invalid("a change array must hold objects, not " + kind.String())
+				first = cmp.Or(first, invalid("a change array must hold objects, not "+kind.String()))
+				return nil
 			}
 			c, err := decodeChange(value, env)
+			if err != nil {
+				first = cmp.Or(first, err)
+				return nil
+			}
 			out = append(out, c)
-			return err
+			return nil
 		})
-		if err == nil && len(out) == n {
-			err = invalid("empty change array")
+		if err != nil {
+			return out[:n], err // not JSON: nothing in it can be trusted
 		}
-		return out, err
+		if first == nil && len(out) == n {
+			first = invalid("empty change array")
+		}
+		return out, first
 	case '{':
 		return decodeObject(data, env, allowSNS, out)
 	default:
@@ -210,8 +223,7 @@ func decodeObject(raw []byte, env envelope, allowSNS bool, out []Change) ([]Chan
 	case o.detailType != nil && o.detail != nil:
 		return decodeEventBridge(o, env, out)
 	default:
-		c, err := decodeChange(raw, env)
-		return append(out, c), err
+		return appendChange(out, raw, env)
 	}
 }
 
@@ -249,8 +261,17 @@ func decodeEventBridge(o object, env envelope, out []Change) ([]Change, error) {
 	if _, kind, _ := jsonscan.Value(o.detail); kind != jsonscan.Object {
 		return out, invalid("EventBridge detail must be an object, not " + kind.String())
 	}
-	c, err := decodeChange(o.detail, env)
-	return append(out, c), err
+	return appendChange(out, o.detail, env)
+}
+
+// appendChange decodes one change message object and appends it to out,
+// unless it is invalid.
+func appendChange(out []Change, raw []byte, env envelope) ([]Change, error) {
+	c, err := decodeChange(raw, env)
+	if err != nil {
+		return out, err
+	}
+	return append(out, c), nil
 }
 
 // decodeChange decodes one change message object.
@@ -300,8 +321,14 @@ func nonEmptyText(field string, value []byte, kind jsonscan.Kind) (string, error
 		return "", invalid(field + " must be a string, not " + kind.String())
 	}
 	s, err := jsonscan.Text(value)
-	if err == nil && s == "" {
+	switch {
+	case err != nil:
+	case s == "":
 		err = invalid(field + " is empty")
+	case strings.ContainsRune(s, utf8.RuneError):
+		// JSON decoding turns invalid UTF-8 and unpaired surrogates into
+		// U+FFFD; a key built from that is not the producer's key.
+		err = invalid(field + " holds invalid UTF-8 or an unpaired surrogate")
 	}
 	return s, err
 }

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"cmp"
 	"encoding/base64"
 	"strconv"
 	"time"
@@ -57,10 +58,29 @@ func DecodeDynamoDBJSON(raw []byte) (string, Change, error) {
 		return err
 	})
 	if err != nil {
-		return rec.Change.SequenceNumber, Change{}, recordError(rec.Change.SequenceNumber, err)
+		seq := cmp.Or(rec.Change.SequenceNumber, sequenceNumber(raw))
+		return seq, Change{}, recordError(seq, err)
 	}
 	c, err := DecodeDynamoDB(rec)
 	return rec.Change.SequenceNumber, c, err
+}
+
+// sequenceNumber digs a broken record's sequence number out, ignoring
+// everything else, so that only it fails: an empty item identifier would
+// fail its whole batch.
+func sequenceNumber(raw []byte) (seq string) {
+	_ = jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+		if string(key) == "dynamodb" && kind == jsonscan.Object {
+			_ = jsonscan.Members(value, func(key, value []byte, kind jsonscan.Kind) error {
+				if string(key) == "SequenceNumber" && kind == jsonscan.String {
+					seq, _ = jsonscan.Text(value)
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	return seq
 }
 
 func stringField(name string, value []byte, kind jsonscan.Kind) (string, error) {
@@ -86,23 +106,30 @@ func decodeStreamRecord(raw []byte, sr *lambdaevents.DynamoDBStreamRecord) error
 			}
 			sr.ApproximateCreationDateTime.Time = time.Unix(0, int64(secs*float64(time.Second)))
 		case "Keys":
-			sr.Keys, err = decodeImage("Keys", value, kind)
+			sr.Keys, err = decodeImage("Keys", value, kind, 0)
 		case "NewImage":
-			sr.NewImage, err = decodeImage("NewImage", value, kind)
+			sr.NewImage, err = decodeImage("NewImage", value, kind, 0)
 		case "OldImage":
-			sr.OldImage, err = decodeImage("OldImage", value, kind)
+			sr.OldImage, err = decodeImage("OldImage", value, kind, 0)
 		}
 		return err
 	})
 }
 
-func decodeImage(name string, raw []byte, kind jsonscan.Kind) (map[string]lambdaevents.DynamoDBAttributeValue, error) {
+// maxNesting is DynamoDB's own limit on nested maps and lists. Refusing
+// deeper input also bounds decoding, which validates each level anew.
+const maxNesting = 32
+
+func decodeImage(name string, raw []byte, kind jsonscan.Kind, depth int) (map[string]lambdaevents.DynamoDBAttributeValue, error) {
 	if kind != jsonscan.Object {
 		return nil, invalid(name + " must be an object")
 	}
+	if depth > maxNesting {
+		return nil, invalid("attributes nested deeper than DynamoDB's 32 levels")
+	}
 	image := map[string]lambdaevents.DynamoDBAttributeValue{}
 	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
-		av, err := decodeAttribute(value, kind)
+		av, err := decodeAttribute(value, kind, depth)
 		if err != nil {
 			return &fieldError{reason: name + "." + string(key) + ": " + err.Error()}
 		}
@@ -114,7 +141,7 @@ func decodeImage(name string, raw []byte, kind jsonscan.Kind) (map[string]lambda
 
 // decodeAttribute decodes a DynamoDB attribute value in its JSON form,
 // {"S":"text"}, {"N":"1.5"}, {"SS":[...]}, {"M":{...}} and so on.
-func decodeAttribute(raw []byte, kind jsonscan.Kind) (lambdaevents.DynamoDBAttributeValue, error) {
+func decodeAttribute(raw []byte, kind jsonscan.Kind, depth int) (lambdaevents.DynamoDBAttributeValue, error) {
 	var av lambdaevents.DynamoDBAttributeValue
 	if kind != jsonscan.Object {
 		return av, invalid("an attribute value must be an object like {\"S\":\"text\"}")
@@ -125,7 +152,7 @@ func decodeAttribute(raw []byte, kind jsonscan.Kind) (lambdaevents.DynamoDBAttri
 			return invalid("an attribute value must hold exactly one type")
 		}
 		var err error
-		av, err = typedAttribute(string(key), value, kind)
+		av, err = typedAttribute(string(key), value, kind, depth)
 		return err
 	})
 	if err == nil && members == 0 {
@@ -134,7 +161,7 @@ func decodeAttribute(raw []byte, kind jsonscan.Kind) (lambdaevents.DynamoDBAttri
 	return av, err
 }
 
-func typedAttribute(label string, value []byte, kind jsonscan.Kind) (lambdaevents.DynamoDBAttributeValue, error) {
+func typedAttribute(label string, value []byte, kind jsonscan.Kind, depth int) (lambdaevents.DynamoDBAttributeValue, error) {
 	var av lambdaevents.DynamoDBAttributeValue
 	wrong := func() (lambdaevents.DynamoDBAttributeValue, error) {
 		return av, invalid("a " + label + " attribute cannot hold " + kind.String())
@@ -191,15 +218,18 @@ func typedAttribute(label string, value []byte, kind jsonscan.Kind) (lambdaevent
 		})
 		return lambdaevents.NewBinarySetAttribute(set), err
 	case "M":
-		m, err := decodeImage("M", value, kind)
+		m, err := decodeImage("M", value, kind, depth+1)
 		return lambdaevents.NewMapAttribute(m), err
 	case "L":
 		if kind != jsonscan.Array {
 			return wrong()
 		}
+		if depth >= maxNesting {
+			return av, invalid("attributes nested deeper than DynamoDB's 32 levels")
+		}
 		var list []lambdaevents.DynamoDBAttributeValue
 		err := jsonscan.Elements(value, func(v []byte, k jsonscan.Kind) error {
-			e, err := decodeAttribute(v, k)
+			e, err := decodeAttribute(v, k, depth+1)
 			list = append(list, e)
 			return err
 		})

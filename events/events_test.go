@@ -148,3 +148,21 @@ func TestDynamoDBPathsAgree(t *testing.T) {
 		}
 	}
 }
+
+func TestDynamoDBJSONLimits(t *testing.T) {
+	deep := `{"S":"x"}`
+	for range 40 {
+		deep = `{"L":[` + deep + `]}`
+	}
+	raw := `{"eventName":"INSERT","eventSourceARN":"arn:aws:dynamodb:us-east-1:1:table/T/stream/s","dynamodb":{"Keys":{"id":{"S":"1"}},"NewImage":{"deep":` + deep + `},"SequenceNumber":"42"}}`
+	seq, _, err := DecodeDynamoDBJSON([]byte(raw))
+	if seq != "42" || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "32 levels") {
+		t.Fatalf("deep nesting: seq %q, err %v", seq, err)
+	}
+	// A field broken before SequenceNumber still names its record, so that
+	// only it fails, not its batch.
+	broken := `{"eventName":7,"dynamodb":{"Keys":{"id":{"X":"1"}},"SequenceNumber":"43"}}`
+	if seq, _, err := DecodeDynamoDBJSON([]byte(broken)); seq != "43" || err == nil {
+		t.Fatalf("broken record: seq %q, err %v", seq, err)
+	}
+}

@@ -9,7 +9,7 @@ func DecodeSNS(rec lambdaevents.SNSEventRecord) ([]Change, error) {
 	env := envelope{source: SourceSNS, occurredAt: rec.SNS.Timestamp}
 	changes, err := decodeBody(unsafeBytes(rec.SNS.Message), env, false, nil)
 	if err != nil {
-		return nil, recordError(rec.SNS.MessageID, err)
+		return changes, recordError(rec.SNS.MessageID, err)
 	}
 	return changes, nil
 }

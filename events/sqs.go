@@ -8,7 +8,9 @@ import (
 )
 
 // DecodeSQS decodes the changes in one SQS message: a raw change message (or
-// an array of them), or one wrapped in an SNS or EventBridge envelope.
+// an array of them), or one wrapped in an SNS or EventBridge envelope. With
+// an error it may still return the changes of an array that did decode, so
+// that their keys are invalidated while the message is retried.
 func DecodeSQS(msg lambdaevents.SQSMessage) ([]Change, error) {
 	return DecodeSQSBody(msg.MessageId, msg.Body, msg.Attributes["SentTimestamp"])
 }
@@ -20,7 +22,7 @@ func DecodeSQS(msg lambdaevents.SQSMessage) ([]Change, error) {
 func DecodeSQSBody(id, body, sentTimestamp string) ([]Change, error) {
 	changes, err := decodeBody(unsafeBytes(body), envelope{source: SourceSQS}, true, nil)
 	if err != nil {
-		return nil, recordError(id, err)
+		return changes, recordError(id, err)
 	}
 	var sent time.Time
 	for i := range changes {

@@ -181,9 +181,8 @@ func (inv *Invalidator) plan(records []Record) *batch {
 	}
 	var scratch []string
 	for r := range records {
-		if records[r].Err != nil {
-			continue
-		}
+		// A record that failed to decode may still carry the changes that
+		// did decode (one bad element of an array): they are planned too.
 		for c := range records[r].Changes {
 			var err error
 			scratch, err = inv.opts.Rules.Keys(&records[r].Changes[c], scratch[:0])
@@ -192,6 +191,7 @@ func (inv *Invalidator) plan(records []Record) *batch {
 			}
 			// Keys planned for a failing record are still deleted: an extra
 			// invalidation is harmless, a missed one serves stale data.
+			// The record fails all the same, so it is retried.
 			for _, k := range scratch {
 				i, ok := b.index[k]
 				if !ok {
@@ -236,6 +236,16 @@ func (inv *Invalidator) round(ctx context.Context, b *batch, pending []int32) []
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
+			defer func() {
+				// A bug must fail its keys, not the process.
+				if p := recover(); p != nil {
+					for _, k := range chunk {
+						if b.status[k] == KeyFailed {
+							b.errs[k] = fmt.Errorf("internal error: %v", p)
+						}
+					}
+				}
+			}()
 			if again := inv.send(ctx, b, chunk); len(again) > 0 {
 				mu.Lock()
 				retry = append(retry, again...)
@@ -293,7 +303,7 @@ func transient(ctx context.Context, err error) bool {
 // pause waits before the next attempt, exponential with full jitter, and
 // reports false when the context ends first or its deadline is too near.
 func (inv *Invalidator) pause(ctx context.Context, attempt int) bool {
-	d := min(inv.opts.Backoff<<(attempt-1), inv.opts.MaxBackoff)
+	d := min(inv.opts.Backoff<<min(attempt-1, 20), inv.opts.MaxBackoff)
 	d = d/2 + rand.N(d/2+1)
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
 		return false

@@ -156,26 +156,35 @@ func LoadRules(getenv func(string) string) (*Rules, error) {
 
 // Keys appends to dst the keys a change invalidates: its explicit keys if it
 // has any, else the keys of its table's or entity's rule, else the default
-// ones. Every key is checked against the maximum length.
+// ones. A template that cannot be planned safely, or a key over the maximum
+// length, gives an error; the keys the other templates planned are still
+// appended — deleting them is right whatever else fails — and the change's
+// record fails.
 func (r *Rules) Keys(c *events.Change, dst []string) ([]string, error) {
 	start := len(dst)
+	var first error
 	if len(c.Keys) > 0 {
 		dst = append(dst, c.Keys...)
 	} else {
 		templates := r.templatesFor(c)
-		var err error
 		for i := range templates {
-			if dst, err = templates[i].expand(c, dst); err != nil {
-				return dst[:start], err
+			var err error
+			if dst, err = templates[i].expand(c, dst); err != nil && first == nil {
+				first = err
 			}
 		}
 	}
+	kept := dst[:start]
 	for _, k := range dst[start:] {
 		if len(k) > r.maxKeyBytes {
-			return dst[:start], &PlanError{Reason: "key of " + strconv.Itoa(len(k)) + " bytes is longer than the maximum of " + strconv.Itoa(r.maxKeyBytes)}
+			if first == nil {
+				first = &PlanError{Reason: "key of " + strconv.Itoa(len(k)) + " bytes is longer than the maximum of " + strconv.Itoa(r.maxKeyBytes)}
+			}
+			continue
 		}
+		kept = append(kept, k)
 	}
-	return dst, nil
+	return kept, first
 }
 
 func (r *Rules) templatesFor(c *events.Change) []template {

@@ -245,7 +245,9 @@ func (t *template) scalar(seg *segment, c *events.Change) (string, error) {
 }
 
 // imageValues returns the distinct texts of an attribute placeholder, or
-// none when the image it reads is absent (new. on REMOVE, old. on INSERT).
+// none when the image it reads cannot exist (new. on REMOVE, old. on
+// INSERT). Any other absent image is an error: the stream view type does
+// not carry what the rule needs, and planning nothing would skip keys.
 func (t *template) imageValues(seg *segment, c *events.Change) ([]string, error) {
 	var images []map[string]lambdaevents.DynamoDBAttributeValue
 	switch seg.src {
@@ -284,10 +286,14 @@ func (t *template) imageValues(seg *segment, c *events.Change) ([]string, error)
 		}
 	}
 	switch {
-	case !present && seg.src != srcItem:
-		return nil, nil
+	case !present && (seg.src == srcNew && c.Op == events.OpDelete || seg.src == srcOld && c.Op == events.OpCreate):
+		return nil, nil // a removed item has no new state, a new one no old state
+	case !present:
+		return nil, &PlanError{t.raw, "placeholder " + seg.text + ": the record carries no such image (is the stream NEW_AND_OLD_IMAGES?)"}
 	case !found:
 		return nil, &PlanError{t.raw, "placeholder " + seg.text + " is missing from the item"}
+	case len(values) == 0:
+		return nil, &PlanError{t.raw, "placeholder " + seg.text + " is an empty set"}
 	}
 	return values, nil
 }

@@ -125,6 +125,7 @@ func (o *Options) defaults() {
 	if o.VisibilityTimeout <= 0 {
 		o.VisibilityTimeout = 30 * time.Second
 	}
+	o.VisibilityTimeout = max(o.VisibilityTimeout, time.Second) // SQS counts in seconds
 	if o.BatchTimeout <= 0 {
 		o.BatchTimeout = 60 * time.Second
 	}
@@ -192,6 +193,9 @@ func (p *poller) receive(ctx context.Context) {
 			p.opts.Logger.Warn("receive failed", "error", err.Error(), "retry_in_ms", p.sleep(ctx, failures).Milliseconds())
 			continue
 		}
+		// A stop signal cancels a long poll in flight; SQS may have handed
+		// out messages that are then not processed: they come back after
+		// their visibility timeout, with one more receive counted.
 		if len(out.Messages) == 0 {
 			continue
 		}
@@ -228,7 +232,11 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) bool {
 			cacheFailures++
 		}
 	}
-	p.delete(ctx, done)
+	// The batch's own time may be spent: deleting gets time of its own, or
+	// successes would come back and count toward the DLQ.
+	deleteCtx, cancelDelete := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelDelete()
+	p.delete(deleteCtx, done)
 	return cacheFailures < len(msgs)
 }
 
