@@ -25,6 +25,9 @@ done
 for pid in "${pids[@]}"; do
   wait_until 10 stopped "$pid" || { kill -KILL "$pid" 2>/dev/null || true; }
 done
+# The driver stops its emulators itself; should it have died first, they
+# would be left behind (they run in process groups of their own).
+pkill -KILL -f "aws-lambda-rie .*$INVALIDATOR_ROOT/bin/" 2>/dev/null || true
 
 rm -rf "$CACHE_DIR" "$LOCAL_STATE"/*/cache
 for port in "${ports[@]}"; do

@@ -29,7 +29,7 @@ export CACHE_USERNAME="$WORKER_USERNAME" CACHE_PASSWORD="$WORKER_PASSWORD"
 bin/poller/poller &
 pids+=($!)
 echo $! >"$RUN_DIR/poller.pid"
-"$LOCAL_STATE/bin/driver" -bin bin &
+"$LOCAL_STATE/bin/driver" -bin "$INVALIDATOR_ROOT/bin" &
 pids+=($!)
 echo $! >"$RUN_DIR/driver.pid"
 
