@@ -27,7 +27,7 @@ for pid in "${pids[@]}"; do
 done
 # The driver stops its emulators itself; should it have died first, they
 # would be left behind (they run in process groups of their own).
-pkill -KILL -f "aws-lambda-rie .*$INVALIDATOR_ROOT/bin/" 2>/dev/null || true
+pkill -KILL -f "$INVALIDATOR_ROOT/bin/[a-z-]+/bootstrap" 2>/dev/null || true
 
 rm -rf "$CACHE_DIR" "$LOCAL_STATE"/*/cache
 for port in "${ports[@]}"; do
