@@ -42,13 +42,14 @@ import (
 
 func main() {
 	var (
-		total      = flag.Int("events", 600_000, "events through the invalidation pipeline")
+		total      = flag.Int("events", 400_000, "events through the invalidation pipeline, per round")
 		batch      = flag.Int("batch", 1000, "SQS messages per batch")
-		naiveTotal = flag.Int("naive-events", 20_000, "events through the naive loop")
-		refTotal   = flag.Int("reference-requests", 3_000_000, "redis-benchmark requests")
-		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the pipeline run to this file")
+		naiveTotal = flag.Int("naive-events", 10_000, "events through the naive loop, per round")
+		refTotal   = flag.Int("reference-requests", 2_000_000, "redis-benchmark requests, per round")
+		rounds     = flag.Int("rounds", 3, "rounds of reference, pipeline and naive loop; the medians count")
+		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the pipeline runs to this file")
 		bin        = flag.String("bin", "bin", "directory of the built functions (make build)")
-		coldStarts = flag.Int("cold-starts", 15, "cold starts measured per function (the median counts)")
+		coldRuns   = flag.Int("cold-starts", 15, "cold-start pairs (hello, sqs-invalidate) measured; the median counts")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -63,9 +64,6 @@ func main() {
 	defer client.Close()
 	ctx := context.Background()
 
-	reference := redisBenchmark(cfg, *refTotal)
-	print("reference_unlink_rps", reference)
-
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -75,24 +73,32 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	rate, allocs, deleteRate := pipeline(ctx, client, *total, *batch)
+	// The machine's speed drifts: each round measures the references and the
+	// pipeline back to back, and the median of the rounds' ratios is
+	// reported.
+	var refs, rates, deletes, naives, allocs []float64
+	for range *rounds {
+		refs = append(refs, redisBenchmark(cfg, *refTotal))
+		rate, alloc, deleteRate := pipeline(ctx, client, *total, *batch)
+		rates, allocs, deletes = append(rates, rate), append(allocs, alloc), append(deletes, deleteRate)
+		naives = append(naives, naiveLoop(ctx, client, *naiveTotal))
+	}
 	pprof.StopCPUProfile()
-	print("invalidate_events_per_sec", rate)
-	naive := naiveLoop(ctx, client, *naiveTotal)
-	print("naive_events_per_sec", naive)
-	print("invalidate_vs_limit", rate/reference)
-	print("delete_only_vs_limit", deleteRate/reference)
-	print("invalidate_vs_naive", rate/naive)
-	print("invalidate_allocs_per_event", allocs)
+	print("reference_unlink_rps", median(refs))
+	print("invalidate_events_per_sec", median(rates))
+	print("naive_events_per_sec", median(naives))
+	print("invalidate_vs_limit", medianRatio(rates, refs))
+	print("delete_only_vs_limit", medianRatio(deletes, refs))
+	print("invalidate_vs_naive", medianRatio(rates, naives))
+	print("invalidate_allocs_per_event", median(allocs))
 	print("stream10k_peak_heap_mib", stream10k(ctx, client))
 
 	hello := buildHello()
-	sqsFn := filepath.Join(*bin, "sqs-invalidate", "bootstrap")
-	coldHello := coldStart(hello, nil, *coldStarts)
-	coldSQS := coldStart(sqsFn, functionEnv(), *coldStarts)
-	print("coldstart_hello_ms", ms(coldHello))
-	print("coldstart_sqs_invalidate_ms", ms(coldSQS))
-	print("coldstart_vs_hello", float64(coldSQS)/float64(coldHello))
+	defer os.RemoveAll(filepath.Dir(hello))
+	coldHello, coldSQS, coldRatio := coldStarts(hello, filepath.Join(*bin, "sqs-invalidate", "bootstrap"), *coldRuns)
+	print("coldstart_hello_ms", coldHello)
+	print("coldstart_sqs_invalidate_ms", coldSQS)
+	print("coldstart_vs_hello", coldRatio)
 	print("stream10k_peak_rss_mib", streamRSS(filepath.Join(*bin, "stream-invalidate", "bootstrap")))
 
 	hit, plain := getHits(ctx, client)
@@ -100,6 +106,21 @@ func main() {
 	print("plain_get_ops_per_sec", plain)
 	print("get_hit_vs_plain_get", hit/plain)
 	print("stampede_loads", float64(stampede(cfg)))
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// medianRatio is the median of the rounds' ratios a[i]/b[i].
+func medianRatio(a, b []float64) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = a[i] / b[i]
+	}
+	return median(r)
 }
 
 type product struct {
@@ -196,26 +217,30 @@ func buildHello() string {
 	return path
 }
 
-// coldStart returns the median time of a first invoke — the function's
-// init and its first handler call — timed from outside the emulator, which
-// is started fresh each time.
-func coldStart(bootstrap string, env []string, runs int) time.Duration {
-	ev := events.SQSEvent{Records: snsMessages(0, 1)}
-	times := make([]time.Duration, runs)
-	for i := range times {
-		fn, err := rie.Start(bootstrap, rie.Options{Env: env, Output: io.Discard})
-		if err != nil {
-			log.Fatal(err)
-		}
-		start := time.Now()
-		if _, err := fn.Invoke(context.Background(), ev); err != nil {
-			log.Fatalf("cold start of %s: %v", bootstrap, err)
-		}
-		times[i] = time.Since(start)
-		fn.Stop()
+// coldStarts times first invokes — a function's init and its first handler
+// call — from outside fresh emulators, alternating hello and fn so that
+// both see the same machine, and returns the medians in ms and the median
+// ratio.
+func coldStarts(hello, fn string, runs int) (helloMs, fnMs, ratio float64) {
+	var hellos, fns, ratios []float64
+	for range runs {
+		h, f := coldStart(hello, nil), coldStart(fn, functionEnv())
+		hellos, fns, ratios = append(hellos, ms(h)), append(fns, ms(f)), append(ratios, float64(f)/float64(h))
 	}
-	slices.Sort(times)
-	return times[runs/2]
+	return median(hellos), median(fns), median(ratios)
+}
+
+func coldStart(bootstrap string, env []string) time.Duration {
+	fn, err := rie.Start(bootstrap, rie.Options{Env: env, Output: io.Discard})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer fn.Stop()
+	start := time.Now()
+	if _, err := fn.Invoke(context.Background(), events.SQSEvent{Records: snsMessages(0, 1)}); err != nil {
+		log.Fatalf("cold start of %s: %v", bootstrap, err)
+	}
+	return time.Since(start)
 }
 
 // streamRSS returns the peak resident memory, in MiB, of the stream function
