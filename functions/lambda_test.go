@@ -49,6 +49,29 @@ func requireGone(t *testing.T, c valkey.Client, keys ...string) {
 	}
 }
 
+// batchFailures invokes fn and returns the item identifiers its batch
+// response reports failed (SQS and stream responses share the shape).
+func batchFailures(t *testing.T, fn *rie.Emulator, event any) []string {
+	t.Helper()
+	out, err := fn.Invoke(t.Context(), event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp struct {
+		BatchItemFailures []struct {
+			ItemIdentifier string `json:"itemIdentifier"`
+		} `json:"batchItemFailures"`
+	}
+	if err := json.Unmarshal(out, &resp); err != nil || resp.BatchItemFailures == nil {
+		t.Fatalf("response %s: %v; want a batch response with its failure list", out, err)
+	}
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	return failed
+}
+
 func sqsMessage(id, body string) events.SQSMessage {
 	return events.SQSMessage{
 		MessageId: id, ReceiptHandle: "handle-" + id, Body: body, EventSource: "aws:sqs", AWSRegion: "us-east-1",
@@ -82,25 +105,14 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 		sqsMessage("no-id", `{"entity":"product"}`),
 		sqsMessage("bad-op", snsEnvelope(`{"entity":"product","id":"1","op":"upsert"}`)),
 	}}
-	out, err := fn.Invoke(t.Context(), ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resp events.SQSEventResponse
-	if err := json.Unmarshal(out, &resp); err != nil {
-		t.Fatalf("response %s: %v", out, err)
-	}
-	var failed []string
-	for _, f := range resp.BatchItemFailures {
-		failed = append(failed, f.ItemIdentifier)
-	}
+	failed := batchFailures(t, fn, ev)
 	if want := []string{"not-json", "no-id", "bad-op"}; !slices.Equal(failed, want) {
 		t.Fatalf("batch item failures = %q, want exactly %q", failed, want)
 	}
 	requireGone(t, c, key("raw"), key("sns"), key("eb"), key("a1"), key("a2"), "explicit:"+ns)
 
 	// All good: the list is present and empty, which Lambda reads as success.
-	out, err = fn.Invoke(t.Context(), events.SQSEvent{Records: ev.Records[:1]})
+	out, err := fn.Invoke(t.Context(), events.SQSEvent{Records: ev.Records[:1]})
 	if err != nil || string(out) != `{"batchItemFailures":[]}` {
 		t.Fatalf("all-good response = %s, %v", out, err)
 	}
@@ -163,18 +175,7 @@ func TestStreamFunctionUnderTheEmulator(t *testing.T) {
 		noCategory,
 		streamRecord("500", "REMOVE", p3, item(p3, catC), nil),
 	}}
-	out, err := fn.Invoke(t.Context(), ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resp events.DynamoDBEventResponse
-	if err := json.Unmarshal(out, &resp); err != nil {
-		t.Fatalf("response %s: %v", out, err)
-	}
-	var failed []string
-	for _, f := range resp.BatchItemFailures {
-		failed = append(failed, f.ItemIdentifier)
-	}
+	failed := batchFailures(t, fn, ev)
 	if want := []string{"300", "400"}; !slices.Equal(failed, want) {
 		t.Fatalf("failed sequence numbers = %q, want exactly %q", failed, want)
 	}
