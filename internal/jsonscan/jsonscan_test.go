@@ -151,3 +151,34 @@ func BenchmarkMembersSNSEnvelope(b *testing.B) {
 		})
 	}
 }
+
+// TestSpecial puts each character that ends a run at every position of
+// runs of every length up to past the vectorised part, among plain ASCII
+// and among bytes with the high bit set (which the word tricks must not
+// mistake for control characters).
+func TestSpecial(t *testing.T) {
+	for _, filler := range []byte{'a', ' ', 0x80, 0xa2, 0xdc, 0xff} {
+		for n := range 100 {
+			s := bytes.Repeat([]byte{filler}, n)
+			if got := special(s); got != n {
+				t.Fatalf("filler %#x, length %d, nothing special: got %d", filler, n, got)
+			}
+			for p := range n {
+				for _, c := range []byte{'"', '\\', 0, 0x1f, '\n'} {
+					s[p] = c
+					if got := special(s); got != p {
+						t.Fatalf("filler %#x, length %d, %q at %d: got %d", filler, n, c, p, got)
+					}
+					if p+1 < n { // a second one after the first changes nothing
+						s[n-1] = '"'
+						if got := special(s); got != p {
+							t.Fatalf("filler %#x, length %d, %q at %d and a quote at the end: got %d", filler, n, c, p, got)
+						}
+						s[n-1] = filler
+					}
+					s[p] = filler
+				}
+			}
+		}
+	}
+}
