@@ -186,52 +186,84 @@ func firstByte(data []byte) byte {
 	return 0
 }
 
-// object is the members of a top-level body object that tell its shape.
-type object struct {
+// fields are the members of a body object that decoding looks at, raw:
+// those that tell an envelope, and those of a change message. One pass
+// over the object gathers them all.
+type fields struct {
 	snsType, message, timestamp []byte // SNS envelope
 	detailType, detail, time    []byte // EventBridge envelope
+	entity, id, op, version     field  // change message
+	keys, occurredAt            field
 }
 
-func decodeObject(raw []byte, env envelope, allowSNS bool, out []Change) ([]Change, error) {
-	var o object
-	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+type field struct {
+	raw  []byte // nil when absent
+	kind jsonscan.Kind
+}
+
+// collect gathers the fields of the object raw. A duplicate member
+// replaces the earlier one, as with encoding/json.
+func collect(raw []byte) (f fields, err error) {
+	err = jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
 		switch string(key) {
 		case "Type":
-			o.snsType = value
+			f.snsType = value
 		case "Message":
-			o.message = value
+			f.message = value
 		case "Timestamp":
-			o.timestamp = value
+			f.timestamp = value
 		case "detail-type":
-			o.detailType = value
+			f.detailType = value
 		case "detail":
-			o.detail = value
+			f.detail = value
 		case "time":
-			o.time = value
+			f.time = value
+		case "entity":
+			f.entity = field{value, kind}
+		case "id":
+			f.id = field{value, kind}
+		case "op":
+			f.op = field{value, kind}
+		case "version":
+			f.version = field{value, kind}
+		case "keys":
+			f.keys = field{value, kind}
+		case "occurredAt":
+			f.occurredAt = field{value, kind}
 		}
 		return nil
 	})
+	return f, err
+}
+
+func decodeObject(raw []byte, env envelope, allowSNS bool, out []Change) ([]Change, error) {
+	f, err := collect(raw)
 	if err != nil {
 		return out, err
 	}
 	switch {
-	case o.snsType != nil && o.message != nil:
+	case f.snsType != nil && f.message != nil:
 		if !allowSNS {
 			return out, invalid("an SNS envelope inside an SNS message")
 		}
-		return decodeSNSEnvelope(o, env, out)
-	case o.detailType != nil && o.detail != nil:
-		return decodeEventBridge(o, env, out)
+		return decodeSNSEnvelope(&f, env, out)
+	case f.detailType != nil && f.detail != nil:
+		return decodeEventBridge(&f, env, out)
 	default:
-		return appendChange(out, raw, env)
+		c, err := f.change(env)
+		if err != nil {
+			return out, err
+		}
+		return append(out, c), nil
 	}
 }
 
 // messageBuffers hold unescaped SNS Messages while they are decoded.
 var messageBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
-func decodeSNSEnvelope(o object, env envelope, out []Change) ([]Change, error) {
-	if t, err := jsonscan.Text(o.snsType); err != nil || t != "Notification" {
+func decodeSNSEnvelope(o *fields, env envelope, out []Change) ([]Change, error) {
+	// The type is compared raw first: decoding it is for the odd escaped one.
+	if t := o.snsType; string(t) != `"Notification"` && !textIs(t, "Notification") {
 		return out, invalid("an SNS envelope must have Type Notification, not " + truncate(o.snsType))
 	}
 	env.source = SourceSNS
@@ -253,7 +285,7 @@ func decodeSNSEnvelope(o object, env envelope, out []Change) ([]Change, error) {
 	return out, err
 }
 
-func decodeEventBridge(o object, env envelope, out []Change) ([]Change, error) {
+func decodeEventBridge(o *fields, env envelope, out []Change) ([]Change, error) {
 	env.source = SourceEventBridge
 	if err := env.at(o.time, "EventBridge time"); err != nil {
 		return out, err
@@ -276,35 +308,47 @@ func appendChange(out []Change, raw []byte, env envelope) ([]Change, error) {
 
 // decodeChange decodes one change message object.
 func decodeChange(raw []byte, env envelope) (Change, error) {
-	c := Change{Source: env.source, OccurredAt: env.occurredAt}
-	var occurred []byte
-	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
-		var err error
-		switch string(key) {
-		case "entity":
-			c.Entity, err = nonEmptyText("entity", value, kind)
-		case "id":
-			c.ID, err = idText(value, kind)
-		case "op":
-			c.Op, err = parseOp(value, kind)
-		case "version":
-			c.Version, err = parseVersion(value, kind)
-			c.HasVersion = err == nil
-		case "keys":
-			c.Keys, err = parseKeys(value, kind)
-		case "occurredAt":
-			if kind != jsonscan.String {
-				return invalid("occurredAt must be an RFC 3339 string")
-			}
-			occurred = value
-		}
-		return err
-	})
+	f, err := collect(raw)
 	if err != nil {
-		return c, err
+		return Change{}, err
 	}
-	if occurred != nil {
-		t, err := parseTime(occurred)
+	return f.change(env)
+}
+
+// change interprets the fields of a change message.
+func (f *fields) change(env envelope) (c Change, err error) {
+	c = Change{Source: env.source, OccurredAt: env.occurredAt}
+	if f.entity.raw != nil {
+		if c.Entity, err = nonEmptyText("entity", f.entity.raw, f.entity.kind); err != nil {
+			return c, err
+		}
+	}
+	if f.id.raw != nil {
+		if c.ID, err = idText(f.id.raw, f.id.kind); err != nil {
+			return c, err
+		}
+	}
+	if f.op.raw != nil {
+		if c.Op, err = parseOp(f.op.raw, f.op.kind); err != nil {
+			return c, err
+		}
+	}
+	if f.version.raw != nil {
+		if c.Version, err = parseVersion(f.version.raw, f.version.kind); err != nil {
+			return c, err
+		}
+		c.HasVersion = true
+	}
+	if f.keys.raw != nil {
+		if c.Keys, err = parseKeys(f.keys.raw, f.keys.kind); err != nil {
+			return c, err
+		}
+	}
+	if f.occurredAt.raw != nil {
+		if f.occurredAt.kind != jsonscan.String {
+			return c, invalid("occurredAt must be an RFC 3339 string")
+		}
+		t, err := parseTime(f.occurredAt.raw)
 		if err != nil {
 			return c, &fieldError{reason: "occurredAt is not RFC 3339", err: err}
 		}
@@ -314,6 +358,11 @@ func decodeChange(raw []byte, env envelope) (Change, error) {
 		return c, invalid("a change needs an entity or keys")
 	}
 	return c, nil
+}
+
+func textIs(raw []byte, want string) bool {
+	t, err := jsonscan.Text(raw)
+	return err == nil && t == want
 }
 
 func nonEmptyText(field string, value []byte, kind jsonscan.Kind) (string, error) {
