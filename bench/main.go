@@ -338,7 +338,7 @@ func snsMessages(from, n int) []events.SQSMessage {
 // handle is what the SQS front end does with a batch: decode, then plan and
 // delete.
 func handle(ctx context.Context, inv *invalidate.Invalidator, msgs []events.SQSMessage) invalidate.Report {
-	return inv.Invalidate(ctx, invalidate.Records(msgs, decodeSQS))
+	return inv.Invalidate(ctx, invalidate.Inputs(msgs, decodeSQS))
 }
 
 // pipeline returns events/s and allocations per event of handle over
@@ -368,9 +368,13 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int) (rate
 	runtime.ReadMemStats(&after)
 	n := float64(rounds * batch)
 
-	decoded := make([][]invalidate.Record, len(batches))
+	decoded := make([]invalidate.Batch, len(batches))
 	for i, b := range batches {
-		decoded[i] = invalidate.Records(b, decodeSQS)
+		records := make([]invalidate.Record, len(b))
+		for j := range b {
+			records[j] = decodeSQS(&b[j])
+		}
+		decoded[i] = invalidate.Decoded(records)
 	}
 	start = time.Now()
 	for i := range rounds {
@@ -437,11 +441,10 @@ func stream10k(ctx context.Context, client valkey.Client) float64 {
 	if err != nil {
 		log.Fatal(err)
 	}
-	records := invalidate.Records(raws, func(raw *[]byte) invalidate.Record {
+	rep := inv.Invalidate(ctx, invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
 		seq, c, err := decode.DecodeDynamoDBJSON(*raw)
 		return invalidate.Record{ID: seq, Changes: []decode.Change{c}, Err: err}
-	})
-	rep := inv.Invalidate(ctx, records)
+	}))
 	close(done)
 	if rep.Metrics.Failed > 0 {
 		log.Fatalf("stream batch: %d records failed", rep.Metrics.Failed)

@@ -8,8 +8,11 @@
 // its record instead of deleting a wrong key. Keys are exact: no KEYS, no
 // SCAN, no patterns; "*", spaces, CR/LF and braces in IDs are data.
 //
-// An [Invalidator] deletes the keys of a batch of records: each distinct key
-// once, one UNLINK per key through valkey-go's DoMulti, which routes every
+// An [Invalidator] decodes a [Batch] of input records ([Inputs]) and deletes
+// their keys. Large batches are decoded on every CPU, chunk by chunk, and
+// each chunk's keys are sent while the next chunks are decoded. Each
+// distinct key is deleted once, by one UNLINK through valkey-go's DoMulti,
+// which routes every
 // command to the node owning its slot, so no request is ever cross-slot or
 // near the 3,999-argument limit. Transient errors (timeouts, lost
 // connections, TRYAGAIN, CLUSTERDOWN, LOADING) are retried with backoff

@@ -160,27 +160,60 @@ type batch struct {
 	index   map[string]int32
 	status  []KeyStatus
 	errs    []error // the last error of each failed key
-	perRec  [][]int32
+	recKeys []int32 // the keys of every record, record after record
+	recEnd  []int32 // where each record's keys end in recKeys
 	planErr []error
 }
 
-// Invalidate plans and deletes the keys of records and reports each one.
-// It returns when every key is settled: deleted, absent, or failed after
-// its retries or at the context's deadline.
-func (inv *Invalidator) Invalidate(ctx context.Context, records []Record) Report {
-	b := inv.plan(records)
-	inv.unlink(ctx, b)
+// decodeChunk is how many records are decoded before their keys are sent:
+// the deletes of the first records then overlap the decoding of the rest.
+const decodeChunk = 128
+
+// Invalidate decodes a batch, plans its keys and deletes them, and reports
+// each record. Large batches are decoded on every CPU, and the keys of each
+// decoded chunk of records are sent while the next chunks are decoded. It
+// returns when every key is settled: deleted, absent, or failed after its
+// retries or at the context's deadline.
+func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
+	records := make([]Record, in.Len)
+	ready := decodeAll(in, records)
+	b := &batch{
+		index:   make(map[string]int32, len(records)),
+		recEnd:  make([]int32, len(records)),
+		planErr: make([]error, len(records)),
+	}
+	f := inv.flight(ctx)
+	for lo := 0; lo < len(records); lo += decodeChunk {
+		hi := min(lo+decodeChunk, len(records))
+		ready(lo / decodeChunk)
+		from := len(b.keys)
+		inv.plan(b, records, lo, hi)
+		for start := from; start < len(b.keys); start += inv.opts.Chunk {
+			f.send(b.keys[start:min(start+inv.opts.Chunk, len(b.keys))], int32(start), nil)
+		}
+	}
+	b.status = make([]KeyStatus, len(b.keys))
+	b.errs = make([]error, len(b.keys))
+	pending := f.settle(b)
+	for attempt := 1; len(pending) > 0 && attempt < inv.opts.MaxAttempts && inv.pause(ctx, attempt); attempt++ {
+		f = inv.flight(ctx)
+		for start := 0; start < len(pending); start += inv.opts.Chunk {
+			idx := pending[start:min(start+inv.opts.Chunk, len(pending))]
+			keys := make([]string, len(idx))
+			for i, k := range idx {
+				keys[i] = b.keys[k]
+			}
+			f.send(keys, 0, idx)
+		}
+		pending = f.settle(b)
+	}
 	return inv.report(records, b)
 }
 
-func (inv *Invalidator) plan(records []Record) *batch {
-	b := &batch{
-		index:   make(map[string]int32, len(records)),
-		perRec:  make([][]int32, len(records)),
-		planErr: make([]error, len(records)),
-	}
+// plan adds the keys of records[lo:hi] to the batch.
+func (inv *Invalidator) plan(b *batch, records []Record, lo, hi int) {
 	var scratch []string
-	for r := range records {
+	for r := lo; r < hi; r++ {
 		// A record that failed to decode may still carry the changes that
 		// did decode (one bad element of an array): they are planned too.
 		for c := range records[r].Changes {
@@ -199,87 +232,105 @@ func (inv *Invalidator) plan(records []Record) *batch {
 					b.index[k] = i
 					b.keys = append(b.keys, k)
 				}
-				b.perRec[r] = append(b.perRec[r], i)
+				b.recKeys = append(b.recKeys, i)
 			}
 		}
-	}
-	b.status = make([]KeyStatus, len(b.keys))
-	b.errs = make([]error, len(b.keys))
-	return b
-}
-
-// unlink deletes every key of the batch, retrying transient failures.
-func (inv *Invalidator) unlink(ctx context.Context, b *batch) {
-	pending := make([]int32, len(b.keys))
-	for i := range pending {
-		pending[i] = int32(i)
-	}
-	for attempt := 1; len(pending) > 0; attempt++ {
-		pending = inv.round(ctx, b, pending)
-		if len(pending) == 0 || attempt >= inv.opts.MaxAttempts || !inv.pause(ctx, attempt) {
-			return
-		}
+		b.recEnd[r] = int32(len(b.recKeys))
 	}
 }
 
-// round sends one UNLINK per pending key, in parallel chunks, and returns
-// the keys to try again.
-func (inv *Invalidator) round(ctx context.Context, b *batch, pending []int32) []int32 {
-	var (
-		mu    sync.Mutex
-		retry []int32
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, inv.opts.Parallel)
-	)
-	for start := 0; start < len(pending); start += inv.opts.Chunk {
-		chunk := pending[start:min(start+inv.opts.Chunk, len(pending))]
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			defer func() {
-				// A bug must fail its keys, not the process.
-				if p := recover(); p != nil {
-					for _, k := range chunk {
-						if b.status[k] == KeyFailed {
-							b.errs[k] = fmt.Errorf("internal error: %v", p)
-						}
+// flight sends chunks of keys, at most Parallel at once, and gathers what
+// happened to them.
+type flight struct {
+	inv   *Invalidator
+	ctx   context.Context
+	slots chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	sent  []sent
+}
+
+// sent is the outcome of one chunk: the keys from index first on, or at
+// the indices idx when it is set.
+type sent struct {
+	first  int32
+	idx    []int32
+	status []KeyStatus
+	errs   []error // nil when none failed
+}
+
+func (inv *Invalidator) flight(ctx context.Context) *flight {
+	return &flight{inv: inv, ctx: ctx, slots: make(chan struct{}, inv.opts.Parallel)}
+}
+
+// send deletes keys in the background. Each chunk gets the keys it sends
+// and slices of its own for their outcomes, so it shares nothing with the
+// planning that goes on meanwhile.
+func (f *flight) send(keys []string, first int32, idx []int32) {
+	f.slots <- struct{}{}
+	f.wg.Go(func() {
+		defer func() { <-f.slots }()
+		out := sent{first: first, idx: idx, status: make([]KeyStatus, len(keys))}
+		defer func() {
+			// A bug must fail its keys, not the process.
+			if p := recover(); p != nil {
+				out.errs = make([]error, len(keys))
+				for i := range out.errs {
+					if out.status[i] == KeyFailed {
+						out.errs[i] = fmt.Errorf("internal error: %v", p)
 					}
 				}
-			}()
-			if again := inv.send(ctx, b, chunk); len(again) > 0 {
-				mu.Lock()
-				retry = append(retry, again...)
-				mu.Unlock()
 			}
-		})
+			f.mu.Lock()
+			f.sent = append(f.sent, out)
+			f.mu.Unlock()
+		}()
+		f.inv.unlink(f.ctx, keys, &out)
+	})
+}
+
+// settle waits for every chunk, records the outcomes in the batch and
+// returns the keys to try again.
+func (f *flight) settle(b *batch) (retry []int32) {
+	f.wg.Wait()
+	for _, s := range f.sent {
+		for i, st := range s.status {
+			k := s.first + int32(i)
+			if s.idx != nil {
+				k = s.idx[i]
+			}
+			b.status[k] = st
+			if s.errs != nil && s.errs[i] != nil {
+				b.errs[k] = s.errs[i]
+				if st == KeyFailed && transient(f.ctx, s.errs[i]) {
+					retry = append(retry, k)
+				}
+			}
+		}
 	}
-	wg.Wait()
 	return retry
 }
 
-// send deletes one chunk of keys. Chunks never share a key, so the writes
-// to the batch's per-key slices need no lock.
-func (inv *Invalidator) send(ctx context.Context, b *batch, chunk []int32) (retry []int32) {
-	cmds := make(valkey.Commands, len(chunk))
-	for i, k := range chunk {
-		cmds[i] = inv.cache.B().Unlink().Key(b.keys[k]).Build()
+// unlink sends one UNLINK per key in one DoMulti.
+func (inv *Invalidator) unlink(ctx context.Context, keys []string, out *sent) {
+	cmds := make(valkey.Commands, len(keys))
+	for i, k := range keys {
+		cmds[i] = inv.cache.B().Unlink().Key(k).Build()
 	}
 	for i, res := range inv.cache.DoMulti(ctx, cmds...) {
-		k := chunk[i]
 		n, err := res.AsInt64()
 		switch {
 		case err == nil && n > 0:
-			b.status[k] = KeyDeleted
+			out.status[i] = KeyDeleted
 		case err == nil:
-			b.status[k] = KeyAbsent
+			out.status[i] = KeyAbsent
 		default:
-			b.errs[k] = err
-			if transient(ctx, err) {
-				retry = append(retry, k)
+			if out.errs == nil {
+				out.errs = make([]error, len(keys))
 			}
+			out.errs[i] = err
 		}
 	}
-	return retry
 }
 
 // transient reports whether an error may pass on retry: lost connections
@@ -333,6 +384,7 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 		}
 	}
 	now := inv.opts.Now()
+	keys := make([]KeyResult, len(b.recKeys)) // one allocation for every record's keys
 	for r := range records {
 		res := &rep.Results[r]
 		res.Record = records[r].ID
@@ -340,10 +392,14 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 		if res.Err == nil {
 			res.Err = b.planErr[r]
 		}
-		res.Keys = make([]KeyResult, len(b.perRec[r]))
+		start := int32(0)
+		if r > 0 {
+			start = b.recEnd[r-1]
+		}
+		res.Keys = keys[start:b.recEnd[r]:b.recEnd[r]]
 		var failed int
 		var lastErr error
-		for i, k := range b.perRec[r] {
+		for i, k := range b.recKeys[start:b.recEnd[r]] {
 			res.Keys[i] = KeyResult{Key: b.keys[k], Status: b.status[k]}
 			if b.status[k] == KeyFailed {
 				failed++

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,7 +67,7 @@ func TestInvalidateAcrossSlotsWithDedup(t *testing.T) {
 		}
 	}
 	setKeys(ctx, t, c, keys[:150]) // 150 exist, 50 are already absent, and the list key too
-	rep := inv.Invalidate(ctx, records)
+	rep := inv.Invalidate(ctx, Decoded(records))
 
 	if ids := rep.Failed(); len(ids) != 0 {
 		t.Fatalf("failed records %v: %v", ids, rep.Results[0].Err)
@@ -99,7 +100,7 @@ func TestInvalidateBeyondTheArgumentLimit(t *testing.T) {
 		keys[i] = "big:" + strconv.Itoa(i)
 	}
 	setKeys(ctx, t, c, keys)
-	rep := New(c, Options{}).Invalidate(ctx, []Record{{ID: "big", Changes: []events.Change{{Keys: keys}}}})
+	rep := New(c, Options{}).Invalidate(ctx, Decoded([]Record{{ID: "big", Changes: []events.Change{{Keys: keys}}}}))
 	if err := rep.Results[0].Err; err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +114,11 @@ func TestInvalidateFailsOnlyBadRecords(t *testing.T) {
 	defer cancel()
 	c := testenv.Cache(t)
 	decodeErr := &events.DecodeError{Record: "bad-json", Reason: "malformed JSON"}
-	rep := New(c, Options{}).Invalidate(ctx, []Record{
+	rep := New(c, Options{}).Invalidate(ctx, Decoded([]Record{
 		{ID: "ok", Changes: []events.Change{{Entity: "user", ID: "1"}}},
 		{ID: "bad-json", Err: decodeErr},
 		{ID: "no-id", Changes: []events.Change{{Entity: "user", ID: "2"}, {Entity: "user"}}},
-	})
+	}))
 	if got := fmt.Sprint(rep.Failed()); got != "[bad-json no-id]" {
 		t.Fatalf("failed = %s, want [bad-json no-id]", got)
 	}
@@ -169,7 +170,7 @@ func TestInvalidateWithANodeDown(t *testing.T) {
 	inv := New(c, Options{MaxAttempts: 1000, Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	deadlineCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	start := time.Now()
-	rep := inv.Invalidate(deadlineCtx, records)
+	rep := inv.Invalidate(deadlineCtx, Decoded(records))
 	elapsed := time.Since(start)
 	cancel()
 	t.Logf("with a node down: %v, %+v", elapsed, rep.Metrics)
@@ -224,8 +225,51 @@ func TestInvalidateWithANodeDown(t *testing.T) {
 		}
 	}
 	t.Logf("writable again after %v", time.Since(restart))
-	rep = inv.Invalidate(waitCtx, retry)
+	rep = inv.Invalidate(waitCtx, Decoded(retry))
 	if failed := rep.Failed(); len(failed) != 0 || rep.Metrics.KeysDeleted != len(retry) {
 		t.Fatalf("after recovery: failed %v, metrics %+v", failed, rep.Metrics)
+	}
+}
+
+// TestInvalidateInputs decodes a batch of many chunks on the way: results
+// stay in input order, keys shared across chunks are sent once, and an
+// input whose decoder panics fails alone.
+func TestInvalidateInputs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c := testenv.Cache(t)
+	ns := rand.Text()
+	inputs := make([]int, 1000)
+	for i := range inputs {
+		inputs[i] = i
+	}
+	var keys []string
+	for i := range 500 {
+		keys = append(keys, "cache:item:"+ns+strconv.Itoa(i))
+	}
+	setKeys(ctx, t, c, keys)
+	rep := New(c, Options{}).Invalidate(ctx, Inputs(inputs, func(i *int) Record {
+		if *i%97 == 0 {
+			panic("decoder bug")
+		}
+		// Inputs i and i+500 change the same item, in chunks far apart.
+		return Record{ID: strconv.Itoa(*i), Changes: []events.Change{{Entity: "item", ID: ns + strconv.Itoa(*i%500)}}}
+	}))
+	for i, res := range rep.Results {
+		switch {
+		case i%97 == 0:
+			if res.Err == nil || !strings.Contains(res.Err.Error(), "internal error decoding a record: decoder bug") {
+				t.Fatalf("input %d: err = %v, want the decoder's panic", i, res.Err)
+			}
+		case res.Err != nil || res.Record != strconv.Itoa(i) || len(res.Keys) != 1 || res.Keys[0].Key != keys[i%500]:
+			t.Fatalf("result %d = %+v", i, res)
+		}
+	}
+	// No item has both its inputs panic, so every key goes, once.
+	if m := rep.Metrics; m.KeysDeleted != 500 || m.KeysAbsent != 0 || m.Failed != 11 {
+		t.Fatalf("metrics = %+v, want 500 distinct keys deleted once, 11 records failed", m)
+	}
+	if left := existing(ctx, t, c, keys); len(left) != 0 {
+		t.Fatalf("keys left: %q", left)
 	}
 }

@@ -3,43 +3,64 @@ package invalidate
 import (
 	"fmt"
 	"runtime"
-	"sync"
+	"sync/atomic"
 )
 
-// parallelDecodeMin is the batch size from which decoding is spread over the
-// CPUs: below it, starting goroutines costs more than it saves.
-const parallelDecodeMin = 256
-
-// Records decodes a batch of inputs (SQS messages, SNS records, stream
-// records) into Records, in input order, on every CPU when the batch is
-// large. decode must be safe to call concurrently, as the decoders of
-// package events are; should it panic, that input's record fails.
-func Records[T any](inputs []T, decode func(*T) Record) []Record {
-	records := make([]Record, len(inputs))
-	parts := runtime.GOMAXPROCS(0)
-	if len(inputs) < parallelDecodeMin || parts == 1 {
-		for i := range inputs {
-			records[i] = safely(&inputs[i], decode)
-		}
-		return records
-	}
-	var wg sync.WaitGroup
-	for p := range parts {
-		wg.Go(func() {
-			for i := p * len(inputs) / parts; i < (p+1)*len(inputs)/parts; i++ {
-				records[i] = safely(&inputs[i], decode)
-			}
-		})
-	}
-	wg.Wait()
-	return records
+// Batch is one batch of input records — SQS messages, SNS records, stream
+// records — to invalidate: Len of them, the i-th decoded by Decode(i).
+// Decode must be safe for concurrent use and must not panic; Inputs and
+// Decoded give batches that keep both promises.
+type Batch struct {
+	Len    int
+	Decode func(i int) Record
 }
 
-func safely[T any](input *T, decode func(*T) Record) (r Record) {
-	defer func() {
-		if p := recover(); p != nil {
-			r = Record{ID: r.ID, Err: fmt.Errorf("internal error decoding a record: %v", p)}
+// Inputs is the batch of inputs, each decoded by decode when Invalidate
+// comes to it. decode must be safe to call concurrently, as the decoders of
+// package events are; should it panic, that input's record fails.
+func Inputs[T any](inputs []T, decode func(*T) Record) Batch {
+	return Batch{Len: len(inputs), Decode: func(i int) (r Record) {
+		defer func() {
+			if p := recover(); p != nil {
+				r = Record{ID: r.ID, Err: fmt.Errorf("internal error decoding a record: %v", p)}
+			}
+		}()
+		return decode(&inputs[i])
+	}}
+}
+
+// Decoded is the batch of records decoded already.
+func Decoded(records []Record) Batch {
+	return Batch{Len: len(records), Decode: func(i int) Record { return records[i] }}
+}
+
+// decodeAll decodes the batch into records, in chunks of decodeChunk, on
+// every CPU when there are several chunks. The returned ready(c) waits
+// until chunk c is decoded.
+func decodeAll(in Batch, records []Record) (ready func(chunk int)) {
+	chunks := (len(records) + decodeChunk - 1) / decodeChunk
+	workers := min(runtime.GOMAXPROCS(0), chunks)
+	if workers <= 1 {
+		for i := range records {
+			records[i] = in.Decode(i)
 		}
-	}()
-	return decode(input)
+		return func(int) {}
+	}
+	done := make([]chan struct{}, chunks)
+	for c := range done {
+		done[c] = make(chan struct{})
+	}
+	var next atomic.Int32
+	for range workers {
+		go func() {
+			// Chunks are taken in order, so the first ones are ready first.
+			for c := int(next.Add(1) - 1); c < chunks; c = int(next.Add(1) - 1) {
+				for i := c * decodeChunk; i < min((c+1)*decodeChunk, len(records)); i++ {
+					records[i] = in.Decode(i)
+				}
+				close(done[c])
+			}
+		}()
+	}
+	return func(c int) { <-done[c] }
 }

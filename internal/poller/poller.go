@@ -30,7 +30,7 @@ type SQS interface {
 
 // Processor invalidates a decoded batch; *worker.Worker is one.
 type Processor interface {
-	Process(ctx context.Context, source string, records []invalidate.Record) invalidate.Report
+	Process(ctx context.Context, source string, batch invalidate.Batch) invalidate.Report
 }
 
 // Options configure a poller. QueueURL is required; the rest have defaults.
@@ -215,12 +215,12 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) bool {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.BatchTimeout)
 	defer cancel()
 	stopExtending := p.extendVisibility(ctx, msgs)
-	records := invalidate.Records(msgs, func(m *types.Message) invalidate.Record {
+	batch := invalidate.Inputs(msgs, func(m *types.Message) invalidate.Record {
 		id := aws.ToString(m.MessageId)
 		changes, err := events.DecodeSQSBody(id, aws.ToString(m.Body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
 		return invalidate.Record{ID: id, Changes: changes, Err: err}
 	})
-	rep := p.proc.Process(ctx, "sqs", records)
+	rep := p.proc.Process(ctx, "sqs", batch)
 	stopExtending()
 
 	var done []types.DeleteMessageBatchRequestEntry

@@ -24,14 +24,14 @@ func (w *Worker) DynamoDB(ctx context.Context, payload json.RawMessage) (events.
 		// Not a stream event at all: fail the invoke, and Lambda retries it.
 		return resp, err
 	}
-	records := invalidate.Records(raws, func(raw *[]byte) invalidate.Record {
+	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
 		seq, c, err := decode.DecodeDynamoDBJSON(*raw)
 		if err != nil {
 			return invalidate.Record{ID: seq, Err: err}
 		}
 		return invalidate.Record{ID: seq, Changes: []decode.Change{c}}
 	})
-	rep := w.Process(ctx, "dynamodb", records)
+	rep := w.Process(ctx, "dynamodb", batch)
 	for _, id := range rep.Failed() {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: id})
 	}

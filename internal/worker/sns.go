@@ -15,11 +15,11 @@ import (
 // record fails the invoke fails, so the asynchronous invoke is retried and
 // finally goes to the function's on-failure destination.
 func (w *Worker) SNS(ctx context.Context, ev events.SNSEvent) error {
-	records := invalidate.Records(ev.Records, func(r *events.SNSEventRecord) invalidate.Record {
+	batch := invalidate.Inputs(ev.Records, func(r *events.SNSEventRecord) invalidate.Record {
 		changes, err := decode.DecodeSNS(*r)
 		return invalidate.Record{ID: r.SNS.MessageID, Changes: changes, Err: err}
 	})
-	rep := w.Process(ctx, "sns", records)
+	rep := w.Process(ctx, "sns", batch)
 	var errs []error
 	for _, res := range rep.Results {
 		if res.Err != nil {

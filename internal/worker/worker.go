@@ -58,10 +58,10 @@ func New(inv *invalidate.Invalidator, opts Options) *Worker {
 	return &Worker{inv: inv, opts: opts}
 }
 
-// Process invalidates a decoded batch from source ("sqs", "sns",
+// Process decodes and invalidates a batch from source ("sqs", "sns",
 // "dynamodb") before ctx's deadline less the margin, then logs the batch,
 // each failed record, and the batch's metrics.
-func (w *Worker) Process(ctx context.Context, source string, records []invalidate.Record) (rep invalidate.Report) {
+func (w *Worker) Process(ctx context.Context, source string, batch invalidate.Batch) (rep invalidate.Report) {
 	start := time.Now()
 	if deadline, ok := ctx.Deadline(); ok {
 		margin := min(w.opts.DeadlineMargin, time.Until(deadline)/2)
@@ -73,19 +73,20 @@ func (w *Worker) Process(ctx context.Context, source string, records []invalidat
 		// A bug must not lose the batch: every record fails and is retried.
 		if p := recover(); p != nil {
 			w.opts.Logger.Error("panic while processing a batch", "source", source, "panic", fmt.Sprint(p))
-			rep = failAll(records, fmt.Errorf("internal error: %v", p))
+			rep = failAll(batch, fmt.Errorf("internal error: %v", p))
 		}
 		w.log(source, rep, time.Since(start))
 	}()
-	return w.inv.Invalidate(ctx, records)
+	return w.inv.Invalidate(ctx, batch)
 }
 
-func failAll(records []invalidate.Record, err error) invalidate.Report {
-	rep := invalidate.Report{Results: make([]invalidate.Result, len(records))}
-	for i, r := range records {
-		rep.Results[i] = invalidate.Result{Record: r.ID, Err: err}
+// failAll fails every record of the batch, decoding each again for its ID.
+func failAll(batch invalidate.Batch, err error) invalidate.Report {
+	rep := invalidate.Report{Results: make([]invalidate.Result, batch.Len)}
+	for i := range rep.Results {
+		rep.Results[i] = invalidate.Result{Record: batch.Decode(i).ID, Err: err}
 	}
-	rep.Metrics.Records, rep.Metrics.Failed = len(records), len(records)
+	rep.Metrics.Records, rep.Metrics.Failed = batch.Len, batch.Len
 	return rep
 }
 

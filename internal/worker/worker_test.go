@@ -112,7 +112,7 @@ func TestProcessStopsBeforeTheDeadline(t *testing.T) {
 		w := New(inv, Options{DeadlineMargin: tc.margin, Metrics: &bytes.Buffer{}, Logger: slog.New(slog.DiscardHandler)})
 		deadline := time.Now().Add(tc.left)
 		ctx, cancel := context.WithDeadline(t.Context(), deadline)
-		w.Process(ctx, "sqs", []invalidate.Record{{ID: "1", Changes: []decode.Change{{Entity: "user", ID: "1"}}}})
+		w.Process(ctx, "sqs", invalidate.Decoded([]invalidate.Record{{ID: "1", Changes: []decode.Change{{Entity: "user", ID: "1"}}}}))
 		cancel()
 		if got := deadline.Sub(seen); got < tc.want-50*time.Millisecond || got > tc.want+50*time.Millisecond {
 			t.Errorf("%v left, margin %v: deletes stopped %v before the deadline, want %v", tc.left, tc.margin, got, tc.want)
