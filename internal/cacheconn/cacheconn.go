@@ -134,6 +134,11 @@ func (c Config) ClientOption() (valkey.ClientOption, error) {
 		// connect, 0.4 ms of every cold start.
 		ReadBufferEachConn:  64 << 10,
 		WriteBufferEachConn: 64 << 10,
+		// A ring slot holds one Do or DoMulti in flight on a connection; the
+		// worker has at most invalidate.Options.Parallel (8) of them. Building
+		// the default 1,024 slots, each with its own mutex, conditions and
+		// channel, is 0.2 ms of every cold start.
+		RingScaleEachConn: 8,
 	}
 	if c.IAM != nil {
 		if c.IAM.Credentials == nil {
