@@ -20,7 +20,9 @@ type Config struct {
 	Rules *invalidate.Rules
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
-	// Namespace is METRICS_NAMESPACE, default "Invalidator".
+	// Namespace is METRICS_NAMESPACE, default "Invalidator": a CloudWatch
+	// namespace, up to 255 of A-Z a-z 0-9 . - _ / # : and space, not
+	// beginning with AWS/.
 	Namespace string
 }
 
@@ -40,8 +42,23 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", v)
 		}
 	}
-	c.Namespace = getenv("METRICS_NAMESPACE")
+	if c.Namespace = getenv("METRICS_NAMESPACE"); c.Namespace != "" && !validNamespace(c.Namespace) {
+		return c, fmt.Errorf("METRICS_NAMESPACE=%q: want up to 255 of A-Z a-z 0-9 . - _ / # : and space, not beginning with AWS/", c.Namespace)
+	}
 	return c, nil
+}
+
+// validNamespace says whether CloudWatch accepts ns as a namespace.
+func validNamespace(ns string) bool {
+	if len(ns) > 255 || strings.TrimSpace(ns) == "" || strings.HasPrefix(ns, "AWS/") {
+		return false
+	}
+	for _, c := range ns {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune(".-_/#: ", c)) {
+			return false
+		}
+	}
+	return true
 }
 
 // Start builds, once per process, the logger, the cache client and the

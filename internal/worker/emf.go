@@ -1,47 +1,60 @@
 package worker
 
 import (
-	"encoding/json"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// emfMetrics are the metric definitions of every batch line, fixed.
-var emfMetrics = []map[string]string{
-	{"Name": "Records", "Unit": "Count"},
-	{"Name": "FailedRecords", "Unit": "Count"},
-	{"Name": "KeysDeleted", "Unit": "Count"},
-	{"Name": "KeysAbsent", "Unit": "Count"},
-	{"Name": "KeysFailed", "Unit": "Count"},
-	{"Name": "MaxLag", "Unit": "Milliseconds"},
-}
+// emfMetrics declares the metrics of every batch line; each must also be a
+// top-level member of the line, or CloudWatch drops it.
+const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","Unit":"Count"},` +
+	`{"Name":"KeysDeleted","Unit":"Count"},{"Name":"KeysAbsent","Unit":"Count"},` +
+	`{"Name":"KeysFailed","Unit":"Count"},{"Name":"MaxLag","Unit":"Milliseconds"}]`
 
 // writeEMF writes one CloudWatch Embedded Metric Format line: CloudWatch
-// Logs turns it into metrics without any API call from the function.
+// Logs turns it into metrics without any API call from the function. The
+// line's shape is fixed, so it is written directly: json.Marshal of maps
+// cost 0.1–0.2 ms at the first invoke of every cold start.
 func writeEMF(w io.Writer, namespace, function, source string, m invalidate.Metrics, now time.Time) error {
-	line, err := json.Marshal(map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": now.UnixMilli(),
-			"CloudWatchMetrics": []map[string]any{{
-				"Namespace":  namespace,
-				"Dimensions": [][]string{{"Function", "Source"}},
-				"Metrics":    emfMetrics,
-			}},
-		},
-		"Function":      function,
-		"Source":        source,
-		"Records":       m.Records,
-		"FailedRecords": m.Failed,
-		"KeysDeleted":   m.KeysDeleted,
-		"KeysAbsent":    m.KeysAbsent,
-		"KeysFailed":    m.KeysFailed,
-		"MaxLag":        m.MaxLag.Milliseconds(),
-	})
-	if err != nil {
-		return err
+	b := make([]byte, 0, 640)
+	b = append(b, `{"_aws":{"Timestamp":`...)
+	b = strconv.AppendInt(b, now.UnixMilli(), 10)
+	b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)
+	b = appendString(b, namespace)
+	b = append(b, `,"Dimensions":[["Function","Source"]],"Metrics":`+emfMetrics+`}]},"Function":`...)
+	b = appendString(b, function)
+	b = append(b, `,"Source":`...)
+	b = appendString(b, source)
+	for _, metric := range []struct {
+		name  string
+		value int64
+	}{
+		{"Records", int64(m.Records)}, {"FailedRecords", int64(m.Failed)}, {"KeysDeleted", int64(m.KeysDeleted)},
+		{"KeysAbsent", int64(m.KeysAbsent)}, {"KeysFailed", int64(m.KeysFailed)}, {"MaxLag", m.MaxLag.Milliseconds()},
+	} {
+		b = append(b, `,"`+metric.name+`":`...)
+		b = strconv.AppendInt(b, metric.value, 10)
 	}
-	_, err = w.Write(append(line, '\n'))
+	_, err := w.Write(append(b, "}\n"...))
 	return err
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < ' ':
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }

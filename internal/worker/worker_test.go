@@ -20,7 +20,9 @@ import (
 func TestEMFLine(t *testing.T) {
 	var buf bytes.Buffer
 	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond}
-	if err := writeEMF(&buf, "Invalidator", "sqs-invalidate", "sqs", m, time.UnixMilli(1795953600000)); err != nil {
+	// The function name is escaped as JSON wants, whatever it holds.
+	function := "sqs-\"invalidate\"\\\n\x01é"
+	if err := writeEMF(&buf, "Invalidator", function, "sqs", m, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {
@@ -55,7 +57,7 @@ func TestEMFLine(t *testing.T) {
 		}
 	}
 	if line.Records != 10 || line.FailedRecords != 2 || line.KeysDeleted != 7 || line.KeysAbsent != 3 || line.KeysFailed != 1 ||
-		line.MaxLag != 1500 || line.Function != "sqs-invalidate" || line.Source != "sqs" {
+		line.MaxLag != 1500 || line.Function != function || line.Source != "sqs" {
 		t.Fatalf("values = %+v", line)
 	}
 }
