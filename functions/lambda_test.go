@@ -1,12 +1,15 @@
 package functions
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,7 +134,7 @@ func TestSNSFunctionUnderTheEmulator(t *testing.T) {
 				Message: message, Timestamp: time.Now().UTC()},
 		}}}
 	}
-	if out, err := fn.Invoke(t.Context(), record("good", `{"entity":"product","id":"`+id+`"}`)); err != nil || string(out) != "null" {
+	if out, err := fn.Invoke(t.Context(), record("good", `{"entity":"product","id":"`+id+`"}`)); err != nil || string(out) != "{}" {
 		t.Fatalf("good record: %s, %v", out, err)
 	}
 	requireGone(t, c, "cache:product:"+id)
@@ -210,5 +213,59 @@ func TestStreamFunctionAnswersBeforeItsTimeout(t *testing.T) {
 	}
 	if n := len(resp.BatchItemFailures); n == 0 || n == len(records) || took > 3*time.Second {
 		t.Fatalf("%d of %d records failed after %v: want those on the stopped node, within the 3 s timeout", n, len(records), took)
+	}
+}
+
+// lockedBuffer collects an emulator's output, written and read from
+// different goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestFunctionStopsOnABadStart: a bad setting stops the function before
+// anything else, a refused login as soon as the connection that runs beside
+// the runtime's first request fails; either way the invoke fails, to be
+// retried, and one line says why.
+func TestFunctionStopsOnABadStart(t *testing.T) {
+	good := testenv.WorkerCacheConfig(t)
+	badEndpoint, wrongPassword := good, good
+	badEndpoint.Endpoint = "cache-without-a-port"
+	wrongPassword.Password = "not-the-password"
+	for _, tc := range []struct {
+		name   string
+		cfg    cacheconn.Config
+		reason string
+	}{
+		{"bad setting", badEndpoint, "CACHE_ENDPOINT"},
+		{"refused login", wrongPassword, "WRONGPASS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out lockedBuffer
+			fn := emulator(t, "sqs-invalidate", tc.cfg, rie.Options{Output: &out})
+			if _, err := fn.Invoke(t.Context(), events.SQSEvent{Records: []events.SQSMessage{sqsMessage("m1", `{"entity":"user","id":"1"}`)}}); err == nil {
+				t.Fatal("the invoke succeeded")
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if s := out.String(); strings.Contains(s, `"msg":"cannot start"`) && strings.Contains(s, tc.reason) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no start-up error naming %s in the output:\n%s", tc.reason, out.String())
+				}
+			}
+		})
 	}
 }

@@ -4,4 +4,4 @@ package main
 
 import "github.com/invalidator-go/invalidator/internal/worker"
 
-func main() { worker.Lambda("sns-invalidate", func(w *worker.Worker) any { return w.SNS }) }
+func main() { worker.Lambda("sns-invalidate", (*worker.Worker).SNS) }

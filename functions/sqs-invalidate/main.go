@@ -4,4 +4,4 @@ package main
 
 import "github.com/invalidator-go/invalidator/internal/worker"
 
-func main() { worker.Lambda("sqs-invalidate", func(w *worker.Worker) any { return w.SQS }) }
+func main() { worker.Lambda("sqs-invalidate", (*worker.Worker).SQS) }

@@ -4,4 +4,4 @@ package main
 
 import "github.com/invalidator-go/invalidator/internal/worker"
 
-func main() { worker.Lambda("stream-invalidate", func(w *worker.Worker) any { return w.DynamoDB }) }
+func main() { worker.Lambda("stream-invalidate", (*worker.Worker).DynamoDB) }

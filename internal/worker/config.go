@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -83,11 +84,18 @@ func Exit(name string, err error) {
 	os.Exit(1)
 }
 
-// Lambda runs the Lambda function name: the worker is built once, at init,
-// and handler(w) serves every invoke. IAM tokens are signed with the
-// execution role's credentials, which Lambda puts in the environment — what
-// the AWS SDK would read there, without its weight at cold start.
-func Lambda(name string, handler func(*Worker) any) {
+// Lambda runs the Lambda function name, handle serving every invoke with
+// the one worker of the process. IAM tokens are signed with the execution
+// role's credentials, which Lambda puts in the environment — what the AWS
+// SDK would read there, without its weight at cold start.
+//
+// The configuration is checked before anything else, and a bad value stops
+// the function at once. Connecting to the cache — a TLS handshake, the
+// login and the discovery of the cluster, most of a cold start — then runs
+// while the runtime asks for the first event; the first invoke waits for
+// it. Should it fail, the function stops as it would at init, with the
+// same one line, and Lambda retries the invoke.
+func Lambda[E, R any](name string, handle func(*Worker, context.Context, E) (R, error)) {
 	cfg, err := LoadConfig(os.Getenv)
 	if err != nil {
 		Exit(name, err)
@@ -97,9 +105,22 @@ func Lambda(name string, handler func(*Worker) any) {
 		iam.Credentials = credentials.NewStaticCredentialsProvider(
 			os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN"))
 	}
-	w, _, err := Start(name, cfg)
-	if err != nil {
-		Exit(name, err)
-	}
-	lambda.Start(handler(w))
+	var w *Worker
+	started := make(chan struct{})
+	go func() {
+		var err error
+		if w, _, err = Start(name, cfg); err != nil {
+			Exit(name, err)
+		}
+		close(started)
+	}()
+	lambda.Start(func(ctx context.Context, event E) (R, error) {
+		select {
+		case <-started:
+			return handle(w, ctx, event)
+		case <-ctx.Done():
+			var none R
+			return none, fmt.Errorf("still connecting to the cache: %w", ctx.Err())
+		}
+	})
 }

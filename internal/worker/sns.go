@@ -13,8 +13,9 @@ import (
 
 // SNS handles an SNS-triggered invoke. SNS has no partial failure: when a
 // record fails the invoke fails, so the asynchronous invoke is retried and
-// finally goes to the function's on-failure destination.
-func (w *Worker) SNS(ctx context.Context, ev events.SNSEvent) error {
+// finally goes to the function's on-failure destination. The result is
+// empty: an asynchronous invoke's result goes nowhere.
+func (w *Worker) SNS(ctx context.Context, ev events.SNSEvent) (struct{}, error) {
 	batch := invalidate.Inputs(ev.Records, func(r *events.SNSEventRecord) invalidate.Record {
 		changes, err := decode.DecodeSNS(*r)
 		return invalidate.Record{ID: r.SNS.MessageID, Changes: changes, Err: err}
@@ -26,5 +27,5 @@ func (w *Worker) SNS(ctx context.Context, ev events.SNSEvent) error {
 			errs = append(errs, fmt.Errorf("message %s: %w", res.Record, res.Err))
 		}
 	}
-	return errors.Join(errs...)
+	return struct{}{}, errors.Join(errs...)
 }
