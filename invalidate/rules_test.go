@@ -208,3 +208,13 @@ func TestAbsentImagesAndEmptySets(t *testing.T) {
 		t.Fatalf("empty set: %v, want ErrPlan", err)
 	}
 }
+
+func BenchmarkDefaultKey(b *testing.B) {
+	rules := DefaultRules()
+	c := events.Change{Entity: "product", ID: "12345"}
+	var keys []string
+	b.ReportAllocs()
+	for b.Loop() {
+		keys, _ = rules.Keys(&c, keys[:0])
+	}
+}

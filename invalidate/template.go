@@ -165,12 +165,19 @@ func (e *PlanError) Unwrap() error { return ErrPlan }
 func (t *template) expand(c *events.Change, dst []string) ([]string, error) {
 	// The common case, only scalar placeholders, makes exactly one key.
 	if t.scalarOnly() {
-		var b strings.Builder
+		// Values first, then one allocation of the key's exact size.
+		var stack [8]string
+		values, n := stack[:0], 0
 		for i := range t.segments {
 			v, err := t.scalar(&t.segments[i], c)
 			if err != nil {
 				return dst, err
 			}
+			values, n = append(values, v), n+len(v)
+		}
+		var b strings.Builder
+		b.Grow(n)
+		for _, v := range values {
 			b.WriteString(v)
 		}
 		return append(dst, b.String()), nil
