@@ -25,3 +25,12 @@ func logger(l *slog.Logger) *slog.Logger {
 	}
 	return l
 }
+
+// stopped turns an error that the end of ctx caused into the clean stop
+// it is: a call cut short by the mapping's end is not a failure.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -31,7 +31,7 @@ func (m *SQSMapping) Run(ctx context.Context) error {
 		QueueUrl: aws.String(m.QueueURL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
 	})
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	sourceARN := arn.Attributes[string(types.QueueAttributeNameQueueArn)]
 	batch := m.BatchSize

@@ -38,7 +38,7 @@ type StreamMapping struct {
 func (m *StreamMapping) Run(ctx context.Context) error {
 	desc, err := m.Client.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(m.StreamARN)})
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	done := make(chan error, len(desc.StreamDescription.Shards))
 	for _, shard := range desc.StreamDescription.Shards {
@@ -61,7 +61,7 @@ func (m *StreamMapping) shard(ctx context.Context, shardID string) error {
 	}
 	iterator, err := m.iterator(ctx, shardID, position, "")
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	limit, maxRetries := m.BatchSize, m.MaxRetryAttempts
 	if limit <= 0 {
@@ -74,10 +74,7 @@ func (m *StreamMapping) shard(ctx context.Context, shardID string) error {
 	for ctx.Err() == nil {
 		page, err := m.Client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iterator, Limit: aws.Int32(limit)})
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("get records: %w", err)
+			return stopped(ctx, fmt.Errorf("get records: %w", err))
 		}
 		// moto's shards never close (NextShardIterator is never nil): an
 		// empty page means caught up.
@@ -103,7 +100,7 @@ func (m *StreamMapping) shard(ctx context.Context, shardID string) error {
 		}
 		log.Info("retrying from the lowest failed record", "sequence", failedSeq, "attempt", attempts[failedSeq])
 		if iterator, err = m.iterator(ctx, shardID, types.ShardIteratorTypeAtSequenceNumber, failedSeq); err != nil {
-			return err
+			return stopped(ctx, err)
 		}
 	}
 	return nil
