@@ -127,8 +127,10 @@ func TestPollerInvalidatesFromSNS(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "the keys were not all deleted", func() bool { return missing(t, c, keys) == len(keys) })
 	eventually(t, 10*time.Second, "the queue was not drained", func() bool { return messages(t, q.URL) == 0 })
-	if n := p.succeeded(); n != 25 {
-		t.Fatalf("batches reported %d records done, want 25", n)
+	// SQS delivers at least once (and moto now and then hands one message to
+	// both receivers): a message may be done twice, none may be missed.
+	if n := p.succeeded(); n < 25 {
+		t.Fatalf("batches reported %d records done, want all 25", n)
 	}
 }
 
@@ -169,7 +171,7 @@ func TestPollerKeepsMessagesWhileTheCacheIsDown(t *testing.T) {
 	}
 	cluster.Restart(t)
 	eventually(t, 30*time.Second, "the messages were not processed after the cache came back", func() bool {
-		return messages(t, q.URL) == 0 && p.succeeded() == 3
+		return messages(t, q.URL) == 0 && p.succeeded() >= 3
 	})
 	if n := messages(t, q.DLQ); n != 0 {
 		t.Fatalf("%d messages in the DLQ, want 0", n)
@@ -211,8 +213,8 @@ func TestPollerDrainsOnSIGTERM(t *testing.T) {
 		t.Fatal("the poller did not exit after SIGTERM")
 	}
 	sleeping.Wait()
-	if n := p.succeeded(); n != 2 {
-		t.Fatalf("%d records finished, want the 2 in flight", n)
+	if n := p.succeeded(); n < 2 {
+		t.Fatalf("%d records finished, want both in flight", n)
 	}
 	if n := messages(t, q.URL); n != 0 {
 		t.Fatalf("%d messages left: the finished batch was not deleted", n)
