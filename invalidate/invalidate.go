@@ -141,6 +141,10 @@ func (r *Report) Failed() []string {
 	return ids
 }
 
+// ErrInternal is wrapped by the errors of a bug caught while sending: the
+// keys fail, so their records are retried later, but not within the batch.
+var ErrInternal = errors.New("internal error")
+
 // KeyError says which keys of a record could not be deleted and why.
 type KeyError struct {
 	Failed int   // keys of the record not deleted
@@ -277,7 +281,7 @@ func (f *flight) send(keys []string, first int32, idx []int32) {
 				out.errs = make([]error, len(keys))
 				for i := range out.errs {
 					if out.status[i] == KeyFailed {
-						out.errs[i] = fmt.Errorf("internal error: %v", p)
+						out.errs[i] = fmt.Errorf("%w: %v", ErrInternal, p)
 					}
 				}
 			}
@@ -334,9 +338,10 @@ func (inv *Invalidator) unlink(ctx context.Context, keys []string, out *sent) {
 }
 
 // transient reports whether an error may pass on retry: lost connections
-// and timeouts, and the server replies of a cluster in motion.
+// and timeouts, and the server replies of a cluster in motion. A bug is
+// not retried.
 func transient(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, valkey.ErrClosing) {
+	if ctx.Err() != nil || errors.Is(err, valkey.ErrClosing) || errors.Is(err, ErrInternal) {
 		return false
 	}
 	if verr, ok := valkey.IsValkeyErr(err); ok {

@@ -258,7 +258,7 @@ func TestInvalidateInputs(t *testing.T) {
 	for i, res := range rep.Results {
 		switch {
 		case i%97 == 0:
-			if res.Err == nil || !strings.Contains(res.Err.Error(), "internal error decoding a record: decoder bug") {
+			if !errors.Is(res.Err, ErrInternal) || !strings.Contains(res.Err.Error(), "internal error decoding a record: decoder bug") {
 				t.Fatalf("input %d: err = %v, want the decoder's panic", i, res.Err)
 			}
 		case res.Err != nil || res.Record != strconv.Itoa(i) || len(res.Keys) != 1 || res.Keys[0].Key != keys[i%500]:
@@ -271,5 +271,25 @@ func TestInvalidateInputs(t *testing.T) {
 	}
 	if left := existing(ctx, t, c, keys); len(left) != 0 {
 		t.Fatalf("keys left: %q", left)
+	}
+}
+
+func TestTransient(t *testing.T) {
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		{"lost connection", t.Context(), errors.New("read tcp: connection reset by peer"), true},
+		{"context ended", ended, errors.New("read tcp: connection reset by peer"), false},
+		{"client closing", t.Context(), valkey.ErrClosing, false},
+		{"a bug", t.Context(), fmt.Errorf("%w: index out of range", ErrInternal), false},
+	} {
+		if got := transient(tc.ctx, tc.err); got != tc.want {
+			t.Errorf("%s: transient = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

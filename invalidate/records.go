@@ -22,7 +22,7 @@ func Inputs[T any](inputs []T, decode func(*T) Record) Batch {
 	return Batch{Len: len(inputs), Decode: func(i int) (r Record) {
 		defer func() {
 			if p := recover(); p != nil {
-				r = Record{ID: r.ID, Err: fmt.Errorf("internal error decoding a record: %v", p)}
+				r = Record{ID: r.ID, Err: fmt.Errorf("%w decoding a record: %v", ErrInternal, p)}
 			}
 		}()
 		return decode(&inputs[i])
