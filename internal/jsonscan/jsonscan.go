@@ -431,12 +431,14 @@ const (
 // special returns the index of the first quote, backslash or control
 // character in s, or len(s). The first bytes are looked at eight at a
 // time, which is quickest for the short runs between escapes in a change
-// message inside an SNS envelope; beyond them, in the long base64 runs that
-// make up most of an envelope, the quote and the backslash are found with
-// the vectorised bytes.IndexByte and only control characters are left to
-// check.
+// message inside an SNS envelope. Beyond them, in the long base64 runs
+// that make up most of an envelope, each window of s has its quote and
+// backslash found by the vectorised bytes.IndexByte and is then checked for
+// control characters. Windows keep the cost of a call to the length of the
+// run it returns, plus one window: searching all of s for the next quote
+// made a long string with many escapes quadratic.
 func special(s []byte) int {
-	const short = 32
+	const short, window = 16, 256
 	i := 0
 	for ; i < short && len(s)-i >= 8; i += 8 {
 		x := binary.LittleEndian.Uint64(s[i:])
@@ -448,26 +450,45 @@ func special(s []byte) int {
 			return i + bits.TrailingZeros64(m)/8
 		}
 	}
-	rest := s[i:]
-	if q := bytes.IndexByte(rest, '"'); q >= 0 {
-		rest = rest[:q]
+	for ; i < len(s); i += window {
+		w := s[i:min(i+window, len(s))]
+		end := len(w)
+		if q := bytes.IndexByte(w, '"'); q >= 0 {
+			end = q
+		}
+		if b := bytes.IndexByte(w[:end], '\\'); b >= 0 {
+			end = b
+		}
+		if c := control(w[:end]); c < end || end < len(w) {
+			return i + c
+		}
 	}
-	if b := bytes.IndexByte(rest, '\\'); b >= 0 {
-		rest = rest[:b]
-	}
+	return len(s)
+}
+
+// control returns the index of the first byte below 0x20 in s, or len(s).
+func control(s []byte) int {
 	j := 0
-	for ; len(rest)-j >= 8; j += 8 {
-		if x := binary.LittleEndian.Uint64(rest[j:]); (x-' '*ones)&^x&highs != 0 {
-			return i + j + bits.TrailingZeros64((x-' '*ones)&^x&highs)/8
+	// Control characters are rare: look at 32 bytes per branch, then find
+	// the exact one eight bytes at a time.
+	for ; len(s)-j >= 32; j += 32 {
+		a, b := binary.LittleEndian.Uint64(s[j:]), binary.LittleEndian.Uint64(s[j+8:])
+		c, d := binary.LittleEndian.Uint64(s[j+16:]), binary.LittleEndian.Uint64(s[j+24:])
+		if ((a-' '*ones)&^a|(b-' '*ones)&^b|(c-' '*ones)&^c|(d-' '*ones)&^d)&highs != 0 {
+			break
 		}
 	}
-	for ; j < len(rest); j++ {
-		if rest[j] < ' ' {
-			return i + j
+	for ; len(s)-j >= 8; j += 8 {
+		if m := (binary.LittleEndian.Uint64(s[j:]) - ' '*ones) &^ binary.LittleEndian.Uint64(s[j:]) & highs; m != 0 {
+			return j + bits.TrailingZeros64(m)/8
 		}
 	}
-	// rest ends at the first quote or backslash, or at the end of s.
-	return i + len(rest)
+	for ; j < len(s); j++ {
+		if s[j] < ' ' {
+			return j
+		}
+	}
+	return len(s)
 }
 
 func scanObject(d []byte, i, depth int) (int, error) {

@@ -153,12 +153,16 @@ func BenchmarkMembersSNSEnvelope(b *testing.B) {
 }
 
 // TestSpecial puts each character that ends a run at every position of
-// runs of every length up to past the vectorised part, among plain ASCII
-// and among bytes with the high bit set (which the word tricks must not
-// mistake for control characters).
+// runs of every length up to past the first words, and of lengths around
+// the windows beyond them, among plain ASCII and among bytes with the high
+// bit set (which the word tricks must not mistake for control characters).
 func TestSpecial(t *testing.T) {
+	lengths := []int{255, 256, 257, 271, 272, 273, 288, 300, 511, 512, 513, 529, 600}
+	for n := range 100 {
+		lengths = append(lengths, n)
+	}
 	for _, filler := range []byte{'a', ' ', 0x80, 0xa2, 0xdc, 0xff} {
-		for n := range 100 {
+		for _, n := range lengths {
 			s := bytes.Repeat([]byte{filler}, n)
 			if got := special(s); got != n {
 				t.Fatalf("filler %#x, length %d, nothing special: got %d", filler, n, got)
@@ -179,6 +183,20 @@ func TestSpecial(t *testing.T) {
 					s[p] = filler
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkValidManyEscapes is a string at SQS's 256 KiB limit with an
+// escape every 20 bytes: linear, not the quadratic of looking for the
+// closing quote again after every escape.
+func BenchmarkValidManyEscapes(b *testing.B) {
+	body := append([]byte{'"'}, bytes.Repeat([]byte(`abcdefghijklmnopqr\n`), 256<<10/20)...)
+	body = append(body, '"')
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if !Valid(body) {
+			b.Fatal("invalid")
 		}
 	}
 }
