@@ -79,14 +79,14 @@ func newTopic(t *testing.T, q queue) string {
 }
 
 // messages returns the messages in a queue, visible or in flight.
-// messages counts the queue's visible and in-flight messages. moto counts the
-// two in separate passes, so a message whose visibility ends between them is
-// in neither; the tests never add messages while counting, so the largest of
-// a few reads is a count that cannot be too low.
+// messages counts the queue's visible and in-flight messages. moto counts
+// the two in separate passes, so a message received or visible again
+// between them is counted twice or not at all; such a count is rare and
+// fleeting, so the count is read until two reads in a row agree.
 func messages(t *testing.T, url string) int {
 	t.Helper()
-	most := 0
-	for range 3 {
+	last := -1
+	for range 10 {
 		out, err := testenv.SQS(t).GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
 			QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{
 				types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
@@ -96,9 +96,27 @@ func messages(t *testing.T, url string) int {
 		}
 		visible, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
 		inFlight, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
-		most = max(most, visible+inFlight)
+		n := visible + inFlight
+		if n == last {
+			return n
+		}
+		last = n
 	}
-	return most
+	return last
+}
+
+// inFlight counts the queue's messages received and not yet deleted or
+// visible again: one pass of moto's, so exact at its instant.
+func inFlight(t *testing.T, url string) int {
+	t.Helper()
+	out, err := testenv.SQS(t).GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return n
 }
 
 // eventually polls cond every 100 ms until it holds or the time is up.
