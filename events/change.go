@@ -250,11 +250,7 @@ func decodeObject(raw []byte, env envelope, allowSNS bool, out []Change) ([]Chan
 	case f.detailType != nil && f.detail != nil:
 		return decodeEventBridge(&f, env, out)
 	default:
-		c, err := f.change(env)
-		if err != nil {
-			return out, err
-		}
-		return append(out, c), nil
+		return appendChange(out, &f, env)
 	}
 }
 
@@ -293,13 +289,17 @@ func decodeEventBridge(o *fields, env envelope, out []Change) ([]Change, error) 
 	if _, kind, _ := jsonscan.Value(o.detail); kind != jsonscan.Object {
 		return out, invalid("EventBridge detail must be an object, not " + kind.String())
 	}
-	return appendChange(out, o.detail, env)
+	detail, err := collect(o.detail)
+	if err != nil {
+		return out, err
+	}
+	return appendChange(out, &detail, env)
 }
 
-// appendChange decodes one change message object and appends it to out,
-// unless it is invalid.
-func appendChange(out []Change, raw []byte, env envelope) ([]Change, error) {
-	c, err := decodeChange(raw, env)
+// appendChange interprets the fields of a change message and appends the
+// change to out, unless it is invalid.
+func appendChange(out []Change, f *fields, env envelope) ([]Change, error) {
+	c, err := f.change(env)
 	if err != nil {
 		return out, err
 	}
