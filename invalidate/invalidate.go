@@ -356,7 +356,7 @@ func transient(ctx context.Context, err error) bool {
 	return true
 }
 
-// pause waits before the next attempt, exponential with full jitter, and
+// pause waits before the next attempt, exponential with equal jitter, and
 // reports false when the context ends first or its deadline is too near.
 func (inv *Invalidator) pause(ctx context.Context, attempt int) bool {
 	d := min(inv.opts.Backoff<<min(attempt-1, 20), inv.opts.MaxBackoff)

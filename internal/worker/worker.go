@@ -73,7 +73,7 @@ func (w *Worker) Process(ctx context.Context, source string, batch invalidate.Ba
 		// A bug must not lose the batch: every record fails and is retried.
 		if p := recover(); p != nil {
 			w.opts.Logger.Error("panic while processing a batch", "source", source, "panic", fmt.Sprint(p))
-			rep = failAll(batch, fmt.Errorf("internal error: %v", p))
+			rep = failAll(batch, fmt.Errorf("%w: %v", invalidate.ErrInternal, p))
 		}
 		w.log(source, rep, time.Since(start))
 	}()
