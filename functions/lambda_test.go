@@ -236,9 +236,9 @@ func (b *lockedBuffer) String() string {
 }
 
 // TestFunctionStopsOnABadStart: a bad setting stops the function before
-// anything else, a refused login as soon as the connection that runs beside
-// the runtime's first request fails; either way the invoke fails, to be
-// retried, and one line says why.
+// anything else, a refused login as soon as the connection fails — beside
+// the runtime's first request, or at init for environments made ahead;
+// either way the invoke fails, to be retried, and one line says why.
 func TestFunctionStopsOnABadStart(t *testing.T) {
 	good := testenv.WorkerCacheConfig(t)
 	badEndpoint, wrongPassword := good, good
@@ -247,14 +247,16 @@ func TestFunctionStopsOnABadStart(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		cfg    cacheconn.Config
+		env    []string
 		reason string
 	}{
-		{"bad setting", badEndpoint, "CACHE_ENDPOINT"},
-		{"refused login", wrongPassword, "WRONGPASS"},
+		{"bad setting", badEndpoint, nil, "CACHE_ENDPOINT"},
+		{"refused login", wrongPassword, nil, "WRONGPASS"},
+		{"refused login at init", wrongPassword, []string{"AWS_LAMBDA_INITIALIZATION_TYPE=provisioned-concurrency"}, "WRONGPASS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out lockedBuffer
-			fn := emulator(t, "sqs-invalidate", tc.cfg, rie.Options{Output: &out})
+			fn := emulator(t, "sqs-invalidate", tc.cfg, rie.Options{Env: tc.env, Output: &out})
 			if _, err := fn.Invoke(t.Context(), events.SQSEvent{Records: []events.SQSMessage{sqsMessage("m1", `{"entity":"user","id":"1"}`)}}); err == nil {
 				t.Fatal("the invoke succeeded")
 			}

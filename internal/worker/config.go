@@ -89,12 +89,16 @@ func Exit(name string, err error) {
 // role's credentials, which Lambda puts in the environment — what the AWS
 // SDK would read there, without its weight at cold start.
 //
-// The configuration is checked before anything else, and a bad value stops
-// the function at once. Connecting to the cache — a TLS handshake, the
-// login and the discovery of the cluster, most of a cold start — then runs
-// while the runtime asks for the first event; the first invoke waits for
-// it. Should it fail, the function stops as it would at init, with the
-// same one line, and Lambda retries the invoke.
+// The settings are checked before anything else, and a bad value stops the
+// function at once. Connecting to the cache — reading CACHE_CA_FILE, a TLS
+// handshake, the login and the discovery of the cluster, most of a cold
+// start — then runs while the runtime asks for the first event; the first
+// invoke waits for it. Should it fail, the function stops as it would at
+// init, with the same one line, and Lambda retries the invoke. Only an
+// environment made on demand (AWS_LAMBDA_INITIALIZATION_TYPE on-demand, or
+// unset as under the emulator) does so: one made ahead of its first event
+// (provisioned concurrency, managed instances) connects at init, before it
+// may be frozen.
 func Lambda[E, R any](name string, handle func(*Worker, context.Context, E) (R, error)) {
 	cfg, err := LoadConfig(os.Getenv)
 	if err != nil {
@@ -107,13 +111,19 @@ func Lambda[E, R any](name string, handle func(*Worker, context.Context, E) (R, 
 	}
 	var w *Worker
 	started := make(chan struct{})
-	go func() {
+	connect := func() {
 		var err error
 		if w, _, err = Start(name, cfg); err != nil {
 			Exit(name, err)
 		}
 		close(started)
-	}()
+	}
+	switch os.Getenv("AWS_LAMBDA_INITIALIZATION_TYPE") {
+	case "", "on-demand":
+		go connect()
+	default:
+		connect()
+	}
 	lambda.Start(func(ctx context.Context, event E) (R, error) {
 		select {
 		case <-started:
