@@ -49,10 +49,12 @@ func main() {
 		rounds     = flag.Int("rounds", 3, "rounds of reference, pipeline and naive loop; the medians count")
 		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the pipeline runs to this file")
 		bin        = flag.String("bin", "bin", "directory of the built functions (make build)")
-		coldRuns   = flag.Int("cold-starts", 15, "cold-start pairs (hello, sqs-invalidate) measured; the median counts")
+		coldRuns   = flag.Int("cold-starts", 101, "cold-start pairs (hello, sqs-invalidate) measured; the median counts")
+		only       = flag.String("only", "", "comma-separated groups to run (coldstart, throughput, memory, reads); all when empty")
 	)
 	flag.Parse()
 	log.SetFlags(0)
+	run := func(group string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), group) }
 	cfg, err := cacheconn.FromEnv(os.Getenv)
 	if err != nil {
 		log.Fatal(err)
@@ -64,48 +66,61 @@ func main() {
 	defer client.Close()
 	ctx := context.Background()
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			log.Fatal(err)
-		}
+	// Cold starts first, while this process is small and idle: on two
+	// CPUs its garbage collector, sweeping after the throughput runs,
+	// would otherwise compete with the emulator, the function and the
+	// server's TLS handshake, and with hello less than with the function.
+	if run("coldstart") {
+		hello := buildHello()
+		defer os.RemoveAll(filepath.Dir(hello))
+		coldHello, coldSQS, coldRatio := coldStarts(hello, filepath.Join(*bin, "sqs-invalidate", "bootstrap"), *coldRuns)
+		print("coldstart_hello_ms", coldHello)
+		print("coldstart_sqs_invalidate_ms", coldSQS)
+		print("coldstart_vs_hello", coldRatio)
 	}
-	// The machine's speed drifts: each round measures the references and the
-	// pipeline back to back, and the median of the rounds' ratios is
-	// reported.
-	var refs, rates, deletes, naives, allocs []float64
-	for range *rounds {
-		refs = append(refs, redisBenchmark(cfg, *refTotal))
-		rate, alloc, deleteRate := pipeline(ctx, client, *total, *batch)
-		rates, allocs, deletes = append(rates, rate), append(allocs, alloc), append(deletes, deleteRate)
-		naives = append(naives, naiveLoop(ctx, client, *naiveTotal))
+
+	if run("throughput") {
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				log.Fatal(err)
+			}
+		}
+		// The machine's speed drifts: each round measures the references
+		// and the pipeline back to back, and the median of the rounds'
+		// ratios is reported.
+		var refs, rates, deletes, naives, allocs []float64
+		for range *rounds {
+			refs = append(refs, redisBenchmark(cfg, *refTotal))
+			rate, alloc, deleteRate := pipeline(ctx, client, *total, *batch)
+			rates, allocs, deletes = append(rates, rate), append(allocs, alloc), append(deletes, deleteRate)
+			naives = append(naives, naiveLoop(ctx, client, *naiveTotal))
+		}
+		pprof.StopCPUProfile()
+		print("reference_unlink_rps", median(refs))
+		print("invalidate_events_per_sec", median(rates))
+		print("naive_events_per_sec", median(naives))
+		print("invalidate_vs_limit", medianRatio(rates, refs))
+		print("delete_only_vs_limit", medianRatio(deletes, refs))
+		print("invalidate_vs_naive", medianRatio(rates, naives))
+		print("invalidate_allocs_per_event", median(allocs))
 	}
-	pprof.StopCPUProfile()
-	print("reference_unlink_rps", median(refs))
-	print("invalidate_events_per_sec", median(rates))
-	print("naive_events_per_sec", median(naives))
-	print("invalidate_vs_limit", medianRatio(rates, refs))
-	print("delete_only_vs_limit", medianRatio(deletes, refs))
-	print("invalidate_vs_naive", medianRatio(rates, naives))
-	print("invalidate_allocs_per_event", median(allocs))
-	print("stream10k_peak_heap_mib", stream10k(ctx, client))
 
-	hello := buildHello()
-	defer os.RemoveAll(filepath.Dir(hello))
-	coldHello, coldSQS, coldRatio := coldStarts(hello, filepath.Join(*bin, "sqs-invalidate", "bootstrap"), *coldRuns)
-	print("coldstart_hello_ms", coldHello)
-	print("coldstart_sqs_invalidate_ms", coldSQS)
-	print("coldstart_vs_hello", coldRatio)
-	print("stream10k_peak_rss_mib", streamRSS(filepath.Join(*bin, "stream-invalidate", "bootstrap")))
+	if run("memory") {
+		print("stream10k_peak_heap_mib", stream10k(ctx, client))
+		print("stream10k_peak_rss_mib", streamRSS(filepath.Join(*bin, "stream-invalidate", "bootstrap")))
+	}
 
-	hits, plains := getHits(ctx, client)
-	print("get_hit_ops_per_sec", median(hits))
-	print("plain_get_ops_per_sec", median(plains))
-	print("get_hit_vs_plain_get", medianRatio(hits, plains))
-	print("stampede_loads", float64(stampede(cfg)))
+	if run("reads") {
+		hits, plains := getHits(ctx, client)
+		print("get_hit_ops_per_sec", median(hits))
+		print("plain_get_ops_per_sec", median(plains))
+		print("get_hit_vs_plain_get", medianRatio(hits, plains))
+		print("stampede_loads", float64(stampede(cfg)))
+	}
 }
 
 func median(xs []float64) float64 {
@@ -222,13 +237,18 @@ func buildHello() string {
 }
 
 // coldStarts times first invokes — a function's init and its first handler
-// call — from outside fresh emulators, alternating hello and fn so that
-// both see the same machine, and returns the medians in ms and the median
-// ratio.
+// call — from outside fresh emulators, pairing hello and fn so that both see
+// the same machine, the one first in a pair taking turns, and returns the
+// medians in ms and the median ratio.
 func coldStarts(hello, fn string, runs int) (helloMs, fnMs, ratio float64) {
 	var hellos, fns, ratios []float64
-	for range runs {
-		h, f := coldStart(hello, nil), coldStart(fn, functionEnv())
+	for i := range runs {
+		var h, f time.Duration
+		if i%2 == 0 {
+			h, f = coldStart(hello, nil), coldStart(fn, functionEnv())
+		} else {
+			f, h = coldStart(fn, functionEnv()), coldStart(hello, nil)
+		}
 		hellos, fns, ratios = append(hellos, ms(h)), append(fns, ms(f)), append(ratios, float64(f)/float64(h))
 	}
 	return median(hellos), median(fns), median(ratios)

@@ -47,17 +47,21 @@ type Options struct {
 }
 
 // Binary returns the emulator's path: $RIE_BIN, or the go.mod tool built by
-// `go tool -n aws-lambda-rie` (run in the module).
+// `go tool -n aws-lambda-rie` (run in the module), asked once per process.
 func Binary() (string, error) {
 	if bin := os.Getenv("RIE_BIN"); bin != "" {
 		return bin, nil
 	}
+	return toolBinary()
+}
+
+var toolBinary = sync.OnceValues(func() (string, error) {
 	out, err := exec.Command("go", "tool", "-n", "aws-lambda-rie").Output()
 	if err != nil {
 		return "", fmt.Errorf("go tool -n aws-lambda-rie: %w", err)
 	}
 	return strings.TrimSpace(string(out)), nil
-}
+})
 
 // Start runs bootstrap under a new emulator on free loopback ports and
 // waits until it accepts invokes. The function initialises on the first
