@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -111,26 +112,30 @@ func Lambda[E, R any](name string, handle func(*Worker, context.Context, E) (R, 
 	}
 	var w *Worker
 	started := make(chan struct{})
-	connect := func() {
-		var err error
-		if w, _, err = Start(name, cfg); err != nil {
-			Exit(name, err)
-		}
-		close(started)
+	serve := func() {
+		lambda.Start(func(ctx context.Context, event E) (R, error) {
+			select {
+			case <-started:
+				return handle(w, ctx, event)
+			case <-ctx.Done():
+				var none R
+				return none, fmt.Errorf("still connecting to the cache: %w", ctx.Err())
+			}
+		})
 	}
-	switch os.Getenv("AWS_LAMBDA_INITIALIZATION_TYPE") {
-	case "", "on-demand":
-		go connect()
-	default:
-		connect()
+	onDemand := slices.Contains([]string{"", "on-demand"}, os.Getenv("AWS_LAMBDA_INITIALIZATION_TYPE"))
+	if onDemand {
+		// Connecting is the longer path to the first result: it keeps the
+		// goroutine already running, and the runtime loop waits for a
+		// thread of its own.
+		go serve()
 	}
-	lambda.Start(func(ctx context.Context, event E) (R, error) {
-		select {
-		case <-started:
-			return handle(w, ctx, event)
-		case <-ctx.Done():
-			var none R
-			return none, fmt.Errorf("still connecting to the cache: %w", ctx.Err())
-		}
-	})
+	if w, _, err = Start(name, cfg); err != nil {
+		Exit(name, err)
+	}
+	close(started)
+	if onDemand {
+		select {} // lambda.Start never returns
+	}
+	serve()
 }
