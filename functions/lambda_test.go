@@ -240,6 +240,7 @@ func (b *lockedBuffer) String() string {
 // the runtime's first request, or at init for environments made ahead;
 // either way the invoke fails, to be retried, and one line says why.
 func TestFunctionStopsOnABadStart(t *testing.T) {
+	testenv.Cache(t) // the stack is up: the wrong password is the only fault
 	good := testenv.WorkerCacheConfig(t)
 	badEndpoint, wrongPassword := good, good
 	badEndpoint.Endpoint = "cache-without-a-port"
