@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -36,5 +39,25 @@ func TestLoadConfig(t *testing.T) {
 				t.Fatalf("error = %v, want one naming %s", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestNewLoggerWritesUTC(t *testing.T) {
+	local := time.Local
+	time.Local = time.FixedZone("UTC+9", 9*60*60) // whatever this host's zone
+	t.Cleanup(func() { time.Local = local })
+	var out strings.Builder
+	NewLogger(&out, slog.LevelInfo).Info("batch", "records", 1)
+	NewLogger(&out, slog.LevelWarn).Info("hidden")
+	var line struct{ Time, Level, Msg string }
+	if err := json.Unmarshal([]byte(out.String()), &line); err != nil {
+		t.Fatalf("one JSON line was expected: %v\n%s", err, out.String())
+	}
+	at, err := time.Parse(time.RFC3339Nano, line.Time)
+	if err != nil || !strings.HasSuffix(line.Time, "Z") || line.Msg != "batch" {
+		t.Fatalf("time %q (%v), msg %q: want a UTC time and the batch line", line.Time, err, line.Msg)
+	}
+	if since := time.Since(at); since < 0 || since > time.Minute {
+		t.Fatalf("the line is timed %v ago", since)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/internal/esm"
 	"github.com/invalidator-go/invalidator/internal/rie"
+	"github.com/invalidator-go/invalidator/internal/worker"
 )
 
 func main() {
@@ -35,7 +36,7 @@ func main() {
 		bin   = flag.String("bin", "bin", "directory of the built functions (make build)")
 	)
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", "driver")
+	log := worker.NewLogger(os.Stdout, slog.LevelInfo).With("function", "driver")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := run(ctx, log, *queue, *table, *dlq, *bin); err != nil {
