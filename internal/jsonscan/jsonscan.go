@@ -208,6 +208,15 @@ func AppendText(dst, raw []byte) ([]byte, error) {
 	}
 	s := raw[1 : len(raw)-1]
 	for r := 0; r < len(s); {
+		// Eight plain ASCII bytes at a time, as long runs between escapes
+		// (the bulk of an escaped JSON body inside another) are common.
+		if len(s)-r >= 8 {
+			if x := binary.LittleEndian.Uint64(s[r:]); x&highs == 0 && specials(x) == 0 {
+				dst = append(dst, s[r:r+8]...)
+				r += 8
+				continue
+			}
+		}
 		c := s[r]
 		switch {
 		case c == '\\':
@@ -441,12 +450,7 @@ func special(s []byte) int {
 	const short, window = 16, 256
 	i := 0
 	for ; i < short && len(s)-i >= 8; i += 8 {
-		x := binary.LittleEndian.Uint64(s[i:])
-		q, b := x^'"'*ones, x^'\\'*ones
-		// The high bit of a byte is set where q or b is zero (a quote, a
-		// backslash) or x is below 0x20. Borrows can only set bits above a
-		// true match, so the lowest set bit is exact.
-		if m := ((q-ones)&^q | (b-ones)&^b | (x-' '*ones)&^x) & highs; m != 0 {
+		if m := specials(binary.LittleEndian.Uint64(s[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)/8
 		}
 	}
@@ -464,6 +468,14 @@ func special(s []byte) int {
 		}
 	}
 	return len(s)
+}
+
+// specials has the high bit set of each byte of x that is a quote, a
+// backslash or below 0x20, and maybe of bytes above one that is: borrows
+// only carry upwards, so the lowest set bit is exact, and so is zero.
+func specials(x uint64) uint64 {
+	q, b := x^'"'*ones, x^'\\'*ones
+	return ((q-ones)&^q | (b-ones)&^b | (x-' '*ones)&^x) & highs
 }
 
 // control returns the index of the first byte below 0x20 in s, or len(s).

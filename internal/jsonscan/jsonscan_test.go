@@ -152,6 +152,17 @@ func BenchmarkMembersSNSEnvelope(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendTextSQSBody unescapes an SNS envelope as it comes as the
+// body of an SQS record in a Lambda payload: long runs between escapes.
+func BenchmarkAppendTextSQSBody(b *testing.B) {
+	envelope := `{"Type":"Notification","MessageId":"22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324","Message":"{\"entity\":\"product\",\"id\":\"4242\"}","Signature":"` + strings.Repeat("EXAMPLEpH+DcEwjAPg8O9mY8dReBSwksfg2S7WKQcikcNKWLQjw", 7) + `","UnsubscribeURL":"https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe&SubscriptionArn=arn:aws:sns:us-east-1:123456789012:cache-changes:c9135db0"}`
+	raw, _ := json.Marshal(envelope)
+	var buf []byte
+	for b.Loop() {
+		buf, _ = AppendText(buf[:0], raw)
+	}
+}
+
 // TestSpecial puts each character that ends a run at every position of
 // runs of every length up to past the first words, and of lengths around
 // the windows beyond them, among plain ASCII and among bytes with the high
