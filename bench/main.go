@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +37,7 @@ import (
 	decode "github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/internal/cacheconn"
 	"github.com/invalidator-go/invalidator/internal/rie"
+	"github.com/invalidator-go/invalidator/internal/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/writethrough"
 )
@@ -92,11 +94,12 @@ func main() {
 		// The machine's speed drifts: each round measures the references
 		// and the pipeline back to back, and the median of the rounds'
 		// ratios is reported.
-		var refs, rates, deletes, naives, allocs []float64
+		var refs, rates, deletes, naives, allocs, payloads, lambdaGo []float64
 		for range *rounds {
 			refs = append(refs, redisBenchmark(cfg, *refTotal))
-			rate, alloc, deleteRate := pipeline(ctx, client, *total, *batch)
-			rates, allocs, deletes = append(rates, rate), append(allocs, alloc), append(deletes, deleteRate)
+			r := pipeline(ctx, client, *total, *batch)
+			rates, allocs, deletes = append(rates, r.invalidate), append(allocs, r.allocs), append(deletes, r.deleteOnly)
+			payloads, lambdaGo = append(payloads, r.payload), append(lambdaGo, r.lambdaGoDecode)
 			naives = append(naives, naiveLoop(ctx, client, *naiveTotal))
 		}
 		pprof.StopCPUProfile()
@@ -107,6 +110,9 @@ func main() {
 		print("delete_only_vs_limit", medianRatio(deletes, refs))
 		print("invalidate_vs_naive", medianRatio(rates, naives))
 		print("invalidate_allocs_per_event", median(allocs))
+		print("sqs_payload_events_per_sec", median(payloads))
+		print("lambda_go_decode_events_per_sec", median(lambdaGo))
+		print("sqs_payload_vs_lambda_go_decode", medianRatio(payloads, lambdaGo))
 	}
 
 	if run("memory") {
@@ -341,7 +347,8 @@ func redisBenchmark(cfg cacheconn.Config, n int) float64 {
 var signature = strings.Repeat("EXAMPLEpH+DcEwjAPg8O9mY8dReBSwksfg2S7WKQcikcNKWLQjwu6A4VbeS0QHVCkhRS7fUQ", 5)
 
 // snsMessages builds SQS messages carrying SNS envelopes, as the
-// cache-invalidation queue receives them, one product change each.
+// cache-invalidation queue receives them and Lambda delivers them, one
+// product change each.
 func snsMessages(from, n int) []events.SQSMessage {
 	msgs := make([]events.SQSMessage, n)
 	for i := range msgs {
@@ -354,7 +361,14 @@ func snsMessages(from, n int) []events.SQSMessage {
 			"SigningCertURL": "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0000.pem",
 			"UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe&SubscriptionArn=arn:aws:sns:us-east-1:123456789012:cache-changes:0",
 		})
-		msgs[i] = events.SQSMessage{MessageId: "m" + id, Body: string(envelope), Attributes: map[string]string{"SentTimestamp": "1795953600000"}}
+		msgs[i] = events.SQSMessage{
+			MessageId: fmt.Sprintf("059f36b4-87a3-44ab-83d2-%012d", from+i), Body: string(envelope),
+			ReceiptHandle: "AQEBwJnKyrHigUMZj6rYigCgxlaS3SLy0a" + strings.Repeat("Q", 120) + id,
+			Attributes: map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": "1795953600000",
+				"SenderId": "AIDAIENQZJOLO23YVJ4VO", "ApproximateFirstReceiveTimestamp": "1795953600001"},
+			MessageAttributes: map[string]events.SQSMessageAttribute{}, Md5OfBody: "e4e68fb7bd0e697a0ae8f1bb342846b3",
+			EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:cache-invalidation", AWSRegion: "us-east-1",
+		}
 	}
 	return msgs
 }
@@ -366,10 +380,11 @@ func handle(ctx context.Context, inv *invalidate.Invalidator, msgs []events.SQSM
 }
 
 // pipeline returns events/s and allocations per event of handle over
-// batches of SNS-in-SQS messages, and the events/s of its plan-and-delete
+// batches of SNS-in-SQS messages, the events/s of its plan-and-delete
 // part alone (records decoded beforehand): the ceiling the decoding works
-// under.
-func pipeline(ctx context.Context, client valkey.Client, total, batch int) (rate, allocs, deleteRate float64) {
+// under, and the events/s of the SQS function's whole path from the Lambda
+// payload, against aws-lambda-go's decoding of those payloads alone.
+func pipeline(ctx context.Context, client valkey.Client, total, batch int) (r rates) {
 	inv := invalidate.New(client, invalidate.Options{})
 	// A few distinct batches, cycled: holding every message at once would
 	// make the benchmark measure the garbage collector on a huge heap.
@@ -404,7 +419,34 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int) (rate
 	for i := range rounds {
 		inv.Invalidate(ctx, decoded[i%len(decoded)])
 	}
-	return n / elapsed.Seconds(), float64(after.Mallocs-before.Mallocs) / n, n / time.Since(start).Seconds()
+	r.invalidate, r.allocs, r.deleteOnly = n/elapsed.Seconds(), float64(after.Mallocs-before.Mallocs)/n, n/time.Since(start).Seconds()
+
+	payloads := make([][]byte, len(batches))
+	for i, b := range batches {
+		payloads[i], _ = json.Marshal(events.SQSEvent{Records: b})
+	}
+	w := worker.New(inv, worker.Options{Name: "sqs-invalidate", Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
+	start = time.Now()
+	for i := range rounds {
+		if resp, err := w.SQS(ctx, payloads[i%len(payloads)]); err != nil || len(resp.BatchItemFailures) > 0 {
+			log.Fatalf("SQS function: %d failures (%v)", len(resp.BatchItemFailures), err)
+		}
+	}
+	r.payload = n / time.Since(start).Seconds()
+	start = time.Now()
+	for i := range max(1, rounds/4) { // far slower: a quarter of the batches
+		var ev events.SQSEvent
+		if err := json.Unmarshal(payloads[i%len(payloads)], &ev); err != nil {
+			log.Fatal(err)
+		}
+	}
+	r.lambdaGoDecode = float64(max(1, rounds/4)*batch) / time.Since(start).Seconds()
+	return r
+}
+
+// rates are one round of pipeline's figures, in events/s but allocs.
+type rates struct {
+	invalidate, allocs, deleteOnly, payload, lambdaGoDecode float64
 }
 
 func decodeSQS(m *events.SQSMessage) invalidate.Record {
@@ -461,7 +503,7 @@ func stream10k(ctx context.Context, client valkey.Client) float64 {
 			time.Sleep(50 * time.Microsecond)
 		}
 	}()
-	raws, err := decode.SplitDynamoDBEvent(payload)
+	raws, err := decode.SplitRecords(payload)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,32 +11,6 @@ import (
 	"github.com/invalidator-go/invalidator/internal/jsonscan"
 )
 
-// SplitDynamoDBEvent returns the raw records of a DynamoDB stream event as
-// Lambda delivers it ({"Records":[...]}), undecoded, so that the stream
-// function parses its payload once and decodes the records in parallel
-// with DecodeDynamoDBJSON. Decoding the payload with encoding/json into
-// aws-lambda-go's types costs several times the memory, and panics on some
-// malformed attribute values.
-func SplitDynamoDBEvent(payload []byte) ([][]byte, error) {
-	var records [][]byte
-	err := jsonscan.Members(payload, func(key, value []byte, kind jsonscan.Kind) error {
-		if string(key) != "Records" {
-			return nil
-		}
-		if kind != jsonscan.Array {
-			return invalid("Records must be an array")
-		}
-		return jsonscan.Elements(value, func(rec []byte, _ jsonscan.Kind) error {
-			records = append(records, rec)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, recordError("", err)
-	}
-	return records, nil
-}
-
 // DecodeDynamoDBJSON decodes one raw stream record as DecodeDynamoDB does
 // and also returns its sequence number, "" when the record is too broken to
 // tell.

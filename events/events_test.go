@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 )
@@ -39,11 +40,13 @@ func outcome(id string, changes []Change, err error) decoded {
 func TestGolden(t *testing.T) {
 	decoders := map[string]func(t *testing.T, data []byte) []decoded{
 		"sqs": func(t *testing.T, data []byte) (out []decoded) {
-			var ev lambdaevents.SQSEvent
-			mustUnmarshal(t, data, &ev)
-			for _, m := range ev.Records {
-				changes, err := DecodeSQS(m)
-				out = append(out, outcome(m.MessageId, changes, err))
+			raws, err := SplitRecords(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, raw := range raws {
+				id, changes, err := DecodeSQSJSON(raw)
+				out = append(out, outcome(id, changes, err))
 			}
 			return out
 		},
@@ -57,7 +60,7 @@ func TestGolden(t *testing.T) {
 			return out
 		},
 		"dynamodb": func(t *testing.T, data []byte) (out []decoded) {
-			raws, err := SplitDynamoDBEvent(data)
+			raws, err := SplitRecords(data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +133,7 @@ func TestDynamoDBPathsAgree(t *testing.T) {
 		}
 		var ev lambdaevents.DynamoDBEvent
 		mustUnmarshal(t, data, &ev)
-		raws, err := SplitDynamoDBEvent(data)
+		raws, err := SplitRecords(data)
 		if err != nil || len(raws) != len(ev.Records) {
 			t.Fatalf("%s: split into %d records (%v), want %d", file, len(raws), err, len(ev.Records))
 		}
@@ -145,6 +148,57 @@ func TestDynamoDBPathsAgree(t *testing.T) {
 			if !bytes.Equal(gotJSON, wantJSON) {
 				t.Errorf("%s record %d:\n got %s\nwant %s", file, i, gotJSON, wantJSON)
 			}
+		}
+	}
+}
+
+// TestSQSPathsAgree holds the two SQS decoders to one result: from
+// aws-lambda-go's types (DecodeSQS) and straight from the JSON.
+func TestSQSPathsAgree(t *testing.T) {
+	files, _ := filepath.Glob("testdata/sqs*.json")
+	for _, file := range files {
+		if strings.HasSuffix(file, ".golden.json") {
+			continue
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev lambdaevents.SQSEvent
+		mustUnmarshal(t, data, &ev)
+		raws, err := SplitRecords(data)
+		if err != nil || len(raws) != len(ev.Records) {
+			t.Fatalf("%s: split into %d records (%v), want %d", file, len(raws), err, len(ev.Records))
+		}
+		for i, m := range ev.Records {
+			want, wantErr := DecodeSQS(m)
+			id, got, err := DecodeSQSJSON(raws[i])
+			if id != m.MessageId || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+				t.Errorf("%s record %d: id %q err %v, want %q %v", file, i, id, err, m.MessageId, wantErr)
+			}
+			gotJSON, _ := json.Marshal(got)
+			wantJSON, _ := json.Marshal(want)
+			if !bytes.Equal(gotJSON, wantJSON) {
+				t.Errorf("%s record %d:\n got %s\nwant %s", file, i, gotJSON, wantJSON)
+			}
+		}
+	}
+}
+
+func TestSQSJSONNamesBrokenRecords(t *testing.T) {
+	for _, tc := range []struct{ raw, id, reason string }{
+		{`{"body":7,"messageId":"m1"}`, "m1", "body must be a string"},
+		{`{"messageId":"m2"}`, "m2", "body must be a string"},
+		{`{"messageId":"m3","body":"{\"entity\":\"user\",\"id\":\"1\"}","attributes":{"SentTimestamp":"\u0031\u0030"}}`, "m3", ""},
+		{`{"messageId":5,"body":"{}"}`, "", "messageId must be a string"},
+		{`[]`, "", "want object"},
+	} {
+		id, changes, err := DecodeSQSJSON([]byte(tc.raw))
+		if id != tc.id || (tc.reason == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.reason) {
+			t.Errorf("%s: id %q, err %v; want %q and %q", tc.raw, id, err, tc.id, tc.reason)
+		}
+		if err == nil && !changes[0].OccurredAt.Equal(time.UnixMilli(10)) {
+			t.Errorf("%s: occurred at %v, want the escaped SentTimestamp 10", tc.raw, changes[0].OccurredAt)
 		}
 	}
 }

@@ -59,6 +59,20 @@ func FuzzDecodeSQSBody(f *testing.F) {
 	})
 }
 
+func FuzzDecodeSQSJSON(f *testing.F) {
+	fixtureRecords(f, "sqs-*.json", func(ev lambdaevents.SQSEvent) (out [][]byte) {
+		for _, m := range ev.Records {
+			data, _ := json.Marshal(m)
+			out = append(out, data)
+		}
+		return out
+	})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_, changes, err := DecodeSQSJSON(raw)
+		checkDecoded(t, changes, err)
+	})
+}
+
 func FuzzDecodeSNS(f *testing.F) {
 	fixtureRecords(f, "sns*.json", func(ev lambdaevents.SNSEvent) (out [][]byte) {
 		for _, r := range ev.Records {

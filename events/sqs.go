@@ -1,10 +1,13 @@
 package events
 
 import (
+	"cmp"
 	"strconv"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/invalidator-go/invalidator/internal/jsonscan"
 )
 
 // DecodeSQS decodes the changes in one SQS message: a raw change message (or
@@ -20,24 +23,75 @@ func DecodeSQS(msg lambdaevents.SQSMessage) ([]Change, error) {
 // epoch), dates the changes that carry no time of their own; it may be "".
 // The poller, which receives through the SDK, calls it directly.
 func DecodeSQSBody(id, body, sentTimestamp string) ([]Change, error) {
-	changes, err := decodeBody(unsafeBytes(body), envelope{source: SourceSQS}, true, nil)
+	return decodeSQSBody(id, unsafeBytes(body), sentAt(unsafeBytes(sentTimestamp)))
+}
+
+// DecodeSQSJSON decodes one raw record of an SQS event payload (see
+// SplitRecords) as DecodeSQS does, and also returns its message ID, "" when
+// the record is too broken to tell.
+func DecodeSQSJSON(raw []byte) (string, []Change, error) {
+	var id string
+	var body, sent []byte
+	var bodyKind jsonscan.Kind
+	var first error // a bad field does not stop the search for the ID
+	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+		var err error
+		switch string(key) {
+		case "messageId":
+			id, err = stringField("messageId", value, kind)
+		case "body":
+			body, bodyKind = value, kind
+		case "attributes":
+			if kind == jsonscan.Object {
+				err = jsonscan.Members(value, func(key, value []byte, kind jsonscan.Kind) error {
+					if string(key) == "SentTimestamp" && kind == jsonscan.String {
+						sent = value
+					}
+					return nil
+				})
+			}
+		}
+		first = cmp.Or(first, err)
+		return nil
+	})
+	if err = cmp.Or(err, first); err == nil && bodyKind != jsonscan.String {
+		err = invalid("body must be a string, not " + bodyKind.String())
+	}
+	if err != nil {
+		return id, nil, recordError(id, err)
+	}
+	buf := messageBuffers.Get().(*[]byte)
+	defer messageBuffers.Put(buf)
+	text, err := jsonscan.AppendText((*buf)[:0], body)
+	if err != nil {
+		return id, nil, recordError(id, err)
+	}
+	*buf = text
+	var digits [24]byte
+	sentText, _ := jsonscan.AppendText(digits[:0], sent)
+	changes, err := decodeSQSBody(id, text, sentAt(sentText))
+	return id, changes, err
+}
+
+// decodeSQSBody decodes body, which it does not retain; sent dates the
+// changes that carry no time of their own.
+func decodeSQSBody(id string, body []byte, sent time.Time) ([]Change, error) {
+	changes, err := decodeBody(body, envelope{source: SourceSQS}, true, nil)
 	if err != nil {
 		return changes, recordError(id, err)
 	}
-	var sent time.Time
 	for i := range changes {
 		if changes[i].OccurredAt.IsZero() {
-			if sent.IsZero() {
-				sent = sentAt(sentTimestamp)
-			}
 			changes[i].OccurredAt = sent
 		}
 	}
 	return changes, nil
 }
 
-func sentAt(ms string) time.Time {
-	n, err := strconv.ParseInt(ms, 10, 64)
+// sentAt reads SQS's SentTimestamp, milliseconds since the epoch; zero when
+// it is absent or malformed.
+func sentAt(ms []byte) time.Time {
+	n, err := strconv.ParseInt(unsafeString(ms), 10, 64)
 	if err != nil {
 		return time.Time{}
 	}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -100,6 +101,20 @@ func Exit(name string, err error) {
 	os.Exit(1)
 }
 
+// payloadHandler is a lambda.Handler, so it gets each invoke's payload as it
+// comes: for a function, aws-lambda-go decodes the payload with
+// encoding/json first, which only to check that an SQS payload is JSON
+// costs 9 µs per message, more than all of decoding, planning and deleting.
+type payloadHandler[R any] func(ctx context.Context, payload []byte) (R, error)
+
+func (h payloadHandler[R]) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	resp, err := h(ctx, payload)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(resp)
+}
+
 // Lambda runs the Lambda function name, handle serving every invoke with
 // the one worker of the process. IAM tokens are signed with the execution
 // role's credentials, which Lambda puts in the environment — what the AWS
@@ -115,7 +130,7 @@ func Exit(name string, err error) {
 // unset as under the emulator) does so: one made ahead of its first event
 // (provisioned concurrency, managed instances) connects at init, before it
 // may be frozen.
-func Lambda[E, R any](name string, handle func(*Worker, context.Context, E) (R, error)) {
+func Lambda[R any](name string, handle func(*Worker, context.Context, []byte) (R, error)) {
 	cfg, err := LoadConfig(os.Getenv)
 	if err != nil {
 		Exit(name, err)
@@ -128,15 +143,15 @@ func Lambda[E, R any](name string, handle func(*Worker, context.Context, E) (R, 
 	var w *Worker
 	started := make(chan struct{})
 	serve := func() {
-		lambda.Start(func(ctx context.Context, event E) (R, error) {
+		lambda.Start(payloadHandler[R](func(ctx context.Context, payload []byte) (R, error) {
 			select {
 			case <-started:
-				return handle(w, ctx, event)
+				return handle(w, ctx, payload)
 			case <-ctx.Done():
 				var none R
 				return none, fmt.Errorf("still connecting to the cache: %w", ctx.Err())
 			}
-		})
+		}))
 	}
 	onDemand := slices.Contains([]string{"", "on-demand"}, os.Getenv("AWS_LAMBDA_INITIALIZATION_TYPE"))
 	if onDemand {

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -17,9 +16,9 @@ import (
 // lowest one (bisecting and finally sending to the on-failure destination,
 // as the event source mapping says). Near the deadline the batch stops and
 // what is unfinished is reported failed, rather than timing out.
-func (w *Worker) DynamoDB(ctx context.Context, payload json.RawMessage) (events.DynamoDBEventResponse, error) {
+func (w *Worker) DynamoDB(ctx context.Context, payload []byte) (events.DynamoDBEventResponse, error) {
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
-	raws, err := decode.SplitDynamoDBEvent(payload)
+	raws, err := decode.SplitRecords(payload)
 	if err != nil {
 		// Not a stream event at all: fail the invoke, and Lambda retries it.
 		return resp, err

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,11 +12,16 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// SNS handles an SNS-triggered invoke. SNS has no partial failure: when a
+// SNS handles an SNS-triggered invoke, decoded into aws-lambda-go's types:
+// it holds one message. SNS has no partial failure: when a
 // record fails the invoke fails, so the asynchronous invoke is retried and
 // finally goes to the function's on-failure destination. The result is
 // empty: an asynchronous invoke's result goes nowhere.
-func (w *Worker) SNS(ctx context.Context, ev events.SNSEvent) (struct{}, error) {
+func (w *Worker) SNS(ctx context.Context, payload []byte) (struct{}, error) {
+	var ev events.SNSEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return struct{}{}, fmt.Errorf("not an SNS event: %w", err)
+	}
 	batch := invalidate.Inputs(ev.Records, func(r *events.SNSEventRecord) invalidate.Record {
 		changes, err := decode.DecodeSNS(*r)
 		return invalidate.Record{ID: r.SNS.MessageID, Changes: changes, Err: err}

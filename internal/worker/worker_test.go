@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,10 +74,14 @@ func TestSQSHandlerInProcess(t *testing.T) {
 	secret := "do-not-log-this-body"
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	resp, err := w.SQS(ctx, events.SQSEvent{Records: []events.SQSMessage{
+	payload, err := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{
 		{MessageId: "ok", Body: `{"entity":"user","id":"1"}`},
 		{MessageId: "bad", Body: `{"entity":"user","id":"1","` + secret + `":` + strings.Repeat("[", 3)},
 	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := w.SQS(ctx, payload)
 	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "bad" {
 		t.Fatalf("response = %+v, %v; want exactly the bad message", resp, err)
 	}
@@ -88,6 +94,26 @@ func TestSQSHandlerInProcess(t *testing.T) {
 	}
 	if strings.Count(metrics.String(), "\n") != 1 {
 		t.Fatalf("want one EMF line per invoke, got %q", metrics.String())
+	}
+}
+
+// TestSQSPayloads: a payload that is not an SQS event fails the invoke, to
+// be retried whole; a record that is broken fails alone, by its message ID.
+func TestSQSPayloads(t *testing.T) {
+	w := New(invalidate.New(testenv.Cache(t), invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
+	for _, payload := range []string{``, `[]`, `{"Records":{}}`, `{"Records":[{"messageId":"1","body":"{}"}]`} {
+		if resp, err := w.SQS(t.Context(), []byte(payload)); err == nil {
+			t.Errorf("payload %q: response %+v, want an error", payload, resp)
+		}
+	}
+	resp, err := w.SQS(t.Context(), []byte(`{"Records":[{"messageId":"fine","body":"{\"entity\":\"user\",\"id\":\"7\"}"},`+
+		`{"body":7,"messageId":"no-body"},{"messageId":"bad-body","body":"{\"entity\":"},{"messageId":"empty-body","attributes":{"SentTimestamp":"1"},"body":""}]}`))
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	if err != nil || !slices.Equal(failed, []string{"no-body", "bad-body", "empty-body"}) {
+		t.Fatalf("failed %q (%v), want no-body, bad-body and empty-body", failed, err)
 	}
 }
 
