@@ -11,17 +11,9 @@ import "github.com/invalidator-go/invalidator/internal/jsonscan"
 // DecodeSQSJSON), and panics on some malformed DynamoDB attribute values.
 func SplitRecords(payload []byte) ([][]byte, error) {
 	var records [][]byte
-	err := jsonscan.Members(payload, func(key, value []byte, kind jsonscan.Kind) error {
-		if string(key) != "Records" {
-			return nil
-		}
-		if kind != jsonscan.Array {
-			return invalid("Records must be an array")
-		}
-		return jsonscan.Elements(value, func(rec []byte, _ jsonscan.Kind) error {
-			records = append(records, rec)
-			return nil
-		})
+	err := jsonscan.MemberElements(payload, "Records", func(rec []byte, _ jsonscan.Kind) error {
+		records = append(records, rec)
+		return nil
 	})
 	if err != nil {
 		return nil, recordError("", err)

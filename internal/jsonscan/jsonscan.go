@@ -77,6 +77,37 @@ func Value(data []byte) ([]byte, Kind, error) {
 // error, fn may have seen the members before the fault, and the caller must
 // drop what it gathered. An error from fn stops the walk and is returned.
 func Members(data []byte, fn func(key, value []byte, kind Kind) error) error {
+	return walkMembers(data, func(key []byte, i int) (int, error) {
+		kind, end, err := scanValue(data, i, 1)
+		if err != nil {
+			return end, err
+		}
+		return end, fn(key, data[i:end], kind)
+	})
+}
+
+// MemberElements calls fn for each element of the array that is member key
+// of the object that is all of data, as Elements would, and validates the
+// other members, in one pass: a payload that is mostly one big array is
+// read once, not once by Members and again by Elements. A member key that is
+// not an array is an error.
+func MemberElements(data []byte, key string, fn func(value []byte, kind Kind) error) error {
+	return walkMembers(data, func(k []byte, i int) (int, error) {
+		if string(k) != key {
+			_, end, err := scanValue(data, i, 1)
+			return end, err
+		}
+		if i >= len(data) || data[i] != '[' {
+			_, kind, _ := Value(data[i:])
+			return i, syntaxErr(i, key+" must be an array, not "+kind.String())
+		}
+		return elements(data, skipSpace(data, i+1), 1, fn)
+	})
+}
+
+// walkMembers walks the object that is all of data; value checks the value
+// of each member, starting at i, and returns its end.
+func walkMembers(data []byte, value func(key []byte, i int) (int, error)) error {
 	i, err := open(data, '{', Object)
 	if err != nil {
 		return err
@@ -100,12 +131,8 @@ func Members(data []byte, fn func(key, value []byte, kind Kind) error) error {
 		if i >= len(data) || data[i] != ':' {
 			return syntaxErr(i, "want ':' after an object key")
 		}
-		i = skipSpace(data, i+1)
-		kind, end, err := scanValue(data, i, 1)
+		end, err := value(key, skipSpace(data, i+1))
 		if err != nil {
-			return err
-		}
-		if err := fn(key, data[i:end], kind); err != nil {
 			return err
 		}
 		if i, err = next(data, end, '}'); err != nil || i < 0 {
@@ -133,20 +160,34 @@ func Elements(data []byte, fn func(value []byte, kind Kind) error) error {
 	if err != nil {
 		return err
 	}
+	end, err := elements(data, i, 0, fn)
+	if err != nil {
+		return err
+	}
+	return trailing(data, end)
+}
+
+// elements calls fn for each element of the array whose first token is at
+// i, depth arrays deep, and returns the index after the array.
+func elements(data []byte, i, depth int, fn func(value []byte, kind Kind) error) (int, error) {
 	if i < len(data) && data[i] == ']' {
-		return trailing(data, i+1)
+		return i + 1, nil
 	}
 	for {
-		kind, end, err := scanValue(data, i, 1)
+		kind, end, err := scanValue(data, i, depth+1)
 		if err != nil {
-			return err
+			return end, err
 		}
 		if err := fn(data[i:end], kind); err != nil {
-			return err
+			return end, err
 		}
-		if i, err = next(data, end, ']'); err != nil || i < 0 {
-			return err
+		if i = skipSpace(data, end); i < len(data) && data[i] == ']' {
+			return i + 1, nil
 		}
+		if i >= len(data) || data[i] != ',' {
+			return i, syntaxErr(i, "want ',' or ']'")
+		}
+		i = skipSpace(data, i+1)
 	}
 }
 

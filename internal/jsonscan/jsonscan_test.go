@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -150,6 +151,35 @@ func BenchmarkMembersSNSEnvelope(b *testing.B) {
 			return nil
 		})
 	}
+}
+
+// FuzzMemberElements holds MemberElements to Members and Elements: the same
+// elements, and an error exactly when they have one.
+func FuzzMemberElements(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"b":{"a":[0]},"a":[1, {"a":[2]}, "x"] ,"a":[],"c":null}`))
+	f.Add([]byte(`{"a":{}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got, want [][]byte
+		err := MemberElements(data, "a", func(value []byte, _ Kind) error { got = append(got, value); return nil })
+		wantErr := Members(data, func(key, value []byte, kind Kind) error {
+			if string(key) != "a" {
+				return nil
+			}
+			if kind != Array {
+				return errors.New("not an array")
+			}
+			return Elements(value, func(value []byte, _ Kind) error { want = append(want, value); return nil })
+		})
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("MemberElements(%q) err = %v, Members and Elements %v", data, err, wantErr)
+		}
+		if err == nil && !slices.EqualFunc(got, want, bytes.Equal) {
+			t.Fatalf("MemberElements(%q) = %q, Members and Elements %q", data, got, want)
+		}
+	})
 }
 
 // BenchmarkAppendTextSQSBody unescapes an SNS envelope as it comes as the
