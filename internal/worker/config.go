@@ -101,10 +101,11 @@ func Exit(name string, err error) {
 	os.Exit(1)
 }
 
-// payloadHandler is a lambda.Handler, so it gets each invoke's payload as it
-// comes: for a function, aws-lambda-go decodes the payload with
-// encoding/json first, which only to check that an SQS payload is JSON
-// costs 9 µs per message, more than all of decoding, planning and deleting.
+// payloadHandler is a lambda.Handler, so aws-lambda-go hands it each
+// invoke's payload untouched. A handler function would have the payload
+// decoded with encoding/json first: for an SQS batch 10–16 µs per message
+// into aws-lambda-go's types, 9 even into a json.RawMessage, more than all
+// the rest of handling it.
 type payloadHandler[R any] func(ctx context.Context, payload []byte) (R, error)
 
 func (h payloadHandler[R]) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
@@ -115,8 +116,8 @@ func (h payloadHandler[R]) Invoke(ctx context.Context, payload []byte) ([]byte, 
 	return json.Marshal(resp)
 }
 
-// Lambda runs the Lambda function name, handle serving every invoke with
-// the one worker of the process. IAM tokens are signed with the execution
+// Lambda runs the Lambda function name, handle serving every invoke's
+// payload with the one worker of the process. IAM tokens are signed with the execution
 // role's credentials, which Lambda puts in the environment — what the AWS
 // SDK would read there, without its weight at cold start.
 //
