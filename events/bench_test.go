@@ -26,3 +26,25 @@ func BenchmarkDecodeSQSSNSEnvelope(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSQSPayload splits the payload of a batch as Lambda delivers it
+// and decodes every record, as the SQS function does (on one CPU here).
+func BenchmarkSQSPayload(b *testing.B) {
+	data, err := os.ReadFile("testdata/sqs-sns.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		raws, err := SplitRecords(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, raw := range raws {
+			if _, _, err := DecodeSQSJSON(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -445,7 +445,18 @@ func scanString(d []byte, i int) (int, error) {
 	start := i
 	i++
 	for {
-		i += special(d[i:])
+		// Escaped JSON inside a string has a short run between escapes:
+		// the next eight bytes are looked at here, special called only
+		// for longer runs.
+		if len(d)-i >= 8 {
+			if m := specials(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+			} else {
+				i += 8 + special(d[i+8:])
+			}
+		} else {
+			i += special(d[i:])
+		}
 		if i >= len(d) {
 			return i, syntaxErr(start, "unterminated string")
 		}
