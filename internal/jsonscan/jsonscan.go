@@ -249,12 +249,17 @@ func AppendText(dst, raw []byte) ([]byte, error) {
 	}
 	s := raw[1 : len(raw)-1]
 	for r := 0; r < len(s); {
-		// Eight plain ASCII bytes at a time, as long runs between escapes
-		// (the bulk of an escaped JSON body inside another) are common.
+		// Plain ASCII bytes are copied up to eight at a time, up to the
+		// first escape or other byte that needs a look of its own: an
+		// escaped JSON body inside another is mostly such runs.
 		if len(s)-r >= 8 {
-			if x := binary.LittleEndian.Uint64(s[r:]); x&highs == 0 && specials(x) == 0 {
-				dst = append(dst, s[r:r+8]...)
-				r += 8
+			x := binary.LittleEndian.Uint64(s[r:])
+			n := 8
+			if m := specials(x) | x&highs; m != 0 {
+				n = bits.TrailingZeros64(m) / 8
+			}
+			dst = append(dst, s[r:r+n]...)
+			if r += n; n == 8 {
 				continue
 			}
 		}
