@@ -12,11 +12,11 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// SNS handles an SNS-triggered invoke, decoded into aws-lambda-go's types:
-// it holds one message. SNS has no partial failure: when a
-// record fails the invoke fails, so the asynchronous invoke is retried and
-// finally goes to the function's on-failure destination. The result is
-// empty: an asynchronous invoke's result goes nowhere.
+// SNS handles an SNS-triggered invoke, its payload decoded into
+// aws-lambda-go's types: it holds one message. SNS has no partial failure:
+// when a record fails the invoke fails, so the asynchronous invoke is
+// retried and finally goes to the function's on-failure destination. The
+// result is empty: an asynchronous invoke's result goes nowhere.
 func (w *Worker) SNS(ctx context.Context, payload []byte) (struct{}, error) {
 	var ev events.SNSEvent
 	if err := json.Unmarshal(payload, &ev); err != nil {
