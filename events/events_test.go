@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,10 +118,12 @@ func mustUnmarshal(t *testing.T, data []byte, v any) {
 	}
 }
 
-// TestDynamoDBPathsAgree holds the two stream decoders to one result: from
-// aws-lambda-go's types (DecodeDynamoDB) and straight from the JSON.
-func TestDynamoDBPathsAgree(t *testing.T) {
-	files, _ := filepath.Glob("testdata/dynamodb*.json")
+// pathsAgree holds a decoder straight from the JSON (raw, over the records
+// SplitRecords finds) to one from aws-lambda-go's types (typed, over the
+// event), fixture by fixture: same IDs, changes and errors.
+func pathsAgree[E any](t *testing.T, glob string, typed func(E) []decoded, raw func([]byte) decoded) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", glob))
 	for _, file := range files {
 		if strings.HasSuffix(file, ".golden.json") {
 			continue
@@ -131,20 +132,16 @@ func TestDynamoDBPathsAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ev lambdaevents.DynamoDBEvent
+		var ev E
 		mustUnmarshal(t, data, &ev)
+		want := typed(ev)
 		raws, err := SplitRecords(data)
-		if err != nil || len(raws) != len(ev.Records) {
-			t.Fatalf("%s: split into %d records (%v), want %d", file, len(raws), err, len(ev.Records))
+		if err != nil || len(raws) != len(want) {
+			t.Fatalf("%s: split into %d records (%v), want %d", file, len(raws), err, len(want))
 		}
-		for i, r := range ev.Records {
-			want, wantErr := DecodeDynamoDB(r)
-			seq, got, err := DecodeDynamoDBJSON(raws[i])
-			if seq != r.Change.SequenceNumber || fmt.Sprint(err) != fmt.Sprint(wantErr) {
-				t.Errorf("%s record %d: seq %q err %v, want %q %v", file, i, seq, err, r.Change.SequenceNumber, wantErr)
-			}
-			gotJSON, _ := json.Marshal(got)
-			wantJSON, _ := json.Marshal(want)
+		for i := range want {
+			gotJSON, _ := json.Marshal(raw(raws[i]))
+			wantJSON, _ := json.Marshal(want[i])
 			if !bytes.Equal(gotJSON, wantJSON) {
 				t.Errorf("%s record %d:\n got %s\nwant %s", file, i, gotJSON, wantJSON)
 			}
@@ -152,37 +149,29 @@ func TestDynamoDBPathsAgree(t *testing.T) {
 	}
 }
 
-// TestSQSPathsAgree holds the two SQS decoders to one result: from
-// aws-lambda-go's types (DecodeSQS) and straight from the JSON.
+func TestDynamoDBPathsAgree(t *testing.T) {
+	pathsAgree(t, "dynamodb*.json", func(ev lambdaevents.DynamoDBEvent) (out []decoded) {
+		for _, r := range ev.Records {
+			c, err := DecodeDynamoDB(r)
+			out = append(out, outcome(r.Change.SequenceNumber, []Change{c}, err))
+		}
+		return out
+	}, func(raw []byte) decoded {
+		seq, c, err := DecodeDynamoDBJSON(raw)
+		return outcome(seq, []Change{c}, err)
+	})
+}
+
 func TestSQSPathsAgree(t *testing.T) {
-	files, _ := filepath.Glob("testdata/sqs*.json")
-	for _, file := range files {
-		if strings.HasSuffix(file, ".golden.json") {
-			continue
+	pathsAgree(t, "sqs*.json", func(ev lambdaevents.SQSEvent) (out []decoded) {
+		for _, m := range ev.Records {
+			changes, err := DecodeSQS(m)
+			out = append(out, outcome(m.MessageId, changes, err))
 		}
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ev lambdaevents.SQSEvent
-		mustUnmarshal(t, data, &ev)
-		raws, err := SplitRecords(data)
-		if err != nil || len(raws) != len(ev.Records) {
-			t.Fatalf("%s: split into %d records (%v), want %d", file, len(raws), err, len(ev.Records))
-		}
-		for i, m := range ev.Records {
-			want, wantErr := DecodeSQS(m)
-			id, got, err := DecodeSQSJSON(raws[i])
-			if id != m.MessageId || fmt.Sprint(err) != fmt.Sprint(wantErr) {
-				t.Errorf("%s record %d: id %q err %v, want %q %v", file, i, id, err, m.MessageId, wantErr)
-			}
-			gotJSON, _ := json.Marshal(got)
-			wantJSON, _ := json.Marshal(want)
-			if !bytes.Equal(gotJSON, wantJSON) {
-				t.Errorf("%s record %d:\n got %s\nwant %s", file, i, gotJSON, wantJSON)
-			}
-		}
-	}
+		return out
+	}, func(raw []byte) decoded {
+		return outcome(DecodeSQSJSON(raw))
+	})
 }
 
 func TestSQSJSONNamesBrokenRecords(t *testing.T) {
