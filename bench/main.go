@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -75,10 +76,16 @@ func main() {
 	if run("coldstart") {
 		hello := buildHello()
 		defer os.RemoveAll(filepath.Dir(hello))
+		serverUsed, local := serverCPU(ctx, client)
+		before := serverUsed()
 		coldHello, coldSQS, coldRatio := coldStarts(hello, filepath.Join(*bin, "sqs-invalidate", "bootstrap"), *coldRuns)
 		print("coldstart_hello_ms", coldHello)
 		print("coldstart_sqs_invalidate_ms", coldSQS)
 		print("coldstart_vs_hello", coldRatio)
+		if local {
+			// Only sqs-invalidate's cold starts use the server meanwhile.
+			print("coldstart_server_cpu_ms", ms(serverUsed()-before)/float64(*coldRuns))
+		}
 	}
 
 	if run("throughput") {
@@ -271,6 +278,36 @@ func coldStart(bootstrap string, env []string) time.Duration {
 		log.Fatalf("cold start of %s: %v", bootstrap, err)
 	}
 	return time.Since(start)
+}
+
+// serverCPU returns what tells the CPU time the cache server has used so
+// far, and whether it can: the server must run on this machine, as make
+// bench's does. It is read from /proc in clock ticks, 10 ms on Linux.
+func serverCPU(ctx context.Context, client valkey.Client) (func() time.Duration, bool) {
+	none := func() time.Duration { return 0 }
+	info, err := client.Do(ctx, client.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return none, false
+	}
+	_, pid, _ := strings.Cut(info, "process_id:")
+	pid, _, _ = strings.Cut(pid, "\r\n")
+	stat := "/proc/" + pid + "/stat"
+	used := func() time.Duration {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return 0
+		}
+		// utime and stime are fields 14 and 15; the command before them,
+		// in parentheses, may hold spaces.
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		utime, _ := strconv.Atoi(fields[11])
+		stime, _ := strconv.Atoi(fields[12])
+		return time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	if _, err := os.Stat(stat); pid == "" || err != nil {
+		return none, false
+	}
+	return used, true
 }
 
 // streamRSS returns the peak resident memory, in MiB, of the stream function
