@@ -77,8 +77,8 @@ func Value(data []byte) ([]byte, Kind, error) {
 // error, fn may have seen the members before the fault, and the caller must
 // drop what it gathered. An error from fn stops the walk and is returned.
 func Members(data []byte, fn func(key, value []byte, kind Kind) error) error {
-	return walkMembers(data, func(key []byte, i int) (int, error) {
-		kind, end, err := scanValue(data, i, 1)
+	return Walk(data, func(key []byte, i int) (int, error) {
+		kind, end, err := ValueAt(data, i)
 		if err != nil {
 			return end, err
 		}
@@ -92,9 +92,9 @@ func Members(data []byte, fn func(key, value []byte, kind Kind) error) error {
 // read once, not once by Members and again by Elements. A member key that is
 // not an array is an error.
 func MemberElements(data []byte, key string, fn func(value []byte, kind Kind) error) error {
-	return walkMembers(data, func(k []byte, i int) (int, error) {
+	return Walk(data, func(k []byte, i int) (int, error) {
 		if string(k) != key {
-			_, end, err := scanValue(data, i, 1)
+			_, end, err := ValueAt(data, i)
 			return end, err
 		}
 		if i >= len(data) || data[i] != '[' {
@@ -105,9 +105,13 @@ func MemberElements(data []byte, key string, fn func(value []byte, kind Kind) er
 	})
 }
 
-// walkMembers walks the object that is all of data; value checks the value
-// of each member, starting at i, and returns its end.
-func walkMembers(data []byte, value func(key []byte, i int) (int, error)) error {
+// Walk walks the object that is all of data, validating it, and calls value
+// for each member with its decoded key, valid during the call, and the index
+// i where its value starts. value reads the value, with ValueAt or
+// AppendStringAt, and returns the index after it. Members is Walk with
+// ValueAt for every member; a caller that decodes a long string member
+// itself reads it once, where Members then AppendText read it twice.
+func Walk(data []byte, value func(key []byte, i int) (int, error)) error {
 	i, err := open(data, '{', Object)
 	if err != nil {
 		return err
@@ -140,6 +144,10 @@ func walkMembers(data []byte, value func(key []byte, i int) (int, error)) error 
 		}
 	}
 }
+
+// ValueAt validates the value of a member, which starts at data[i] (see
+// Walk), and returns its kind and the index after it.
+func ValueAt(data []byte, i int) (Kind, int, error) { return scanValue(data, i, 1) }
 
 // keyText decodes an object key. Keys are short and almost never escaped,
 // so the common case is a slice of the input, not a copy.
@@ -244,34 +252,46 @@ func AppendText(dst, raw []byte) ([]byte, error) {
 	if plain, ok := plainContent(raw); ok {
 		return append(dst, plain...), nil
 	}
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return dst, syntaxErr(0, "not a string")
+	dst, end, err := AppendStringAt(dst, raw, 0)
+	if err == nil && end != len(raw) {
+		err = syntaxErr(end, "data after the string")
 	}
-	s := raw[1 : len(raw)-1]
-	for r := 0; r < len(s); {
+	return dst, err
+}
+
+// AppendStringAt appends the decoded content of the string value that
+// starts at data[i] to dst, as AppendText does, validating it as it goes,
+// and returns the index after its closing quote.
+func AppendStringAt(dst, data []byte, i int) ([]byte, int, error) {
+	if i >= len(data) || data[i] != '"' {
+		return dst, i, syntaxErr(i, "not a string")
+	}
+	for r := i + 1; r < len(data); {
 		// Plain ASCII bytes are copied up to eight at a time, up to the
 		// first escape or other byte that needs a look of its own: an
 		// escaped JSON body inside another is mostly such runs.
-		if len(s)-r >= 8 {
-			x := binary.LittleEndian.Uint64(s[r:])
+		if len(data)-r >= 8 {
+			x := binary.LittleEndian.Uint64(data[r:])
 			n := 8
 			if m := specials(x) | x&highs; m != 0 {
 				n = bits.TrailingZeros64(m) / 8
 			}
-			dst = append(dst, s[r:r+n]...)
+			dst = append(dst, data[r:r+n]...)
 			if r += n; n == 8 {
 				continue
 			}
 		}
-		c := s[r]
+		c := data[r]
 		switch {
+		case c == '"':
+			return dst, r + 1, nil
 		case c == '\\':
-			if r+1 >= len(s) {
-				return dst, syntaxErr(r, "unfinished escape")
+			if r+1 >= len(data) {
+				return dst, r, syntaxErr(r, "unfinished escape")
 			}
-			switch s[r+1] {
+			switch data[r+1] {
 			case '"', '\\', '/':
-				dst = append(dst, s[r+1])
+				dst = append(dst, data[r+1])
 			case 'b':
 				dst = append(dst, '\b')
 			case 'f':
@@ -283,14 +303,15 @@ func AppendText(dst, raw []byte) ([]byte, error) {
 			case 't':
 				dst = append(dst, '\t')
 			case 'u':
-				rr := hex4(s[r+2:])
+				// A quote is no hex digit: hex4 stops inside the string.
+				rr := hex4(data[r+2:])
 				if rr < 0 {
-					return dst, syntaxErr(r, "bad \\u escape")
+					return dst, r, syntaxErr(r, "bad \\u escape")
 				}
 				r += 6
 				if utf16.IsSurrogate(rr) {
-					if r+1 < len(s) && s[r] == '\\' && s[r+1] == 'u' {
-						if dec := utf16.DecodeRune(rr, hex4(s[r+2:])); dec != unicode.ReplacementChar {
+					if r+1 < len(data) && data[r] == '\\' && data[r+1] == 'u' {
+						if dec := utf16.DecodeRune(rr, hex4(data[r+2:])); dec != unicode.ReplacementChar {
 							r += 6
 							dst = utf8.AppendRune(dst, dec)
 							continue
@@ -301,21 +322,21 @@ func AppendText(dst, raw []byte) ([]byte, error) {
 				dst = utf8.AppendRune(dst, rr)
 				continue
 			default:
-				return dst, syntaxErr(r, "bad escape")
+				return dst, r, syntaxErr(r, "bad escape")
 			}
 			r += 2
-		case c == '"' || c < ' ':
-			return dst, syntaxErr(r, "unescaped control character or quote")
+		case c < ' ':
+			return dst, r, syntaxErr(r, "control character in string")
 		case c < utf8.RuneSelf:
 			dst = append(dst, c)
 			r++
 		default:
-			rr, size := utf8.DecodeRune(s[r:])
+			rr, size := utf8.DecodeRune(data[r:])
 			dst = utf8.AppendRune(dst, rr)
 			r += size
 		}
 	}
-	return dst, nil
+	return dst, len(data), syntaxErr(i, "unterminated string")
 }
 
 // plainContent returns the content of a quoted string that needs no

@@ -117,6 +117,29 @@ func FuzzMembers(f *testing.F) {
 	})
 }
 
+// FuzzAppendStringAt holds the one-pass decoder to the two passes it
+// replaces: the string Value finds, decoded by Text (held to encoding/json
+// by FuzzMembers), and an error exactly when Value has one.
+func FuzzAppendStringAt(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s + `,"next"`))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		text, end, err := AppendStringAt([]byte("dst:"), data, 0)
+		kind, wantEnd, wantErr := scanValue(data, 0, 1)
+		if kind != String || wantErr != nil {
+			if err == nil {
+				t.Fatalf("AppendStringAt(%q) = %q, not an error; Value: %v, %v", data, text, kind, wantErr)
+			}
+			return
+		}
+		want, _ := Text(data[:wantEnd])
+		if err != nil || end != wantEnd || string(text) != "dst:"+want {
+			t.Fatalf("AppendStringAt(%q) = %q, %d, %v; want %q, %d", data, text, end, err, want, wantEnd)
+		}
+	})
+}
+
 func FuzzElements(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
