@@ -30,17 +30,31 @@ func DecodeSQSBody(id, body, sentTimestamp string) ([]Change, error) {
 // SplitRecords) as DecodeSQS does, and also returns its message ID, "" when
 // the record is too broken to tell.
 func DecodeSQSJSON(raw []byte) (string, []Change, error) {
+	buf := messageBuffers.Get().(*[]byte)
+	defer messageBuffers.Put(buf)
 	var id string
 	var body, sent []byte
-	var bodyKind jsonscan.Kind
+	bodyKind := jsonscan.Invalid
 	var first error // a bad field does not stop the search for the ID
-	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
-		var err error
+	err := jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
+		if string(key) == "body" && i < len(raw) && raw[i] == '"' {
+			// The body, most of the record, is decoded as it is validated.
+			var end int
+			var err error
+			body, end, err = jsonscan.AppendStringAt((*buf)[:0], raw, i)
+			*buf, bodyKind = body, jsonscan.String
+			return end, err
+		}
+		kind, end, err := jsonscan.ValueAt(raw, i)
+		if err != nil {
+			return end, err
+		}
+		value := raw[i:end]
 		switch string(key) {
 		case "messageId":
 			id, err = stringField("messageId", value, kind)
 		case "body":
-			body, bodyKind = value, kind
+			bodyKind = kind
 		case "attributes":
 			if kind == jsonscan.Object {
 				err = jsonscan.Members(value, func(key, value []byte, kind jsonscan.Kind) error {
@@ -52,7 +66,7 @@ func DecodeSQSJSON(raw []byte) (string, []Change, error) {
 			}
 		}
 		first = cmp.Or(first, err)
-		return nil
+		return end, nil
 	})
 	if err = cmp.Or(err, first); err == nil && bodyKind != jsonscan.String {
 		err = invalid("body must be a string, not " + bodyKind.String())
@@ -60,16 +74,9 @@ func DecodeSQSJSON(raw []byte) (string, []Change, error) {
 	if err != nil {
 		return id, nil, recordError(id, err)
 	}
-	buf := messageBuffers.Get().(*[]byte)
-	defer messageBuffers.Put(buf)
-	text, err := jsonscan.AppendText((*buf)[:0], body)
-	if err != nil {
-		return id, nil, recordError(id, err)
-	}
-	*buf = text
 	var digits [24]byte
 	sentText, _ := jsonscan.AppendText(digits[:0], sent)
-	changes, err := decodeSQSBody(id, text, sentAt(sentText))
+	changes, err := decodeSQSBody(id, body, sentAt(sentText))
 	return id, changes, err
 }
 
