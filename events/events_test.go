@@ -192,6 +192,24 @@ func TestSQSJSONNamesBrokenRecords(t *testing.T) {
 	}
 }
 
+// TestSplitRecordsLeavesBrokenRecordsToTheirDecoder: a record broken inside
+// fails alone, by its message ID, and the rest of its batch goes on.
+func TestSplitRecordsLeavesBrokenRecordsToTheirDecoder(t *testing.T) {
+	payload := `{"Records":[{"messageId":"a","body":"{\"entity\":\"user\",\"id\":\"1\"}"},` +
+		`{"messageId":"b","body":"{}","attributes":{"SentTimestamp":"1",}},` +
+		`{"messageId":"c","body":"{\"keys\":[\"k\"]}"}]}`
+	raws, err := SplitRecords([]byte(payload))
+	if err != nil || len(raws) != 3 {
+		t.Fatalf("SplitRecords: %d records, %v; want 3", len(raws), err)
+	}
+	for i, want := range []string{"a", "b", "c"} {
+		id, _, err := DecodeSQSJSON(raws[i])
+		if id != want || (want == "b") != errors.Is(err, ErrInvalid) {
+			t.Errorf("record %d: id %q, err %v; want %q, failing only if b", i, id, err, want)
+		}
+	}
+}
+
 func TestDynamoDBJSONLimits(t *testing.T) {
 	deep := `{"S":"x"}`
 	for range 40 {
