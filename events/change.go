@@ -190,10 +190,12 @@ func firstByte(data []byte) byte {
 // those that tell an envelope, and those of a change message. One pass
 // over the object gathers them all.
 type fields struct {
-	snsType, message, timestamp []byte // SNS envelope
-	detailType, detail, time    []byte // EventBridge envelope
-	entity, id, op, version     field  // change message
-	keys, occurredAt            field
+	snsType, timestamp       []byte // SNS envelope
+	message                  field  // SNS envelope: a string decoded, into msgBuf
+	detailType, detail, time []byte // EventBridge envelope
+	entity, id, op, version  field  // change message
+	keys, occurredAt         field
+	msgBuf                   *[]byte // from messageBuffers, until release
 }
 
 type field struct {
@@ -202,14 +204,29 @@ type field struct {
 }
 
 // collect gathers the fields of the object raw. A duplicate member
-// replaces the earlier one, as with encoding/json.
+// replaces the earlier one, as with encoding/json. A string Message, most
+// of an SNS envelope, is decoded as it is validated; the caller releases
+// its buffer.
 func collect(raw []byte) (f fields, err error) {
-	err = jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+	err = jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
+		if string(key) == "Message" && i < len(raw) && raw[i] == '"' {
+			if f.msgBuf == nil {
+				f.msgBuf = messageBuffers.Get().(*[]byte)
+			}
+			text, end, err := jsonscan.AppendStringAt((*f.msgBuf)[:0], raw, i)
+			*f.msgBuf, f.message = text, field{text, jsonscan.String}
+			return end, err
+		}
+		kind, end, err := jsonscan.ValueAt(raw, i)
+		if err != nil {
+			return end, err
+		}
+		value := raw[i:end]
 		switch string(key) {
 		case "Type":
 			f.snsType = value
 		case "Message":
-			f.message = value
+			f.message = field{value, kind}
 		case "Timestamp":
 			f.timestamp = value
 		case "detail-type":
@@ -231,18 +248,26 @@ func collect(raw []byte) (f fields, err error) {
 		case "occurredAt":
 			f.occurredAt = field{value, kind}
 		}
-		return nil
+		return end, nil
 	})
 	return f, err
 }
 
+// release gives back the buffer of a decoded Message.
+func (f *fields) release() {
+	if f.msgBuf != nil {
+		messageBuffers.Put(f.msgBuf)
+	}
+}
+
 func decodeObject(raw []byte, env envelope, allowSNS bool, out []Change) ([]Change, error) {
 	f, err := collect(raw)
+	defer f.release()
 	if err != nil {
 		return out, err
 	}
 	switch {
-	case f.snsType != nil && f.message != nil:
+	case f.snsType != nil && f.message.raw != nil:
 		if !allowSNS {
 			return out, invalid("an SNS envelope inside an SNS message")
 		}
@@ -266,15 +291,12 @@ func decodeSNSEnvelope(o *fields, env envelope, out []Change) ([]Change, error) 
 	if err := env.at(o.timestamp, "SNS Timestamp"); err != nil {
 		return out, err
 	}
-	buf := messageBuffers.Get().(*[]byte)
-	defer messageBuffers.Put(buf)
-	msg, err := jsonscan.AppendText((*buf)[:0], o.message)
-	if err != nil {
+	if o.message.kind != jsonscan.String {
 		return out, invalid("the SNS Message must be a string")
 	}
-	*buf = msg
-	// Every string kept from msg is copied, so the buffer can be reused.
-	out, err = decodeBody(msg, env, false, out)
+	// Every string kept from the Message is copied, so its buffer can be
+	// reused.
+	out, err := decodeBody(o.message.raw, env, false, out)
 	if errors.Is(err, jsonscan.ErrSyntax) {
 		err = &fieldError{reason: "the SNS Message is not JSON", err: err}
 	}
@@ -290,6 +312,7 @@ func decodeEventBridge(o *fields, env envelope, out []Change) ([]Change, error) 
 		return out, invalid("EventBridge detail must be an object, not " + kind.String())
 	}
 	detail, err := collect(o.detail)
+	defer detail.release()
 	if err != nil {
 		return out, err
 	}
@@ -309,6 +332,7 @@ func appendChange(out []Change, f *fields, env envelope) ([]Change, error) {
 // decodeChange decodes one change message object.
 func decodeChange(raw []byte, env envelope) (Change, error) {
 	f, err := collect(raw)
+	defer f.release()
 	if err != nil {
 		return Change{}, err
 	}

@@ -192,6 +192,30 @@ func TestSQSJSONNamesBrokenRecords(t *testing.T) {
 	}
 }
 
+// TestSNSEnvelopeMessage: the Message is decoded as it is read, and the
+// last of duplicate ones counts, as with encoding/json.
+func TestSNSEnvelopeMessage(t *testing.T) {
+	const a, b = `"{\"entity\":\"a\",\"id\":\"1\"}"`, `"{\"entity\":\"b\",\"id\":\"2\"}"`
+	for _, tc := range []struct{ body, entity, reason string }{
+		{`{"Type":"Notification","Message":` + a + `}`, "a", ""},
+		{`{"Message":` + a + `,"Type":"Notification","Message":` + b + `}`, "b", ""},
+		{`{"Type":"Notification","Message":5}`, "", "the SNS Message must be a string"},
+		{`{"Type":"Notification","Message":` + a + `,"Message":[]}`, "", "the SNS Message must be a string"},
+		{`{"Type":"Notification","Message":"{\"entity\":\u0022x\"}"}`, "x", ""},
+	} {
+		changes, err := DecodeSQSBody("m", tc.body, "")
+		if tc.reason != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("%s: err %v, want %q", tc.body, err, tc.reason)
+			}
+			continue
+		}
+		if err != nil || len(changes) != 1 || changes[0].Entity != tc.entity || changes[0].Source != SourceSNS {
+			t.Errorf("%s: %+v, %v; want entity %s from SNS", tc.body, changes, err, tc.entity)
+		}
+	}
+}
+
 // TestSplitRecordsLeavesBrokenRecordsToTheirDecoder: a record broken inside
 // fails alone, by its message ID, and the rest of its batch goes on.
 func TestSplitRecordsLeavesBrokenRecordsToTheirDecoder(t *testing.T) {
