@@ -119,31 +119,51 @@ func Walk(data []byte, value func(key []byte, i int) (int, error)) error {
 	if err != nil {
 		return err
 	}
+	end, err := members(data, i, value)
+	if err != nil {
+		return err
+	}
+	return trailing(data, end)
+}
+
+// WalkAt walks the object value that starts at data[i] as Walk walks a whole
+// one, and returns the index after it: a decoder reads the objects nested
+// in a record in the same one pass as the record.
+func WalkAt(data []byte, i int, value func(key []byte, i int) (int, error)) (int, error) {
+	if i >= len(data) || data[i] != '{' {
+		return i, syntaxErr(i, "want an object")
+	}
+	return members(data, skipSpace(data, i+1), value)
+}
+
+// members walks an object's members, the first token of which is at i, and
+// returns the index after its closing brace.
+func members(data []byte, i int, value func(key []byte, i int) (int, error)) (int, error) {
 	if i < len(data) && data[i] == '}' {
-		return trailing(data, i+1)
+		return i + 1, nil
 	}
 	for {
 		if i >= len(data) || data[i] != '"' {
-			return syntaxErr(i, "want an object key")
+			return i, syntaxErr(i, "want an object key")
 		}
 		keyEnd, err := scanString(data, i)
 		if err != nil {
-			return err
+			return keyEnd, err
 		}
 		key, err := keyText(data[i:keyEnd])
 		if err != nil {
-			return err
+			return keyEnd, err
 		}
 		i = skipSpace(data, keyEnd)
 		if i >= len(data) || data[i] != ':' {
-			return syntaxErr(i, "want ':' after an object key")
+			return i, syntaxErr(i, "want ':' after an object key")
 		}
 		end, err := value(key, skipSpace(data, i+1))
 		if err != nil {
-			return err
+			return end, err
 		}
 		if i, err = next(data, end, '}'); err != nil || i < 0 {
-			return err
+			return -i, err
 		}
 	}
 }
@@ -182,15 +202,35 @@ func Elements(data []byte, fn func(value []byte, kind Kind) error) error {
 // i, depth arrays deep, as scan finds it, and returns the index after the
 // array.
 func elements(data []byte, i, depth int, scan func(d []byte, i, depth int) (Kind, int, error), fn func(value []byte, kind Kind) error) (int, error) {
-	if i < len(data) && data[i] == ']' {
-		return i + 1, nil
-	}
-	for {
+	return eachElement(data, i, func(i int) (int, error) {
 		kind, end, err := scan(data, i, depth+1)
 		if err != nil {
 			return end, err
 		}
-		if err := fn(data[i:end], kind); err != nil {
+		return end, fn(data[i:end], kind)
+	})
+}
+
+// ElementsAt calls fn for each element of the array value that starts at
+// data[i], with the index where the element starts; fn reads it (ValueAt,
+// WalkAt, AppendStringAt, ElementsAt) and returns the index after it.
+// ElementsAt returns the index after the array.
+func ElementsAt(data []byte, i int, fn func(i int) (int, error)) (int, error) {
+	if i >= len(data) || data[i] != '[' {
+		return i, syntaxErr(i, "want an array")
+	}
+	return eachElement(data, skipSpace(data, i+1), fn)
+}
+
+// eachElement calls fn at each element of the array whose first token is
+// at i, and returns the index after the array.
+func eachElement(data []byte, i int, fn func(i int) (int, error)) (int, error) {
+	if i < len(data) && data[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		end, err := fn(i)
+		if err != nil {
 			return end, err
 		}
 		if i = skipSpace(data, end); i < len(data) && data[i] == ']' {
@@ -217,15 +257,15 @@ func open(data []byte, bracket byte, want Kind) (int, error) {
 }
 
 // next moves past the separator after a member or element at end: it
-// returns the start of the next one, or -1 after the closing bracket and
-// nothing but whitespace.
+// returns the start of the next one, or, negated, the index after the
+// closing bracket.
 func next(data []byte, end int, closing byte) (int, error) {
 	i := skipSpace(data, end)
 	switch {
 	case i >= len(data):
 		return 0, syntaxErr(i, "unexpected end, want ',' or '"+string(closing)+"'")
 	case data[i] == closing:
-		return -1, trailing(data, i+1)
+		return -(i + 1), nil
 	case data[i] == ',':
 		return skipSpace(data, i+1), nil
 	default:

@@ -140,6 +140,35 @@ func FuzzAppendStringAt(f *testing.F) {
 	})
 }
 
+// FuzzWalkAt: a decoder that walks every nested object and array itself,
+// with WalkAt and ElementsAt, and reads the rest with ValueAt, accepts
+// exactly what encoding/json accepts.
+func FuzzWalkAt(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var walk func(i, depth int) (int, error)
+		walk = func(i, depth int) (int, error) {
+			if depth > maxDepth {
+				return i, errors.New("too deep")
+			}
+			switch {
+			case i < len(data) && data[i] == '{':
+				return WalkAt(data, i, func(_ []byte, i int) (int, error) { return walk(i, depth+1) })
+			case i < len(data) && data[i] == '[':
+				return ElementsAt(data, i, func(i int) (int, error) { return walk(i, depth+1) })
+			}
+			_, end, err := ValueAt(data, i)
+			return end, err
+		}
+		end, err := walk(skipSpace(data, 0), 1)
+		if got, want := err == nil && trailing(data, end) == nil, json.Valid(data); got != want {
+			t.Fatalf("walking %q: accepted %v (%v), encoding/json %v", data, got, err, want)
+		}
+	})
+}
+
 func FuzzElements(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
