@@ -3,6 +3,7 @@ package events
 import (
 	"cmp"
 	"encoding/base64"
+	"errors"
 	"strconv"
 	"time"
 
@@ -13,23 +14,26 @@ import (
 
 // DecodeDynamoDBJSON decodes one raw stream record as DecodeDynamoDB does
 // and also returns its sequence number, "" when the record is too broken to
-// tell.
+// tell. The record is read in one pass, its nested objects included.
 func DecodeDynamoDBJSON(raw []byte) (string, Change, error) {
 	var rec lambdaevents.DynamoDBEventRecord
-	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
-		var err error
+	err := jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
+		if string(key) == "dynamodb" && startsWith(raw, i, '{') {
+			return decodeStreamRecord(raw, i, &rec.Change)
+		}
+		kind, end, err := jsonscan.ValueAt(raw, i)
+		if err != nil {
+			return end, err
+		}
 		switch string(key) {
 		case "eventName":
-			rec.EventName, err = stringField("eventName", value, kind)
+			rec.EventName, err = stringField("eventName", raw[i:end], kind)
 		case "eventSourceARN":
-			rec.EventSourceArn, err = stringField("eventSourceARN", value, kind)
+			rec.EventSourceArn, err = stringField("eventSourceARN", raw[i:end], kind)
 		case "dynamodb":
-			if kind != jsonscan.Object {
-				return invalid("dynamodb must be an object")
-			}
-			err = decodeStreamRecord(value, &rec.Change)
+			err = invalid("dynamodb must be an object")
 		}
-		return err
+		return end, err
 	})
 	if err != nil {
 		seq := cmp.Or(rec.Change.SequenceNumber, sequenceNumber(raw))
@@ -38,6 +42,9 @@ func DecodeDynamoDBJSON(raw []byte) (string, Change, error) {
 	c, err := DecodeDynamoDB(rec)
 	return rec.Change.SequenceNumber, c, err
 }
+
+// startsWith says whether the value at data[i] opens with the bracket b.
+func startsWith(data []byte, i int, b byte) bool { return i < len(data) && data[i] == b }
 
 // sequenceNumber digs a broken record's sequence number out, ignoring
 // everything else, so that only it fails: an empty item identifier would
@@ -64,78 +71,133 @@ func stringField(name string, value []byte, kind jsonscan.Kind) (string, error) 
 	return jsonscan.Text(value)
 }
 
-func decodeStreamRecord(raw []byte, sr *lambdaevents.DynamoDBStreamRecord) error {
-	return jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+// decodeStreamRecord decodes the object at data[i], the record's
+// "dynamodb" member, and returns the index after it.
+func decodeStreamRecord(data []byte, i int, sr *lambdaevents.DynamoDBStreamRecord) (int, error) {
+	return jsonscan.WalkAt(data, i, func(key []byte, i int) (int, error) {
+		var end int
 		var err error
 		switch string(key) {
-		case "SequenceNumber":
-			sr.SequenceNumber, err = stringField("SequenceNumber", value, kind)
-		case "ApproximateCreationDateTime":
-			if kind != jsonscan.Number {
-				return invalid("ApproximateCreationDateTime must be a number of seconds")
-			}
-			secs, perr := strconv.ParseFloat(unsafeString(value), 64)
-			if perr != nil {
-				return invalid("ApproximateCreationDateTime must be a number of seconds")
-			}
-			sr.ApproximateCreationDateTime.Time = time.Unix(0, int64(secs*float64(time.Second)))
 		case "Keys":
-			sr.Keys, err = decodeImage("Keys", value, kind, 0)
+			sr.Keys, end, err = decodeImage("Keys", data, i, 0)
 		case "NewImage":
-			sr.NewImage, err = decodeImage("NewImage", value, kind, 0)
+			sr.NewImage, end, err = decodeImage("NewImage", data, i, 0)
 		case "OldImage":
-			sr.OldImage, err = decodeImage("OldImage", value, kind, 0)
+			sr.OldImage, end, err = decodeImage("OldImage", data, i, 0)
+		default:
+			var kind jsonscan.Kind
+			if kind, end, err = jsonscan.ValueAt(data, i); err != nil {
+				return end, err
+			}
+			value := data[i:end]
+			switch string(key) {
+			case "SequenceNumber":
+				sr.SequenceNumber, err = stringField("SequenceNumber", value, kind)
+			case "ApproximateCreationDateTime":
+				secs, perr := strconv.ParseFloat(unsafeString(value), 64)
+				if kind != jsonscan.Number || perr != nil {
+					return end, invalid("ApproximateCreationDateTime must be a number of seconds")
+				}
+				sr.ApproximateCreationDateTime.Time = time.Unix(0, int64(secs*float64(time.Second)))
+			}
 		}
-		return err
+		return end, err
 	})
 }
 
-// maxNesting is DynamoDB's own limit on nested maps and lists. Refusing
-// deeper input also bounds decoding, which validates each level anew.
+// maxNesting is DynamoDB's own limit on nested maps and lists; it also
+// bounds the decoder's recursion.
 const maxNesting = 32
 
-func decodeImage(name string, raw []byte, kind jsonscan.Kind, depth int) (map[string]lambdaevents.DynamoDBAttributeValue, error) {
-	if kind != jsonscan.Object {
-		return nil, invalid(name + " must be an object")
+// decodeImage decodes the image (Keys, NewImage, OldImage, or an M
+// attribute's map) at data[i] and returns the index after it.
+func decodeImage(name string, data []byte, i, depth int) (map[string]lambdaevents.DynamoDBAttributeValue, int, error) {
+	if !startsWith(data, i, '{') {
+		return nil, i, notA(data, i, name+" must be an object")
 	}
 	if depth > maxNesting {
-		return nil, invalid("attributes nested deeper than DynamoDB's 32 levels")
+		return nil, i, invalid("attributes nested deeper than DynamoDB's 32 levels")
 	}
 	image := map[string]lambdaevents.DynamoDBAttributeValue{}
-	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
-		av, err := decodeAttribute(value, kind, depth)
-		if err != nil {
-			return &fieldError{reason: name + "." + string(key) + ": " + err.Error()}
+	end, err := jsonscan.WalkAt(data, i, func(key []byte, i int) (int, error) {
+		av, end, err := decodeAttribute(data, i, depth)
+		if fe, ok := errors.AsType[*fieldError](err); ok {
+			return end, &fieldError{reason: name + "." + string(key) + ": " + fe.reason}
 		}
 		image[string(key)] = av
-		return nil
+		return end, err
 	})
-	return image, err
+	return image, end, err
+}
+
+// notA is the error for a value at data[i] of the wrong kind: the syntax
+// error, if the value is not even JSON, else reason.
+func notA(data []byte, i int, reason string) error {
+	if _, _, err := jsonscan.ValueAt(data, i); err != nil {
+		return err
+	}
+	return invalid(reason)
 }
 
 // decodeAttribute decodes a DynamoDB attribute value in its JSON form,
-// {"S":"text"}, {"N":"1.5"}, {"SS":[...]}, {"M":{...}} and so on.
-func decodeAttribute(raw []byte, kind jsonscan.Kind, depth int) (lambdaevents.DynamoDBAttributeValue, error) {
+// {"S":"text"}, {"N":"1.5"}, {"SS":[...]}, {"M":{...}} and so on, at
+// data[i], and returns the index after it.
+func decodeAttribute(data []byte, i, depth int) (lambdaevents.DynamoDBAttributeValue, int, error) {
 	var av lambdaevents.DynamoDBAttributeValue
-	if kind != jsonscan.Object {
-		return av, invalid("an attribute value must be an object like {\"S\":\"text\"}")
+	if !startsWith(data, i, '{') {
+		return av, i, notA(data, i, "an attribute value must be an object like {\"S\":\"text\"}")
 	}
 	members := 0
-	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+	end, err := jsonscan.WalkAt(data, i, func(key []byte, i int) (int, error) {
 		if members++; members > 1 {
-			return invalid("an attribute value must hold exactly one type")
+			return i, invalid("an attribute value must hold exactly one type")
 		}
+		var end int
 		var err error
-		av, err = typedAttribute(string(key), value, kind, depth)
-		return err
+		av, end, err = typedAttribute(string(key), data, i, depth)
+		return end, err
 	})
 	if err == nil && members == 0 {
 		err = invalid("an attribute value must hold exactly one type")
 	}
-	return av, err
+	return av, end, err
 }
 
-func typedAttribute(label string, value []byte, kind jsonscan.Kind, depth int) (lambdaevents.DynamoDBAttributeValue, error) {
+// typedAttribute decodes the value at data[i] of an attribute of type label
+// and returns the index after it.
+func typedAttribute(label string, data []byte, i, depth int) (lambdaevents.DynamoDBAttributeValue, int, error) {
+	var av lambdaevents.DynamoDBAttributeValue
+	switch label {
+	case "M":
+		m, end, err := decodeImage("M", data, i, depth+1)
+		return lambdaevents.NewMapAttribute(m), end, err
+	case "L":
+		if !startsWith(data, i, '[') {
+			kind, end, err := jsonscan.ValueAt(data, i)
+			return av, end, cmp.Or(err, invalid("a L attribute cannot hold "+kind.String()))
+		}
+		if depth >= maxNesting {
+			return av, i, invalid("attributes nested deeper than DynamoDB's 32 levels")
+		}
+		var list []lambdaevents.DynamoDBAttributeValue
+		end, err := jsonscan.ElementsAt(data, i, func(i int) (int, error) {
+			e, end, err := decodeAttribute(data, i, depth+1)
+			list = append(list, e)
+			return end, err
+		})
+		return lambdaevents.NewListAttribute(list), end, err
+	}
+	kind, end, err := jsonscan.ValueAt(data, i)
+	if err != nil {
+		return av, end, err
+	}
+	av, err = scalarAttribute(label, data[i:end], kind)
+	return av, end, err
+}
+
+// scalarAttribute decodes the raw value of an attribute of type label other
+// than M and L.
+func scalarAttribute(label string, value []byte, kind jsonscan.Kind) (lambdaevents.DynamoDBAttributeValue, error) {
 	var av lambdaevents.DynamoDBAttributeValue
 	wrong := func() (lambdaevents.DynamoDBAttributeValue, error) {
 		return av, invalid("a " + label + " attribute cannot hold " + kind.String())
@@ -191,23 +253,6 @@ func typedAttribute(label string, value []byte, kind jsonscan.Kind, depth int) (
 			return err
 		})
 		return lambdaevents.NewBinarySetAttribute(set), err
-	case "M":
-		m, err := decodeImage("M", value, kind, depth+1)
-		return lambdaevents.NewMapAttribute(m), err
-	case "L":
-		if kind != jsonscan.Array {
-			return wrong()
-		}
-		if depth >= maxNesting {
-			return av, invalid("attributes nested deeper than DynamoDB's 32 levels")
-		}
-		var list []lambdaevents.DynamoDBAttributeValue
-		err := jsonscan.Elements(value, func(v []byte, k jsonscan.Kind) error {
-			e, err := decodeAttribute(v, k, depth+1)
-			list = append(list, e)
-			return err
-		})
-		return lambdaevents.NewListAttribute(list), err
 	default:
 		return av, invalid("unknown attribute type " + strconv.Quote(label))
 	}

@@ -97,6 +97,9 @@ func FuzzDecodeDynamoDBJSON(f *testing.F) {
 	})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		_, c, err := DecodeDynamoDBJSON(raw)
+		if err == nil && !json.Valid(raw) {
+			t.Fatalf("DecodeDynamoDBJSON(%q) took invalid JSON", raw)
+		}
 		if err != nil {
 			checkDecoded(t, nil, err)
 			return
