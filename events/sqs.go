@@ -37,13 +37,22 @@ func DecodeSQSJSON(raw []byte) (string, []Change, error) {
 	bodyKind := jsonscan.Invalid
 	var first error // a bad field does not stop the search for the ID
 	err := jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
-		if string(key) == "body" && i < len(raw) && raw[i] == '"' {
+		switch {
+		case string(key) == "body" && startsWith(raw, i, '"'):
 			// The body, most of the record, is decoded as it is validated.
 			var end int
 			var err error
 			body, end, err = jsonscan.AppendStringAt((*buf)[:0], raw, i)
 			*buf, bodyKind = body, jsonscan.String
 			return end, err
+		case string(key) == "attributes" && startsWith(raw, i, '{'):
+			return jsonscan.WalkAt(raw, i, func(key []byte, i int) (int, error) {
+				kind, end, err := jsonscan.ValueAt(raw, i)
+				if err == nil && kind == jsonscan.String && string(key) == "SentTimestamp" {
+					sent = raw[i:end]
+				}
+				return end, err
+			})
 		}
 		kind, end, err := jsonscan.ValueAt(raw, i)
 		if err != nil {
@@ -55,15 +64,6 @@ func DecodeSQSJSON(raw []byte) (string, []Change, error) {
 			id, err = stringField("messageId", value, kind)
 		case "body":
 			bodyKind = kind
-		case "attributes":
-			if kind == jsonscan.Object {
-				err = jsonscan.Members(value, func(key, value []byte, kind jsonscan.Kind) error {
-					if string(key) == "SentTimestamp" && kind == jsonscan.String {
-						sent = value
-					}
-					return nil
-				})
-			}
 		}
 		first = cmp.Or(first, err)
 		return end, nil
