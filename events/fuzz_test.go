@@ -69,6 +69,9 @@ func FuzzDecodeSQSJSON(f *testing.F) {
 	})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		_, changes, err := DecodeSQSJSON(raw)
+		if err == nil && !json.Valid(raw) {
+			t.Fatalf("DecodeSQSJSON(%q) took invalid JSON", raw)
+		}
 		checkDecoded(t, changes, err)
 	})
 }
