@@ -110,8 +110,8 @@ func MemberElements(data []byte, key string, fn func(value []byte, kind Kind) er
 
 // Walk walks the object that is all of data, validating it, and calls value
 // for each member with its decoded key, valid during the call, and the index
-// i where its value starts. value reads the value, with ValueAt or
-// AppendStringAt, and returns the index after it. Members is Walk with
+// i where its value starts. value reads the value, with ValueAt,
+// AppendStringAt, WalkAt or ElementsAt, and returns the index after it. Members is Walk with
 // ValueAt for every member; a caller that decodes a long string member
 // itself reads it once, where Members then AppendText read it twice.
 func Walk(data []byte, value func(key []byte, i int) (int, error)) error {
