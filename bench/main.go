@@ -38,6 +38,7 @@ import (
 	decode "github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/internal/cacheconn"
 	"github.com/invalidator-go/invalidator/internal/rie"
+	"github.com/invalidator-go/invalidator/internal/testenv"
 	"github.com/invalidator-go/invalidator/internal/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/writethrough"
@@ -319,7 +320,10 @@ func streamRSS(bootstrap string) float64 {
 		log.Fatal(err)
 	}
 	defer fn.Stop()
-	var ev json.RawMessage = streamPayload(10_000)
+	var ev json.RawMessage = testenv.StreamPayload(10_000)
+	if len(ev) > 6_000_000 {
+		log.Fatalf("stream payload of %d bytes is over Lambda's 6 MB", len(ev))
+	}
 	out, err := fn.Invoke(context.Background(), ev)
 	if err != nil {
 		log.Fatalf("stream batch: %v", err)
@@ -521,7 +525,7 @@ func naiveLoop(ctx context.Context, client valkey.Client, total int) float64 {
 // DynamoDB stream batch from its JSON payload (as Lambda delivers it) to the
 // report, as the stream function does: split, decode, plan and delete.
 func stream10k(ctx context.Context, client valkey.Client) float64 {
-	payload := streamPayload(10_000)
+	payload := testenv.StreamPayload(10_000)
 	inv := invalidate.New(client, invalidate.Options{})
 	runtime.GC()
 	base := heapBytes()
@@ -563,28 +567,4 @@ func heapBytes() uint64 {
 	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
-}
-
-// streamPayload builds the JSON of a MODIFY batch of n records shaped like
-// the ones moto emits for the Products table, about 590 bytes each, so the
-// batch stays under Lambda's 6 MB payload limit.
-func streamPayload(n int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"Records":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"eventID":"%032x","eventName":"MODIFY","eventVersion":"1.1","eventSource":"aws:dynamodb","awsRegion":"us-east-1",`+
-			`"dynamodb":{"ApproximateCreationDateTime":1795953600,"Keys":{"id":{"S":"p-%d"}},`+
-			`"NewImage":{"id":{"S":"p-%d"},"category":{"S":"boots"},"tags":{"SS":["winter"]}},`+
-			`"OldImage":{"id":{"S":"p-%d"},"category":{"S":"shoes"},"tags":{"SS":["sale"]}},`+
-			`"SequenceNumber":"110000000001%010d","SizeBytes":312,"StreamViewType":"NEW_AND_OLD_IMAGES"},`+
-			`"eventSourceARN":"arn:aws:dynamodb:us-east-1:123456789012:table/Products/stream/2026-11-29T12:00:00.000"}`, i, i, i, i, i)
-	}
-	b.WriteString(`]}`)
-	if b.Len() > 6_000_000 {
-		log.Fatalf("stream payload of %d bytes is over Lambda's 6 MB", b.Len())
-	}
-	return []byte(b.String())
 }
