@@ -426,7 +426,7 @@ func handle(ctx context.Context, inv *invalidate.Invalidator, msgs []events.SQSM
 // under, and the events/s of the SQS function's whole path from the Lambda
 // payload, against aws-lambda-go's decoding of those payloads alone.
 func pipeline(ctx context.Context, client valkey.Client, total, batch int) (r rates) {
-	inv := invalidate.New(client, invalidate.Options{})
+	inv := invalidate.New(invalidate.Valkey(client), invalidate.Options{})
 	// A few distinct batches, cycled: holding every message at once would
 	// make the benchmark measure the garbage collector on a huge heap.
 	batches := make([][]events.SQSMessage, 16)
@@ -526,7 +526,7 @@ func naiveLoop(ctx context.Context, client valkey.Client, total int) float64 {
 // report, as the stream function does: split, decode, plan and delete.
 func stream10k(ctx context.Context, client valkey.Client) float64 {
 	payload := testenv.StreamPayload(10_000)
-	inv := invalidate.New(client, invalidate.Options{})
+	inv := invalidate.New(invalidate.Valkey(client), invalidate.Options{})
 	runtime.GC()
 	base := heapBytes()
 	var peak atomic.Uint64

@@ -104,3 +104,31 @@ func sentAt(ms []byte) time.Time {
 	}
 	return time.UnixMilli(n)
 }
+
+// SQSReceipt reads what it takes to hand one raw record of an SQS event
+// payload back to its queue: its receipt handle, its queue's ARN
+// (eventSourceARN) and how many times it has been received
+// (ApproximateReceiveCount, 0 when absent). What is missing or malformed
+// is left empty.
+func SQSReceipt(raw []byte) (handle, queueARN string, receives int) {
+	_ = jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+		switch string(key) {
+		case "receiptHandle":
+			handle, _ = stringField("receiptHandle", value, kind)
+		case "eventSourceARN":
+			queueARN, _ = stringField("eventSourceARN", value, kind)
+		case "attributes":
+			if kind == jsonscan.Object {
+				_ = jsonscan.Members(value, func(key, value []byte, kind jsonscan.Kind) error {
+					if string(key) == "ApproximateReceiveCount" {
+						count, _ := stringField("ApproximateReceiveCount", value, kind)
+						receives, _ = strconv.Atoi(count)
+					}
+					return nil
+				})
+			}
+		}
+		return nil
+	})
+	return handle, queueARN, receives
+}

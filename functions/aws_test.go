@@ -3,6 +3,7 @@ package functions
 import (
 	"context"
 	"crypto/rand"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/invalidator-go/invalidator/internal/parking"
 	"github.com/invalidator-go/invalidator/internal/testenv"
 )
 
@@ -117,6 +119,46 @@ func inFlight(t *testing.T, url string) int {
 	}
 	n, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
 	return n
+}
+
+// failureQueue makes a failure queue for one test and returns the
+// environment that points the worker to it.
+func failureQueue(t *testing.T) (url string, env []string) {
+	t.Helper()
+	url = createQueue(t, testenv.SQS(t), "test-failures-"+strings.ToLower(rand.Text()[:12]), nil)
+	return url, []string{"FAILURE_QUEUE_URL=" + url}
+}
+
+// parked receives the parked records of a failure queue, waiting until
+// there are want of them or 10 s have passed.
+func parked(t *testing.T, url string, want int) []parking.Record {
+	t.Helper()
+	var records []parking.Record
+	for deadline := time.Now().Add(10 * time.Second); len(records) < want && time.Now().Before(deadline); {
+		out, err := testenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			r, ok, err := parking.Parse([]byte(aws.ToString(m.Body)))
+			if !ok || err != nil {
+				t.Fatalf("not a parked record (%v): %s", err, aws.ToString(m.Body))
+			}
+			records = append(records, r)
+		}
+	}
+	return records
+}
+
+// parkedIDs returns the record IDs of parked records, sorted.
+func parkedIDs(records []parking.Record) []string {
+	var ids []string
+	for _, r := range records {
+		ids = append(ids, r.ID)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // eventually polls cond every 100 ms until it holds or the time is up.

@@ -3,10 +3,12 @@ package functions
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -67,7 +69,7 @@ func TestTableChangesReachTheStreamFunction(t *testing.T) {
 	table, stream := newTable(t)
 	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{
 		"INVALIDATION_RULES=" + strings.ReplaceAll(streamRules, "Products", table)}})
-	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn, FromStart: true}).Run)
+	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn}).Run)
 	db := testenv.DynamoDB(t)
 	ns := rand.Text()
 	product, catA, catB := "cache:product:"+ns, "cache:category:A"+ns, "cache:category:B"+ns
@@ -111,9 +113,13 @@ func TestSNSToSQSToTheFunction(t *testing.T) {
 	eventually(t, 5*time.Second, "the message was not deleted", func() bool { return messages(t, q.URL) == 0 })
 }
 
-func TestPoisonMessageEndsInTheDLQ(t *testing.T) {
+// TestPoisonMessageIsParked: a message that can never be decoded is
+// parked at once, whole, and deleted; it uses no retries and never reaches
+// the DLQ.
+func TestPoisonMessageIsParked(t *testing.T) {
 	c := testenv.Cache(t)
-	q := newQueue(t, time.Second, 5)
+	q := newQueue(t, 30*time.Second, 5)
+	failures, env := failureQueue(t)
 	ns := rand.Text()
 	good := []string{"cache:user:" + ns + "1", "cache:user:" + ns + "2", "cache:user:" + ns + "3"}
 	setKeys(t, c, good...)
@@ -126,29 +132,30 @@ func TestPoisonMessageEndsInTheDLQ(t *testing.T) {
 	if _, err := testenv.SQS(t).SendMessageBatch(t.Context(), batch); err != nil {
 		t.Fatal(err)
 	}
-	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{})
+	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
 	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
 
 	eventually(t, 5*time.Second, "the good messages of the batch were not processed", gone(t, c, good...))
-	eventually(t, 20*time.Second, "the poison message did not reach the DLQ", func() bool { return messages(t, q.DLQ) == 1 })
-	if n := messages(t, q.URL); n != 0 {
-		t.Fatalf("%d messages left in the queue, want 0", n)
+	p := parked(t, failures, 1)
+	var rec events.SQSMessage
+	if len(p) != 1 || json.Unmarshal(p[0].Content(), &rec) != nil || rec.Body != entries[2] || !strings.Contains(p[0].Reason, "malformed JSON") {
+		t.Fatalf("parked %+v, want the poison message, whole, and why", p)
 	}
-	out, err := testenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.DLQ),
-		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
-	if err != nil || len(out.Messages) != 1 || *out.Messages[0].Body != entries[2] {
-		t.Fatalf("DLQ holds %v (%v), want the poison message", out, err)
+	eventually(t, 5*time.Second, "the queue was not emptied", func() bool { return messages(t, q.URL) == 0 })
+	if n := messages(t, q.DLQ); n != 0 {
+		t.Fatalf("%d messages in the DLQ, want none", n)
 	}
 }
 
-func TestFailingStreamRecordGoesToTheOnFailureQueue(t *testing.T) {
+// TestFailingStreamRecordIsParked: a stream record whose keys cannot be
+// planned is parked with its content, and the shard moves on at once.
+func TestFailingStreamRecordIsParked(t *testing.T) {
 	c := testenv.Cache(t)
 	table, stream := newTable(t)
-	dlq := newQueue(t, 30*time.Second, 5)
-	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{
-		"INVALIDATION_RULES=tables: {" + table + `: ["cache:product:{key.id}:{new.category}"]}`}})
-	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn, FromStart: true,
-		MaxRetryAttempts: 2, OnFailure: testenv.SQS(t), DLQURL: dlq.URL}).Run)
+	failures, env := failureQueue(t)
+	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: append(env,
+		"INVALIDATION_RULES=tables: {"+table+`: ["cache:product:{key.id}:{new.category}"]}`)})
+	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn}).Run)
 	db := testenv.DynamoDB(t)
 	put := func(item map[string]ddbtypes.AttributeValue) {
 		if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
@@ -157,9 +164,13 @@ func TestFailingStreamRecordGoesToTheOnFailureQueue(t *testing.T) {
 	}
 	ns := rand.Text()
 	put(map[string]ddbtypes.AttributeValue{"id": str(ns + "bad")}) // no category: the key cannot be planned
-	eventually(t, 15*time.Second, "the failing record did not reach the on-failure queue", func() bool { return messages(t, dlq.URL) == 1 })
 	key := "cache:product:" + ns + "good:shoes"
 	setKeys(t, c, key)
 	put(map[string]ddbtypes.AttributeValue{"id": str(ns + "good"), "category": str("shoes")})
-	eventually(t, 10*time.Second, "the stream did not move past the failed record", gone(t, c, key))
+	eventually(t, 10*time.Second, "the stream did not move past the bad record", gone(t, c, key))
+	p := parked(t, failures, 1)
+	var rec events.DynamoDBEventRecord
+	if len(p) != 1 || json.Unmarshal(p[0].Content(), &rec) != nil || rec.Change.Keys["id"].String() != ns+"bad" || p[0].Source != "dynamodb" {
+		t.Fatalf("parked %+v, want the bad stream record, whole", p)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,7 +95,8 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 	ns := rand.Text()
 	key := func(id string) string { return "cache:product:" + ns + id }
 	setKeys(t, c, key("raw"), key("sns"), key("eb"), key("a1"), key("a2"), "explicit:"+ns)
-	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{})
+	failures, env := failureQueue(t)
+	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
 
 	ev := events.SQSEvent{Records: []events.SQSMessage{
 		sqsMessage("raw", `{"entity":"product","id":"`+ns+`raw"}`),
@@ -108,11 +108,21 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 		sqsMessage("no-id", `{"entity":"product"}`),
 		sqsMessage("bad-op", snsEnvelope(`{"entity":"product","id":"1","op":"upsert"}`)),
 	}}
-	failed := batchFailures(t, fn, ev)
-	if want := []string{"not-json", "no-id", "bad-op"}; !slices.Equal(failed, want) {
-		t.Fatalf("batch item failures = %q, want exactly %q", failed, want)
+	// What fails for good is parked, whole, and acknowledged.
+	if failed := batchFailures(t, fn, ev); len(failed) != 0 {
+		t.Fatalf("batch item failures = %q, want none: the bad messages are parked", failed)
 	}
 	requireGone(t, c, key("raw"), key("sns"), key("eb"), key("a1"), key("a2"), "explicit:"+ns)
+	p := parked(t, failures, 3)
+	if ids := parkedIDs(p); !slices.Equal(ids, []string{"bad-op", "no-id", "not-json"}) {
+		t.Fatalf("parked %q, want the three bad messages", ids)
+	}
+	for _, r := range p {
+		var rec events.SQSMessage
+		if err := json.Unmarshal(r.Content(), &rec); err != nil || rec.MessageId != r.ID || rec.Body == "" || r.Reason == "" || r.Function != "sqs-invalidate" {
+			t.Fatalf("parked %+v (%v): want the whole record, why, and by whom", r, err)
+		}
+	}
 
 	// All good: the list is present and empty, which Lambda reads as success.
 	out, err := fn.Invoke(t.Context(), events.SQSEvent{Records: ev.Records[:1]})
@@ -125,7 +135,8 @@ func TestSNSFunctionUnderTheEmulator(t *testing.T) {
 	c := testenv.Cache(t)
 	id := rand.Text()
 	setKeys(t, c, "cache:product:"+id)
-	fn := emulator(t, "sns-invalidate", testenv.WorkerCacheConfig(t), rie.Options{})
+	failures, env := failureQueue(t)
+	fn := emulator(t, "sns-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
 	record := func(msgID, message string) events.SNSEvent {
 		return events.SNSEvent{Records: []events.SNSEventRecord{{
 			EventSource: "aws:sns", EventVersion: "1.0",
@@ -138,9 +149,11 @@ func TestSNSFunctionUnderTheEmulator(t *testing.T) {
 		t.Fatalf("good record: %s, %v", out, err)
 	}
 	requireGone(t, c, "cache:product:"+id)
-	_, err := fn.Invoke(t.Context(), record("bad", `{"entity":"product","id":`))
-	if fe, ok := errors.AsType[*rie.FunctionError](err); !ok || fe.Message == "" {
-		t.Fatalf("bad record: err = %v, want a function error so SNS retries", err)
+	if out, err := fn.Invoke(t.Context(), record("bad", `{"entity":"product","id":`)); err != nil || string(out) != "{}" {
+		t.Fatalf("bad record: %s, %v; want it parked and the invoke done", out, err)
+	}
+	if p := parked(t, failures, 1); len(p) != 1 || p[0].ID != "bad" || p[0].Source != "sns" {
+		t.Fatalf("parked %+v, want the bad message", p)
 	}
 }
 
@@ -167,7 +180,8 @@ func TestStreamFunctionUnderTheEmulator(t *testing.T) {
 	catA, catB, catC := "A"+ns, "B"+ns, "C"+ns
 	setKeys(t, c, "cache:product:"+p1, "cache:product:"+p2, "cache:product:"+p3,
 		"cache:category:"+catA, "cache:category:"+catB, "cache:category:"+catC)
-	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{"INVALIDATION_RULES=" + streamRules}})
+	failures, env := failureQueue(t)
+	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: append(env, "INVALIDATION_RULES="+streamRules)})
 
 	bad := streamRecord("300", "UPSERT", p1, nil, item(p1, catA))
 	noCategory := streamRecord("400", "INSERT", ns+"4", nil, map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(ns + "4")})
@@ -178,9 +192,11 @@ func TestStreamFunctionUnderTheEmulator(t *testing.T) {
 		noCategory,
 		streamRecord("500", "REMOVE", p3, item(p3, catC), nil),
 	}}
-	failed := batchFailures(t, fn, ev)
-	if want := []string{"300", "400"}; !slices.Equal(failed, want) {
-		t.Fatalf("failed sequence numbers = %q, want exactly %q", failed, want)
+	if failed := batchFailures(t, fn, ev); len(failed) != 0 {
+		t.Fatalf("failed sequence numbers = %q, want none: the bad records are parked, so they never block the shard", failed)
+	}
+	if ids := parkedIDs(parked(t, failures, 2)); !slices.Equal(ids, []string{"300", "400"}) {
+		t.Fatalf("parked %q, want 300 and 400", ids)
 	}
 	requireGone(t, c, "cache:product:"+p1, "cache:product:"+p2, "cache:product:"+p3,
 		"cache:category:"+catA, "cache:category:"+catB, "cache:category:"+catC)
@@ -235,38 +251,51 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestFunctionStopsOnABadStart: a bad setting stops the function before
-// anything else, a refused login as soon as the connection fails — beside
-// the runtime's first request, or at init for environments made ahead;
-// either way the invoke fails, to be retried, and one line says why.
-func TestFunctionStopsOnABadStart(t *testing.T) {
+// TestFunctionStartsWithoutTheCache: a bad setting stops the function
+// before anything else, with one line saying why, and the invoke fails, to
+// be retried. A cache that refuses the login, or cannot be reached, does
+// not: the function answers that its records failed for now — beside the
+// runtime's first request, or at init for environments made ahead — and
+// says why once.
+func TestFunctionStartsWithoutTheCache(t *testing.T) {
 	testenv.Cache(t) // the stack is up: the wrong password is the only fault
 	good := testenv.WorkerCacheConfig(t)
-	badEndpoint, wrongPassword := good, good
+	badEndpoint, wrongPassword, nowhere := good, good, good
 	badEndpoint.Endpoint = "cache-without-a-port"
 	wrongPassword.Password = "not-the-password"
+	nowhere.Endpoint = "127.0.0.1:1"
 	for _, tc := range []struct {
 		name   string
 		cfg    cacheconn.Config
 		env    []string
+		starts bool
 		reason string
 	}{
-		{"bad setting", badEndpoint, nil, "CACHE_ENDPOINT"},
-		{"refused login", wrongPassword, nil, "WRONGPASS"},
-		{"refused login at init", wrongPassword, []string{"AWS_LAMBDA_INITIALIZATION_TYPE=provisioned-concurrency"}, "WRONGPASS"},
+		{"bad setting", badEndpoint, nil, false, "CACHE_ENDPOINT"},
+		{"refused login", wrongPassword, nil, true, "WRONGPASS"},
+		{"refused login at init", wrongPassword, []string{"AWS_LAMBDA_INITIALIZATION_TYPE=provisioned-concurrency"}, true, "WRONGPASS"},
+		{"no cache", nowhere, nil, true, "connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out lockedBuffer
-			fn := emulator(t, "sqs-invalidate", tc.cfg, rie.Options{Env: tc.env, Output: &out})
-			if _, err := fn.Invoke(t.Context(), events.SQSEvent{Records: []events.SQSMessage{sqsMessage("m1", `{"entity":"user","id":"1"}`)}}); err == nil {
+			// Records that fail for now are retried until the deadline: a short one.
+			fn := emulator(t, "sqs-invalidate", tc.cfg, rie.Options{Env: tc.env, Output: &out, Timeout: 3 * time.Second})
+			resp, err := fn.Invoke(t.Context(), events.SQSEvent{Records: []events.SQSMessage{sqsMessage("m1", `{"entity":"user","id":"1"}`)}})
+			msg := `"msg":"cannot start"`
+			if tc.starts {
+				if err != nil || string(resp) != `{"batchItemFailures":[{"itemIdentifier":"m1"}]}` {
+					t.Fatalf("invoke: %s, %v; want an answer with the record to retry", resp, err)
+				}
+				msg = `"msg":"cannot connect to the cache: records fail for now and are retried"`
+			} else if err == nil {
 				t.Fatal("the invoke succeeded")
 			}
 			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				if s := out.String(); strings.Contains(s, `"msg":"cannot start"`) && strings.Contains(s, tc.reason) {
+				if s := out.String(); strings.Contains(s, msg) && strings.Contains(s, tc.reason) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("no start-up error naming %s in the output:\n%s", tc.reason, out.String())
+					t.Fatalf("no line %s naming %s in the output:\n%s", msg, tc.reason, out.String())
 				}
 			}
 		})

@@ -34,7 +34,7 @@ type pollerProcess struct {
 	exited chan error
 }
 
-func startPoller(t *testing.T, q queue, cfg cacheconn.Config) *pollerProcess {
+func startPoller(t *testing.T, q queue, cfg cacheconn.Config, env ...string) *pollerProcess {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,8 +44,8 @@ func startPoller(t *testing.T, q queue, cfg cacheconn.Config) *pollerProcess {
 	l.Close()
 	p := &pollerProcess{health: health, exited: make(chan error, 1)}
 	p.cmd = exec.Command(binary("poller"))
-	p.cmd.Env = append(append(os.Environ(), cfg.Env()...),
-		"QUEUE_URL="+q.URL, "HEALTH_ADDR="+health, "POLLER_VISIBILITY_TIMEOUT=2s")
+	p.cmd.Env = append(append(append(os.Environ(), cfg.Env()...), env...),
+		"QUEUE_URL="+q.URL, "HEALTH_ADDR="+health, "POLLER_VISIBILITY_TIMEOUT=2s", "POLLER_WAIT_TIME=1s")
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -153,28 +153,32 @@ func sendRaw(t *testing.T, q queue, bodies ...string) {
 	}
 }
 
+// TestPollerKeepsMessagesWhileTheCacheIsDown: valid messages are neither
+// parked nor dead-lettered however long the cache is down, and are done
+// once it is back.
 func TestPollerKeepsMessagesWhileTheCacheIsDown(t *testing.T) {
 	cluster := testenv.StartCluster(t, "poller-outage", 7221)
-	q := newQueue(t, 2*time.Second, 100)
-	p := startPoller(t, q, cluster.Config)
+	q := newQueue(t, 2*time.Second, 10)
+	failures, env := failureQueue(t)
+	p := startPoller(t, q, cluster.Config, append(env, "POLLER_BATCH_TIMEOUT=3s")...)
 	for _, port := range cluster.Ports {
 		cluster.StopNode(t, port)
 	}
 	sendRaw(t, q, `{"entity":"user","id":"1"}`, `{"entity":"user","id":"2"}`, `{"entity":"user","id":"3"}`)
 	eventually(t, 10*time.Second, "no batch failed while the cache was down", func() bool { return p.logged("record failed") })
-	time.Sleep(2 * time.Second)
-	if n := messages(t, q.URL); n != 3 {
-		t.Fatalf("%d messages left in the queue while the cache is down, want all 3", n)
-	}
-	if p.succeeded() != 0 {
-		t.Fatal("a record succeeded with the cache down")
+	eventually(t, 10*time.Second, "the breaker did not open", func() bool {
+		return p.logged("the cache is unreachable: receiving stops; one batch at a time probes it")
+	})
+	time.Sleep(5 * time.Second)
+	if p.succeeded() != 0 || messages(t, q.DLQ) != 0 || messages(t, failures) != 0 {
+		t.Fatalf("with the cache down: %d records done, %d in the DLQ, %d parked; want none", p.succeeded(), messages(t, q.DLQ), messages(t, failures))
 	}
 	cluster.Restart(t)
 	eventually(t, 30*time.Second, "the messages were not processed after the cache came back", func() bool {
 		return messages(t, q.URL) == 0 && p.succeeded() >= 3
 	})
-	if n := messages(t, q.DLQ); n != 0 {
-		t.Fatalf("%d messages in the DLQ, want 0", n)
+	if n := messages(t, q.DLQ) + messages(t, failures); n != 0 {
+		t.Fatalf("%d messages dead-lettered or parked, want 0", n)
 	}
 }
 

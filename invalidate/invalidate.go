@@ -1,40 +1,35 @@
 package invalidate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
+	"runtime/debug"
 	"sync"
 	"time"
 
-	"github.com/valkey-io/valkey-go"
-
 	"github.com/invalidator-go/invalidator/events"
 )
-
-// Cache is what an Invalidator needs of a client; valkey.Client has it.
-type Cache interface {
-	B() valkey.Builder
-	DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult
-}
 
 // Options tune an Invalidator. The zero value gives the defaults.
 type Options struct {
 	// Rules plan the keys of each change. Default: DefaultRules().
 	Rules *Rules
-	// Chunk is the number of UNLINK commands per DoMulti call. Default 500.
+	// Chunk is the number of keys per Cache.Unlink call. Default 500.
 	Chunk int
-	// Parallel is how many DoMulti calls may run at once. Default 8: enough
+	// Parallel is how many Unlink calls may run at once. Default 8: enough
 	// in flight to keep the pipelines to every node full.
 	Parallel int
-	// MaxAttempts is how many times a key is tried before its records fail.
-	// Default 5. Retries stop earlier when the context deadline is too near
-	// for the next pause.
-	MaxAttempts int
-	// Backoff is the pause before the first retry, doubled for each next one
-	// up to MaxBackoff, with jitter. Defaults 50 ms and 1 s.
+	// AttemptTimeout bounds one Unlink call, so that a node that stopped
+	// answering (frozen, or gone without closing its connections) costs
+	// one attempt, not the whole deadline. Default 5 s.
+	AttemptTimeout time.Duration
+	// Backoff is the pause before the first retry of a key that failed for
+	// now, doubled for each next one up to MaxBackoff, with jitter. Keys are
+	// retried until the context ends or its deadline is too near for the
+	// next pause: the cache may be back any moment. Defaults 50 ms and 1 s.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
 	// Now tells the time, for lag. Default time.Now.
@@ -51,8 +46,8 @@ func (o *Options) defaults() {
 	if o.Parallel <= 0 {
 		o.Parallel = 8
 	}
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 5
+	if o.AttemptTimeout <= 0 {
+		o.AttemptTimeout = 5 * time.Second
 	}
 	if o.Backoff <= 0 {
 		o.Backoff = 50 * time.Millisecond
@@ -110,17 +105,28 @@ type Result struct {
 	Record string
 	Keys   []KeyResult
 	Err    error
+	// Transient, beside an Err, says that the record failed for now: some
+	// of its keys could not be deleted because the cache could not be
+	// reached, was in motion, or the deadline came. It may pass when tried
+	// again, and should be, for as long as it takes. Without it the record
+	// failed for good — it cannot be decoded or planned, the cache refuses
+	// a key to this user, a bug was caught — and retrying cannot help:
+	// it belongs in a failure queue, to be replayed once fixed. A record
+	// with both kinds of faults is transient: its keys are retried first.
+	Transient bool
 }
 
 // Metrics count a batch, for the front ends to log and emit.
 type Metrics struct {
 	Records     int
 	Failed      int // records that failed
+	Transient   int // of which for now
 	KeysDeleted int // distinct keys
 	KeysAbsent  int
 	KeysFailed  int
 	// MaxLag is the longest time between a change and its invalidation,
-	// among the changes that say when they happened.
+	// among the changes of the records that succeeded and say when they
+	// happened.
 	MaxLag time.Duration
 }
 
@@ -141,14 +147,25 @@ func (r *Report) Failed() []string {
 	return ids
 }
 
-// ErrInternal is wrapped by the errors of a bug caught while sending: the
-// keys fail, so their records are retried later, but not within the batch.
+// ErrInternal is wrapped by the errors of a bug caught while decoding or
+// sending: the record fails for good, so that it is parked, not retried
+// forever.
 var ErrInternal = errors.New("internal error")
+
+// PanicError is the error of a panic p caught while doing what: it wraps
+// ErrInternal, and carries the stack where it happened to the logs and the
+// failure queue.
+func PanicError(what string, p any) error {
+	return fmt.Errorf("%w %s: %v\n%s", ErrInternal, what, p, debug.Stack())
+}
+
+// errNotAttempted fails the keys that the deadline left unsent.
+var errNotAttempted = errors.New("not attempted before the deadline")
 
 // KeyError says which keys of a record could not be deleted and why.
 type KeyError struct {
 	Failed int   // keys of the record not deleted
-	Err    error // the last error of one of them
+	Err    error // the error of one of them: one that may pass, when any may
 }
 
 func (e *KeyError) Error() string {
@@ -175,9 +192,11 @@ const decodeChunk = 128
 
 // Invalidate decodes a batch, plans its keys and deletes them, and reports
 // each record. Large batches are decoded on every CPU, and the keys of each
-// decoded chunk of records are sent while the next chunks are decoded. It
-// returns when every key is settled: deleted, absent, or failed after its
-// retries or at the context's deadline.
+// decoded chunk of records are sent while the next chunks are decoded. Keys
+// that fail for now are retried with backoff until they pass or ctx ends
+// (or its deadline is too near for the next pause): give ctx a deadline.
+// It returns when every key is settled: deleted, absent, failed for good,
+// or failed for now when the time ran out.
 func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 	records := make([]Record, in.Len)
 	ready := decodeAll(in, records)
@@ -199,7 +218,7 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 	b.status = make([]KeyStatus, len(b.keys))
 	b.errs = make([]error, len(b.keys))
 	pending := f.settle(b)
-	for attempt := 1; len(pending) > 0 && attempt < inv.opts.MaxAttempts && inv.pause(ctx, attempt); attempt++ {
+	for attempt := 1; len(pending) > 0 && inv.pause(ctx, attempt); attempt++ {
 		f = inv.flight(ctx)
 		for start := 0; start < len(pending); start += inv.opts.Chunk {
 			idx := pending[start:min(start+inv.opts.Chunk, len(pending))]
@@ -278,10 +297,11 @@ func (f *flight) send(keys []string, first int32, idx []int32) {
 		defer func() {
 			// A bug must fail its keys, not the process.
 			if p := recover(); p != nil {
+				err := PanicError("sending", p)
 				out.errs = make([]error, len(keys))
 				for i := range out.errs {
 					if out.status[i] == KeyFailed {
-						out.errs[i] = fmt.Errorf("%w: %v", ErrInternal, p)
+						out.errs[i] = err
 					}
 				}
 			}
@@ -289,7 +309,9 @@ func (f *flight) send(keys []string, first int32, idx []int32) {
 			f.sent = append(f.sent, out)
 			f.mu.Unlock()
 		}()
-		f.inv.unlink(f.ctx, keys, &out)
+		ctx, cancel := context.WithTimeout(f.ctx, f.inv.opts.AttemptTimeout)
+		defer cancel()
+		out.errs = f.inv.cache.Unlink(ctx, keys, out.status)
 	})
 }
 
@@ -306,54 +328,13 @@ func (f *flight) settle(b *batch) (retry []int32) {
 			b.status[k] = st
 			if s.errs != nil && s.errs[i] != nil {
 				b.errs[k] = s.errs[i]
-				if st == KeyFailed && transient(f.ctx, s.errs[i]) {
+				if st == KeyFailed && f.ctx.Err() == nil && !permanentKeyError(s.errs[i]) {
 					retry = append(retry, k)
 				}
 			}
 		}
 	}
 	return retry
-}
-
-// unlink sends one UNLINK per key in one DoMulti.
-func (inv *Invalidator) unlink(ctx context.Context, keys []string, out *sent) {
-	cmds := make(valkey.Commands, len(keys))
-	for i, k := range keys {
-		cmds[i] = inv.cache.B().Unlink().Key(k).Build()
-	}
-	for i, res := range inv.cache.DoMulti(ctx, cmds...) {
-		n, err := res.AsInt64()
-		switch {
-		case err == nil && n > 0:
-			out.status[i] = KeyDeleted
-		case err == nil:
-			out.status[i] = KeyAbsent
-		default:
-			if out.errs == nil {
-				out.errs = make([]error, len(keys))
-			}
-			out.errs[i] = err
-		}
-	}
-}
-
-// transient reports whether an error may pass on retry: lost connections
-// and timeouts, and the server replies of a cluster in motion. A bug is
-// not retried.
-func transient(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, valkey.ErrClosing) || errors.Is(err, ErrInternal) {
-		return false
-	}
-	if verr, ok := valkey.IsValkeyErr(err); ok {
-		msg := verr.Error()
-		for _, prefix := range []string{"TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "BUSY", "MOVED", "ASK", "READONLY"} {
-			if strings.HasPrefix(msg, prefix) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
 }
 
 // pause waits before the next attempt, exponential with equal jitter, and
@@ -403,27 +384,37 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 		}
 		res.Keys = keys[start:b.recEnd[r]:b.recEnd[r]]
 		var failed int
-		var lastErr error
+		var keyErr error // a transient one when any key failed for now
 		for i, k := range b.recKeys[start:b.recEnd[r]] {
 			res.Keys[i] = KeyResult{Key: b.keys[k], Status: b.status[k]}
-			if b.status[k] == KeyFailed {
-				failed++
-				lastErr = b.errs[k]
+			if b.status[k] != KeyFailed {
+				continue
+			}
+			failed++
+			err := cmp.Or(b.errs[k], errNotAttempted)
+			if !permanentKeyError(err) {
+				res.Transient = true
+				keyErr = err
+			} else if !res.Transient {
+				keyErr = err
 			}
 		}
-		if res.Err == nil && failed > 0 {
-			if lastErr == nil {
-				lastErr = errors.New("not attempted before the deadline")
-			}
-			res.Err = &KeyError{Failed: failed, Err: lastErr}
+		// The error that decides what becomes of the record comes first:
+		// keys to retry, then why it can never pass.
+		if failed > 0 && (res.Transient || res.Err == nil) {
+			res.Err = &KeyError{Failed: failed, Err: keyErr}
 		}
-		if res.Err != nil {
-			m.Failed++
-		}
-		for c := range records[r].Changes {
-			if at := records[r].Changes[c].OccurredAt; !at.IsZero() {
-				m.MaxLag = max(m.MaxLag, now.Sub(at))
+		if res.Err == nil {
+			for c := range records[r].Changes {
+				if at := records[r].Changes[c].OccurredAt; !at.IsZero() {
+					m.MaxLag = max(m.MaxLag, now.Sub(at))
+				}
 			}
+			continue
+		}
+		m.Failed++
+		if res.Transient {
+			m.Transient++
 		}
 	}
 	return rep

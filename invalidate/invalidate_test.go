@@ -53,7 +53,7 @@ func TestInvalidateAcrossSlotsWithDedup(t *testing.T) {
 	c := testenv.Cache(t)
 	ns := rand.Text()
 	rules := mustRules(t, `entities: {item: ["t:`+ns+`:{id}", "t:`+ns+`:list"]}`)
-	inv := New(c, Options{Rules: rules, Chunk: 64})
+	inv := New(Valkey(c), Options{Rules: rules, Chunk: 64})
 
 	// 300 records over many slots; every record also invalidates the shared
 	// list key, and ids 0-99 appear twice.
@@ -100,7 +100,7 @@ func TestInvalidateBeyondTheArgumentLimit(t *testing.T) {
 		keys[i] = "big:" + strconv.Itoa(i)
 	}
 	setKeys(ctx, t, c, keys)
-	rep := New(c, Options{}).Invalidate(ctx, Decoded([]Record{{ID: "big", Changes: []events.Change{{Keys: keys}}}}))
+	rep := New(Valkey(c), Options{}).Invalidate(ctx, Decoded([]Record{{ID: "big", Changes: []events.Change{{Keys: keys}}}}))
 	if err := rep.Results[0].Err; err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestInvalidateFailsOnlyBadRecords(t *testing.T) {
 	defer cancel()
 	c := testenv.Cache(t)
 	decodeErr := &events.DecodeError{Record: "bad-json", Reason: "malformed JSON"}
-	rep := New(c, Options{}).Invalidate(ctx, Decoded([]Record{
+	rep := New(Valkey(c), Options{}).Invalidate(ctx, Decoded([]Record{
 		{ID: "ok", Changes: []events.Change{{Entity: "user", ID: "1"}}},
 		{ID: "bad-json", Err: decodeErr},
 		{ID: "no-id", Changes: []events.Change{{Entity: "user", ID: "2"}, {Entity: "user"}}},
@@ -167,7 +167,7 @@ func TestInvalidateWithANodeDown(t *testing.T) {
 	downAddr := "127.0.0.1:" + strconv.Itoa(down)
 	cluster.StopNode(t, down)
 
-	inv := New(c, Options{MaxAttempts: 1000, Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	inv := New(Valkey(c), Options{Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	deadlineCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	start := time.Now()
 	rep := inv.Invalidate(deadlineCtx, Decoded(records))
@@ -179,8 +179,8 @@ func TestInvalidateWithANodeDown(t *testing.T) {
 	}
 	for i, res := range rep.Results {
 		onDownNode := owner[keys[i]] == downAddr
-		if onDownNode != (res.Err != nil) {
-			t.Fatalf("record %s (key on %s, down %s): err = %v", res.Record, owner[keys[i]], downAddr, res.Err)
+		if onDownNode != (res.Err != nil) || onDownNode != res.Transient {
+			t.Fatalf("record %s (key on %s, down %s): err = %v, transient %v", res.Record, owner[keys[i]], downAddr, res.Err, res.Transient)
 		}
 		if onDownNode && res.Keys[0].Status != KeyFailed {
 			t.Fatalf("record %s: key status %v on a stopped node", res.Record, res.Keys[0].Status)
@@ -248,7 +248,7 @@ func TestInvalidateInputs(t *testing.T) {
 		keys = append(keys, "cache:item:"+ns+strconv.Itoa(i))
 	}
 	setKeys(ctx, t, c, keys)
-	rep := New(c, Options{}).Invalidate(ctx, Inputs(inputs, func(i *int) Record {
+	rep := New(Valkey(c), Options{}).Invalidate(ctx, Inputs(inputs, func(i *int) Record {
 		if *i%97 == 0 {
 			panic("decoder bug")
 		}
@@ -271,25 +271,5 @@ func TestInvalidateInputs(t *testing.T) {
 	}
 	if left := existing(ctx, t, c, keys); len(left) != 0 {
 		t.Fatalf("keys left: %q", left)
-	}
-}
-
-func TestTransient(t *testing.T) {
-	ended, cancel := context.WithCancel(t.Context())
-	cancel()
-	for _, tc := range []struct {
-		name string
-		ctx  context.Context
-		err  error
-		want bool
-	}{
-		{"lost connection", t.Context(), errors.New("read tcp: connection reset by peer"), true},
-		{"context ended", ended, errors.New("read tcp: connection reset by peer"), false},
-		{"client closing", t.Context(), valkey.ErrClosing, false},
-		{"a bug", t.Context(), fmt.Errorf("%w: index out of range", ErrInternal), false},
-	} {
-		if got := transient(tc.ctx, tc.err); got != tc.want {
-			t.Errorf("%s: transient = %v, want %v", tc.name, got, tc.want)
-		}
 	}
 }

@@ -1,7 +1,6 @@
 package invalidate
 
 import (
-	"fmt"
 	"runtime"
 	"sync/atomic"
 )
@@ -17,13 +16,13 @@ type Batch struct {
 
 // Inputs is the batch of inputs, each decoded by decode when Invalidate
 // comes to it. decode must be safe to call concurrently, as the decoders of
-// package events are; should it panic, that input's record fails, without
-// an ID (a front end then fails the whole batch, to be retried).
+// package events are; should it panic, that input's record fails for good,
+// without an ID.
 func Inputs[T any](inputs []T, decode func(*T) Record) Batch {
 	return Batch{Len: len(inputs), Decode: func(i int) (r Record) {
 		defer func() {
 			if p := recover(); p != nil {
-				r = Record{Err: fmt.Errorf("%w decoding a record: %v", ErrInternal, p)}
+				r = Record{Err: PanicError("decoding a record", p)}
 			}
 		}()
 		return decode(&inputs[i])

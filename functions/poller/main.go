@@ -40,11 +40,12 @@ func run(ctx context.Context) error {
 	if iam := cfg.Cache.IAM; iam != nil {
 		iam.Region, iam.Credentials = aws.Region, aws.Credentials
 	}
-	w, cache, err := worker.Start("poller", cfg)
+	queues := sqs.NewFromConfig(aws)
+	w, err := worker.Start("poller", cfg, queues)
 	if err != nil {
 		return err
 	}
-	defer cache.Close()
+	defer w.Close()
 	opts.Logger = slog.Default()
-	return poller.Run(ctx, sqs.NewFromConfig(aws), w, opts)
+	return poller.Run(ctx, queues, w, opts)
 }

@@ -1,12 +1,15 @@
 // Package esm is a local event source mapping: it does for the functions
 // running under the Runtime Interface Emulator what Lambda does for them in
-// the cloud, against moto or LocalStack. An SQS mapping receives batches,
-// invokes the function one batch at a time and deletes the messages that
-// did not fail; the queue's redrive policy moves the others to its DLQ. A
-// stream mapping reads a DynamoDB stream, invokes the function, restarts
-// from the lowest failed sequence number, and after MaxRetryAttempts sends
-// the failed records to an on-failure queue and moves on. It is a dev and
-// test tool, not part of the deployed worker.
+// the cloud, against moto or LocalStack, with template.yaml's settings by
+// default. An SQS mapping receives batches, invokes the function one batch
+// at a time and deletes the messages that did not fail; the queue's
+// redrive policy moves the others to its DLQ. A stream mapping reads a
+// DynamoDB stream from its oldest record or its checkpoint, invokes the
+// function, keeps its checkpoint in a file, retries from the lowest failed
+// sequence number after a backoff (halving the batch when the invoke
+// itself failed), counts attempts per record, and gives a record up — its
+// coordinates to an on-failure queue — only past the retry and age limits.
+// It is a dev and test tool, not part of the deployed worker.
 package esm
 
 import (

@@ -14,12 +14,17 @@ import (
 )
 
 // SQSMapping feeds a queue to a function, as Lambda's SQS event source
-// mapping with ReportBatchItemFailures does.
+// mapping with ReportBatchItemFailures and no batching window does (the
+// template's defaults): each receive is invoked at once. Messages the
+// function reports failed stay, and come back when their visibility ends —
+// the function may shorten it; a failed invoke leaves its whole batch to
+// come back after the queue's visibility timeout.
 type SQSMapping struct {
 	Client   *sqs.Client
 	QueueURL string
 	Function Invoker
-	// BatchSize is the most messages per invoke (1-10). Default 10.
+	// BatchSize is the most messages per invoke (1-10). Default 10, the
+	// template's SqsBatchSize.
 	BatchSize int32
 	Logger    *slog.Logger
 }

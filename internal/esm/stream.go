@@ -12,30 +12,65 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/invalidator-go/invalidator/internal/streams"
 )
 
 // StreamMapping feeds a DynamoDB stream to a function, as Lambda's stream
-// event source mapping with ReportBatchItemFailures does.
+// event source mapping with ReportBatchItemFailures does. Its zero settings
+// are template.yaml's defaults.
 type StreamMapping struct {
 	Client    *dynamodbstreams.Client
 	StreamARN string
 	Function  Invoker
-	// BatchSize is the most records per invoke. Default 100.
+	// BatchSize is the most records per invoke. Default 1,000, the
+	// template's StreamBatchSize and the most GetRecords returns.
 	BatchSize int32
-	// FromStart reads the stream from its oldest record (TRIM_HORIZON)
-	// instead of from now (LATEST).
-	FromStart bool
+	// Latest starts a mapping that has no checkpoint at the end of the
+	// stream (LATEST) instead of its oldest record (TRIM_HORIZON, the
+	// template's StartingPosition).
+	Latest bool
 	// MaxRetryAttempts is how many times a failed record is retried before
-	// it goes to OnFailure. Default 2.
+	// it is given up: sent to OnFailure and passed. Default, and -1: no
+	// limit, as the template's StreamMaximumRetryAttempts.
 	MaxRetryAttempts int
-	// OnFailure, when set, receives one message per record given up on.
+	// MaxRecordAge gives up a failed record older than this. Default 6 h,
+	// the template's StreamMaximumRecordAgeInSeconds; negative: none.
+	MaxRecordAge time.Duration
+	// NoBisect keeps a batch whole when the invoke fails; by default it is
+	// split in two and retried (BisectBatchOnFunctionError).
+	NoBisect bool
+	// Backoff is the pause before retrying a failed batch, doubled at each
+	// failure in a row up to eight times itself. Default 250 ms.
+	Backoff time.Duration
+	// Checkpoints keeps the position in each shard across restarts, as
+	// Lambda does. Default none: a new mapping each time.
+	Checkpoints *Checkpoints
+	// OnFailure, when set, receives the coordinates of each record given up
+	// on, as Lambda's on-failure destination does: not the record itself.
 	OnFailure *sqs.Client
 	DLQURL    string
 	Logger    *slog.Logger
 }
 
+func (m *StreamMapping) defaults() {
+	if m.BatchSize <= 0 {
+		m.BatchSize = 1000
+	}
+	if m.MaxRetryAttempts == 0 {
+		m.MaxRetryAttempts = -1
+	}
+	if m.MaxRecordAge == 0 {
+		m.MaxRecordAge = 6 * time.Hour
+	}
+	if m.Backoff <= 0 {
+		m.Backoff = 250 * time.Millisecond
+	}
+}
+
 // Run reads the stream's shards until ctx ends.
 func (m *StreamMapping) Run(ctx context.Context) error {
+	m.defaults()
 	desc, err := m.Client.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(m.StreamARN)})
 	if err != nil {
 		return stopped(ctx, err)
@@ -53,24 +88,26 @@ func (m *StreamMapping) Run(ctx context.Context) error {
 	return first
 }
 
+// shard reads one shard: from its checkpoint, else from where the mapping
+// starts; after a batch that failed, from its lowest failed record, after
+// a backoff.
 func (m *StreamMapping) shard(ctx context.Context, shardID string) error {
 	log := logger(m.Logger).With("mapping", "stream", "shard", shardID)
-	position := types.ShardIteratorTypeLatest
-	if m.FromStart {
-		position = types.ShardIteratorTypeTrimHorizon
+	position, after := types.ShardIteratorTypeTrimHorizon, m.Checkpoints.Get(m.StreamARN, shardID)
+	switch {
+	case after != "":
+		position = types.ShardIteratorTypeAfterSequenceNumber
+	case m.Latest:
+		position = types.ShardIteratorTypeLatest
 	}
-	iterator, err := m.iterator(ctx, shardID, position, "")
+	iterator, err := streams.Iterator(ctx, m.Client, m.StreamARN, shardID, position, after)
 	if err != nil {
 		return stopped(ctx, err)
 	}
-	limit, maxRetries := m.BatchSize, m.MaxRetryAttempts
-	if limit <= 0 {
-		limit = 100
-	}
-	if maxRetries <= 0 {
-		maxRetries = 2
-	}
-	attempts := map[string]int{} // sequence number → failed invokes
+	log.Info("reading the shard", "from", string(position), "after", after)
+	limit := m.BatchSize
+	attempts := map[string]int{} // failed invokes of each record
+	failures := 0                // batches failed in a row
 	for ctx.Err() == nil {
 		page, err := m.Client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iterator, Limit: aws.Int32(limit)})
 		if err != nil {
@@ -83,48 +120,77 @@ func (m *StreamMapping) shard(ctx context.Context, shardID string) error {
 			sleep(ctx, 200*time.Millisecond)
 			continue
 		}
-		failed := m.deliver(ctx, log, page.Records)
+		failed, whole := m.deliver(ctx, log, page.Records)
+		if ctx.Err() != nil {
+			return nil
+		}
 		if len(failed) == 0 {
-			iterator = page.NextShardIterator
+			m.checkpoint(log, shardID, page.Records[len(page.Records)-1])
+			iterator, limit, failures = page.NextShardIterator, m.BatchSize, 0
+			clear(attempts)
 			continue
 		}
-		failedSeq := failed[0]
-		attempts[failedSeq]++
-		if attempts[failedSeq] > maxRetries {
-			// The retries are spent: the records that failed this last time
-			// go to the on-failure destination, the others succeeded in it,
-			// and the mapping moves past the batch, as Lambda does.
-			m.giveUp(ctx, log, shardID, failed)
-			iterator = page.NextShardIterator
+		for _, i := range failed {
+			attempts[seq(page.Records[i])]++
+		}
+		lowest := page.Records[failed[0]]
+		if failed[0] > 0 {
+			m.checkpoint(log, shardID, page.Records[failed[0]-1])
+		}
+		if why := m.spent(lowest, attempts[seq(lowest)]); why != "" {
+			// The lowest failed record is given up; the others keep their
+			// own counts.
+			m.giveUp(ctx, log, shardID, lowest, why, attempts[seq(lowest)])
+			m.checkpoint(log, shardID, lowest)
+			delete(attempts, seq(lowest))
+			iterator, err = streams.Iterator(ctx, m.Client, m.StreamARN, shardID, types.ShardIteratorTypeAfterSequenceNumber, seq(lowest))
+			if err != nil {
+				return stopped(ctx, err)
+			}
 			continue
 		}
-		log.Info("retrying from the lowest failed record", "sequence", failedSeq, "attempt", attempts[failedSeq])
-		if iterator, err = m.iterator(ctx, shardID, types.ShardIteratorTypeAtSequenceNumber, failedSeq); err != nil {
+		if whole && !m.NoBisect {
+			limit = max(1, int32(len(page.Records))/2)
+		}
+		failures++
+		pause := min(m.Backoff<<min(failures-1, 3), 8*m.Backoff)
+		log.Info("retrying from the lowest failed record", "sequence", seq(lowest), "attempt", attempts[seq(lowest)]+1,
+			"records", limit, "in_ms", pause.Milliseconds())
+		sleep(ctx, pause)
+		if iterator, err = streams.Iterator(ctx, m.Client, m.StreamARN, shardID, types.ShardIteratorTypeAtSequenceNumber, seq(lowest)); err != nil {
 			return stopped(ctx, err)
 		}
 	}
 	return nil
 }
 
-func (m *StreamMapping) iterator(ctx context.Context, shardID string, kind types.ShardIteratorType, seq string) (*string, error) {
-	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(m.StreamARN), ShardId: aws.String(shardID), ShardIteratorType: kind}
-	if seq != "" {
-		in.SequenceNumber = aws.String(seq)
+func seq(r types.Record) string { return aws.ToString(r.Dynamodb.SequenceNumber) }
+
+// spent says why a record that failed attempts times is given up, or ""
+// when it is retried.
+func (m *StreamMapping) spent(r types.Record, attempts int) string {
+	if m.MaxRetryAttempts >= 0 && attempts > m.MaxRetryAttempts {
+		return "RetryAttemptsExhausted"
 	}
-	out, err := m.Client.GetShardIterator(ctx, in)
-	if err != nil {
-		return nil, fmt.Errorf("shard iterator: %w", err)
+	if at := r.Dynamodb.ApproximateCreationDateTime; m.MaxRecordAge > 0 && at != nil && time.Since(*at) > m.MaxRecordAge {
+		return "RecordAgeExceeded"
 	}
-	return out.ShardIterator, nil
+	return ""
 }
 
-// deliver invokes the function with records and returns the sequence
-// numbers of the failed ones in stream order; Lambda restarts from the first
-// (the lowest). A failed invoke fails every record.
-func (m *StreamMapping) deliver(ctx context.Context, log *slog.Logger, records []types.Record) []string {
+func (m *StreamMapping) checkpoint(log *slog.Logger, shardID string, r types.Record) {
+	if err := m.Checkpoints.Set(m.StreamARN, shardID, seq(r)); err != nil {
+		log.Warn("cannot save the checkpoint", "error", err.Error())
+	}
+}
+
+// deliver invokes the function with records and returns the indices of the
+// failed ones in stream order (Lambda restarts from the first, the lowest),
+// and whether the invoke failed as a whole.
+func (m *StreamMapping) deliver(ctx context.Context, log *slog.Logger, records []types.Record) (failed []int, whole bool) {
 	ev := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, len(records))}
 	for i, r := range records {
-		ev.Records[i] = lambdaRecord(r, m.StreamARN)
+		ev.Records[i] = streams.LambdaRecord(r, m.StreamARN)
 	}
 	out, err := m.Function.Invoke(ctx, ev)
 	var resp events.DynamoDBEventResponse
@@ -133,39 +199,41 @@ func (m *StreamMapping) deliver(ctx context.Context, log *slog.Logger, records [
 	}
 	reported := map[string]bool{}
 	if err != nil {
-		log.Warn("invoke failed: the batch will be retried", "records", len(records), "error", err.Error())
+		if ctx.Err() == nil {
+			log.Warn("invoke failed: the batch will be retried", "records", len(records), "error", err.Error())
+		}
 	} else {
 		log.Info("batch delivered", "records", len(records), "failed", len(resp.BatchItemFailures))
 		for _, f := range resp.BatchItemFailures {
 			reported[f.ItemIdentifier] = true
 		}
 	}
-	var failed []string
-	for _, r := range records {
-		if seq := aws.ToString(r.Dynamodb.SequenceNumber); err != nil || reported[seq] {
-			failed = append(failed, seq)
+	for i, r := range records {
+		if err != nil || reported[seq(r)] {
+			failed = append(failed, i)
 		}
 	}
-	return failed
+	return failed, err != nil
 }
 
-// giveUp sends each failed record to the on-failure queue, shaped like
-// Lambda's stream failure records.
-func (m *StreamMapping) giveUp(ctx context.Context, log *slog.Logger, shardID string, failed []string) {
-	for _, seq := range failed {
-		log.Warn("retries spent: record sent to the on-failure destination", "sequence", seq)
-		if m.OnFailure == nil {
-			continue
-		}
-		body, _ := json.Marshal(map[string]any{
-			"requestContext": map[string]any{"condition": "RetryAttemptsExhausted", "approximateInvokeCount": m.MaxRetryAttempts + 1},
-			"DDBStreamBatchInfo": map[string]any{
-				"shardId": shardID, "startSequenceNumber": seq, "endSequenceNumber": seq, "streamArn": m.StreamARN, "batchSize": 1,
-			},
-		})
-		if _, err := m.OnFailure.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(m.DLQURL), MessageBody: aws.String(string(body))}); err != nil {
-			log.Error("cannot reach the on-failure destination", "error", err.Error())
-		}
+// giveUp sends the coordinates of a record given up on to the on-failure
+// destination, shaped like Lambda's stream failure records.
+func (m *StreamMapping) giveUp(ctx context.Context, log *slog.Logger, shardID string, r types.Record, why string, attempts int) {
+	log.Warn("record given up: its coordinates go to the on-failure destination", "sequence", seq(r), "condition", why)
+	if m.OnFailure == nil {
+		return
+	}
+	arrival := aws.ToTime(r.Dynamodb.ApproximateCreationDateTime).UTC().Format(time.RFC3339Nano)
+	body, _ := json.Marshal(map[string]any{
+		"version": "1.0", "timestamp": time.Now().UTC().Format(time.RFC3339Nano),
+		"requestContext": map[string]any{"condition": why, "approximateInvokeCount": attempts},
+		"DDBStreamBatchInfo": map[string]any{
+			"shardId": shardID, "startSequenceNumber": seq(r), "endSequenceNumber": seq(r), "streamArn": m.StreamARN, "batchSize": 1,
+			"approximateArrivalOfFirstRecord": arrival, "approximateArrivalOfLastRecord": arrival,
+		},
+	})
+	if _, err := m.OnFailure.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(m.DLQURL), MessageBody: aws.String(string(body))}); err != nil {
+		log.Error("cannot reach the on-failure destination", "error", err.Error())
 	}
 }
 
@@ -175,64 +243,5 @@ func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
-	}
-}
-
-// lambdaRecord turns a DynamoDB Streams API record into the record Lambda
-// delivers.
-func lambdaRecord(r types.Record, streamARN string) events.DynamoDBEventRecord {
-	rec := events.DynamoDBEventRecord{
-		EventID: aws.ToString(r.EventID), EventName: string(r.EventName), EventVersion: aws.ToString(r.EventVersion),
-		EventSource: aws.ToString(r.EventSource), AWSRegion: aws.ToString(r.AwsRegion), EventSourceArn: streamARN,
-	}
-	if d := r.Dynamodb; d != nil {
-		rec.Change = events.DynamoDBStreamRecord{
-			Keys: image(d.Keys), NewImage: image(d.NewImage), OldImage: image(d.OldImage),
-			SequenceNumber: aws.ToString(d.SequenceNumber), SizeBytes: aws.ToInt64(d.SizeBytes), StreamViewType: string(d.StreamViewType),
-		}
-		if d.ApproximateCreationDateTime != nil {
-			rec.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: *d.ApproximateCreationDateTime}
-		}
-	}
-	return rec
-}
-
-func image(in map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
-	if in == nil {
-		return nil
-	}
-	out := make(map[string]events.DynamoDBAttributeValue, len(in))
-	for k, v := range in {
-		out[k] = attribute(v)
-	}
-	return out
-}
-
-func attribute(v types.AttributeValue) events.DynamoDBAttributeValue {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value)
-	case *types.AttributeValueMemberN:
-		return events.NewNumberAttribute(v.Value)
-	case *types.AttributeValueMemberB:
-		return events.NewBinaryAttribute(v.Value)
-	case *types.AttributeValueMemberBOOL:
-		return events.NewBooleanAttribute(v.Value)
-	case *types.AttributeValueMemberSS:
-		return events.NewStringSetAttribute(v.Value)
-	case *types.AttributeValueMemberNS:
-		return events.NewNumberSetAttribute(v.Value)
-	case *types.AttributeValueMemberBS:
-		return events.NewBinarySetAttribute(v.Value)
-	case *types.AttributeValueMemberM:
-		return events.NewMapAttribute(image(v.Value))
-	case *types.AttributeValueMemberL:
-		list := make([]events.DynamoDBAttributeValue, len(v.Value))
-		for i, e := range v.Value {
-			list[i] = attribute(e)
-		}
-		return events.NewListAttribute(list)
-	default:
-		return events.NewNullAttribute()
 	}
 }

@@ -1,9 +1,10 @@
 // Package poller consumes an SQS queue for as long as it runs: the worker
-// for ECS and EC2. It keeps the semantics of Lambda's SQS event source —
-// only the messages whose records succeeded are deleted; failed ones
-// reappear after their visibility timeout and reach the DLQ after the
-// queue's maxReceiveCount — and adds what a long-running consumer needs:
-// long polling with several receivers, visibility extension for slow
-// batches, backoff when SQS or the cache fails, a /healthz endpoint, and a
-// graceful drain on SIGTERM.
+// for ECS and EC2. It keeps the semantics of Lambda's SQS event source with
+// ReportBatchItemFailures — only the messages done with are deleted — and
+// adds what a long-running consumer needs: long polling with several
+// receivers, visibility extension for slow batches, messages that failed
+// for now handed back after a growing backoff (those that failed for good
+// are parked by the worker and deleted), a circuit breaker that stops
+// receiving while the cache is unreachable, a /healthz endpoint, and a
+// graceful drain on SIGTERM that hands back what it has not started.
 package poller

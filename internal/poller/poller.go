@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -28,9 +30,10 @@ type SQS interface {
 	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
-// Processor invalidates a decoded batch; *worker.Worker is one.
-type Processor interface {
-	Process(ctx context.Context, source string, batch invalidate.Batch) invalidate.Report
+// Handler invalidates a batch, parks what failed for good and tells each
+// record's fate; *worker.Worker is one.
+type Handler interface {
+	Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) (invalidate.Report, []worker.Fate)
 }
 
 // Options configure a poller. QueueURL is required; the rest have defaults.
@@ -40,7 +43,10 @@ type Options struct {
 	// Receivers is how many receive loops run at once (POLLER_RECEIVERS).
 	// Default 2.
 	Receivers int
-	// WaitTime is the long-polling wait of each receive. Default 20 s.
+	// WaitTime is the long-polling wait of each receive (POLLER_WAIT_TIME,
+	// 1-20 s). A stop signal lets the receives in flight end, so that the
+	// messages they bring are handed back rather than left hidden: stopping
+	// takes up to this long, plus the batches in flight. Default 20 s.
 	WaitTime time.Duration
 	// MaxMessages is the most messages one receive asks for (1-10). Default 10.
 	MaxMessages int32
@@ -54,8 +60,8 @@ type Options struct {
 	// HealthAddr serves GET /healthz (HEALTH_ADDR, "off" turns it off).
 	// Default ":8080"; empty in Options means off.
 	HealthAddr string
-	// Backoff is the first pause after SQS or the cache fails, doubled up
-	// to MaxBackoff. Defaults 200 ms and 20 s.
+	// Backoff is the first pause after SQS fails, doubled up to
+	// MaxBackoff. Defaults 200 ms and 20 s.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
 	// Logger defaults to slog.Default().
@@ -85,7 +91,10 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	if o.BatchTimeout, err = durationEnv(getenv, "POLLER_BATCH_TIMEOUT", 60*time.Second); err != nil {
 		return o, err
 	}
-	return o, nil
+	if o.WaitTime, err = durationEnv(getenv, "POLLER_WAIT_TIME", 20*time.Second); err == nil && o.WaitTime > 20*time.Second {
+		err = fmt.Errorf("POLLER_WAIT_TIME=%q: want 1s to 20s, SQS's longest poll", getenv("POLLER_WAIT_TIME"))
+	}
+	return o, err
 }
 
 func intEnv(getenv func(string) string, key string, def, lo, hi int) (int, error) {
@@ -116,7 +125,7 @@ func (o *Options) defaults() {
 	if o.Receivers <= 0 {
 		o.Receivers = 2
 	}
-	if o.WaitTime <= 0 {
+	if o.WaitTime <= 0 || o.WaitTime > 20*time.Second {
 		o.WaitTime = 20 * time.Second
 	}
 	if o.MaxMessages <= 0 || o.MaxMessages > 10 {
@@ -141,14 +150,15 @@ func (o *Options) defaults() {
 }
 
 // Run consumes the queue until ctx ends, then drains: no new receives, the
-// batches in flight finish and their successes are deleted, and Run
-// returns nil. It returns an error only when it cannot start.
-func Run(ctx context.Context, client SQS, proc Processor, opts Options) error {
+// messages of receives in flight are handed back, the batches in flight
+// finish and their successes are deleted, and Run returns nil. It returns
+// an error only when it cannot start.
+func Run(ctx context.Context, client SQS, handler Handler, opts Options) error {
 	opts.defaults()
 	if opts.QueueURL == "" {
 		return errors.New("poller: no queue URL")
 	}
-	p := &poller{client: client, proc: proc, opts: opts}
+	p := &poller{client: client, handler: handler, opts: opts, breaker: newBreaker()}
 	stopHealth, err := p.serveHealth()
 	if err != nil {
 		return err
@@ -169,8 +179,9 @@ func Run(ctx context.Context, client SQS, proc Processor, opts Options) error {
 
 type poller struct {
 	client   SQS
-	proc     Processor
+	handler  Handler
 	opts     Options
+	breaker  *breaker
 	draining atomic.Bool
 }
 
@@ -178,40 +189,71 @@ type poller struct {
 func (p *poller) receive(ctx context.Context) {
 	failures := 0
 	for ctx.Err() == nil {
-		out, err := p.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(p.opts.QueueURL),
-			MaxNumberOfMessages:         p.opts.MaxMessages,
-			WaitTimeSeconds:             int32(p.opts.WaitTime / time.Second),
-			VisibilityTimeout:           int32(p.opts.VisibilityTimeout / time.Second),
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},
-		})
-		if err != nil {
+		probe, ok := p.breaker.acquire(ctx)
+		if !ok {
+			return
+		}
+		msgs, err := p.receiveOnce(ctx)
+		switch {
+		case err != nil:
+			p.breaker.release(probe, none)
 			if ctx.Err() != nil {
 				return
 			}
 			failures++
 			p.opts.Logger.Warn("receive failed", "error", err.Error(), "retry_in_ms", p.sleep(ctx, failures).Milliseconds())
-			continue
-		}
-		// A stop signal cancels a long poll in flight; SQS may have handed
-		// out messages that are then not processed: they come back after
-		// their visibility timeout, with one more receive counted.
-		if len(out.Messages) == 0 {
-			continue
-		}
-		// The batch finishes even when a stop signal arrives meanwhile.
-		if p.handle(context.WithoutCancel(ctx), out.Messages) {
+		case ctx.Err() != nil:
+			// The stop signal came during the long poll: these messages
+			// were not started, and go back to the queue at once.
+			p.breaker.release(probe, none)
+			if err := p.changeVisibility(msgs, func(types.Message) time.Duration { return 0 }); err != nil {
+				p.opts.Logger.Warn("cannot hand back the messages received while stopping: they come back after their visibility timeout", "error", err.Error())
+			}
+			return
+		case len(msgs) == 0:
 			failures = 0
-		} else {
-			failures++
-			p.sleep(ctx, failures)
+			p.breaker.release(probe, none)
+		default:
+			failures = 0
+			// The batch finishes even when a stop signal arrives meanwhile.
+			state := p.handle(context.WithoutCancel(ctx), msgs)
+			if p.breaker.release(probe, state) {
+				if state == down {
+					p.opts.Logger.Warn("the cache is unreachable: receiving stops; one batch at a time probes it")
+				} else {
+					p.opts.Logger.Info("the cache answers again: receiving resumes")
+				}
+			}
 		}
 	}
 }
 
-// handle processes one batch and deletes its successes. It reports false
-// when the cache failed every record, so the loop backs off.
-func (p *poller) handle(ctx context.Context, msgs []types.Message) bool {
+// receiveOnce long-polls the queue. A stop signal does not cut the poll
+// short: SQS may already have handed out messages that only its answer
+// names, and they must be handed back, not left hidden until their
+// visibility timeout.
+func (p *poller) receiveOnce(ctx context.Context) ([]types.Message, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.WaitTime+10*time.Second)
+	defer cancel()
+	out, err := p.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:            aws.String(p.opts.QueueURL),
+		MaxNumberOfMessages: p.opts.MaxMessages,
+		WaitTimeSeconds:     int32(p.opts.WaitTime / time.Second),
+		VisibilityTimeout:   int32(p.opts.VisibilityTimeout / time.Second),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{
+			types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Messages, nil
+}
+
+// handle processes one batch: its successes and what was parked are
+// deleted, what failed for now comes back after a backoff. It tells
+// whether the batch showed the cache up (a record done) or down (every
+// record failed for now).
+func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.BatchTimeout)
 	defer cancel()
 	stopExtending := p.extendVisibility(ctx, msgs)
@@ -220,30 +262,63 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) bool {
 		changes, err := events.DecodeSQSBody(id, aws.ToString(m.Body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
 		return invalidate.Record{ID: id, Changes: changes, Err: err}
 	})
-	rep := p.proc.Process(ctx, "sqs", batch)
+	rep, fates := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) []byte { return lambdaRecord(&msgs[i]) })
 	stopExtending()
 
 	var done []types.DeleteMessageBatchRequestEntry
-	cacheFailures := 0
-	for i, res := range rep.Results {
-		if res.Err == nil {
+	var retry []types.Message
+	state, transient := none, 0
+	for i, fate := range fates {
+		switch fate {
+		case worker.Done:
+			state = up
+			fallthrough
+		case worker.Parked:
 			done = append(done, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msgs[i].ReceiptHandle})
-		} else if _, ok := errors.AsType[*invalidate.KeyError](res.Err); ok {
-			cacheFailures++
+		default:
+			retry = append(retry, msgs[i])
+			if rep.Results[i].Transient {
+				transient++
+			}
 		}
 	}
-	// The batch's own time may be spent: deleting gets time of its own, or
-	// successes would come back and count toward the DLQ.
-	deleteCtx, cancelDelete := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancelDelete()
-	p.delete(deleteCtx, done)
-	return cacheFailures < len(msgs)
+	if transient == len(msgs) {
+		state = down
+	}
+	p.delete(done)
+	err := p.changeVisibility(retry, func(m types.Message) time.Duration {
+		n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		return worker.RetryAfter(n)
+	})
+	if err != nil {
+		p.opts.Logger.Warn("cannot hand failed messages back: they come back after their visibility timeout", "error", err.Error())
+	}
+	return state
 }
 
-func (p *poller) delete(ctx context.Context, entries []types.DeleteMessageBatchRequestEntry) {
+// lambdaRecord is a received message in the shape Lambda delivers it, the
+// form the failure queue keeps SQS messages in.
+func lambdaRecord(m *types.Message) []byte {
+	rec, _ := json.Marshal(struct {
+		MessageID     string            `json:"messageId"`
+		ReceiptHandle string            `json:"receiptHandle"`
+		Body          string            `json:"body"`
+		Attributes    map[string]string `json:"attributes"`
+		MD5OfBody     string            `json:"md5OfBody"`
+		EventSource   string            `json:"eventSource"`
+	}{aws.ToString(m.MessageId), aws.ToString(m.ReceiptHandle), aws.ToString(m.Body), m.Attributes, aws.ToString(m.MD5OfBody), "aws:sqs"})
+	return rec
+}
+
+// delete deletes messages done with. The batch's own time may be spent:
+// deleting gets time of its own, or successes would come back and count
+// toward the DLQ.
+func (p *poller) delete(entries []types.DeleteMessageBatchRequestEntry) {
 	if len(entries) == 0 {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	out, err := p.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.opts.QueueURL), Entries: entries})
 	if err != nil {
 		// The messages were invalidated; they come back and are
@@ -256,15 +331,29 @@ func (p *poller) delete(ctx context.Context, entries []types.DeleteMessageBatchR
 	}
 }
 
-// extendVisibility keeps a slow batch's messages hidden until it ends.
-func (p *poller) extendVisibility(ctx context.Context, msgs []types.Message) (stop func()) {
+// changeVisibility makes messages visible again after after(message).
+func (p *poller) changeVisibility(msgs []types.Message, after func(types.Message) time.Duration) error {
+	if len(msgs) == 0 {
+		return nil
+	}
 	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(msgs))
 	for i, m := range msgs {
 		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
 			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle,
-			VisibilityTimeout: int32(p.opts.VisibilityTimeout / time.Second),
+			VisibilityTimeout: int32(after(m).Round(time.Second) / time.Second),
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := p.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.opts.QueueURL), Entries: entries})
+	if err == nil && len(out.Failed) > 0 {
+		err = fmt.Errorf("%d of %d messages: %s", len(out.Failed), len(msgs), aws.ToString(out.Failed[0].Message))
+	}
+	return err
+}
+
+// extendVisibility keeps a slow batch's messages hidden until it ends.
+func (p *poller) extendVisibility(ctx context.Context, msgs []types.Message) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -275,11 +364,8 @@ func (p *poller) extendVisibility(ctx context.Context, msgs []types.Message) (st
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				_, err := p.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
-					QueueUrl: aws.String(p.opts.QueueURL), Entries: entries,
-				})
-				if err != nil && ctx.Err() == nil {
-					p.opts.Logger.Warn("visibility extension failed", "messages", len(entries), "error", err.Error())
+				if err := p.changeVisibility(msgs, func(types.Message) time.Duration { return p.opts.VisibilityTimeout }); err != nil {
+					p.opts.Logger.Warn("visibility extension failed", "messages", len(msgs), "error", err.Error())
 				}
 			}
 		}

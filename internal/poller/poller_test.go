@@ -1,9 +1,20 @@
 package poller
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/fakes"
+	"github.com/invalidator-go/invalidator/internal/parking"
+	"github.com/invalidator-go/invalidator/internal/worker"
+	"github.com/invalidator-go/invalidator/invalidate"
 )
 
 func TestOptionsFromEnv(t *testing.T) {
@@ -25,5 +36,157 @@ func TestOptionsFromEnv(t *testing.T) {
 		if _, err := OptionsFromEnv(env(vars)); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("bad %s: err = %v, want it named", name, err)
 		}
+	}
+}
+
+const (
+	queue    = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation"
+	failures = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-failures"
+)
+
+// cacheSwitch is a fake cache that is up or down.
+type cacheSwitch struct{ down atomic.Bool }
+
+func (c *cacheSwitch) fail(string, int) error {
+	if c.down.Load() {
+		return fakes.ErrRefused
+	}
+	return nil
+}
+
+// concurrency counts the batches a handler works on at once.
+type concurrency struct {
+	Handler
+	now, peak atomic.Int32
+	batches   atomic.Int32
+}
+
+func (c *concurrency) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(int) []byte) (invalidate.Report, []worker.Fate) {
+	n := c.now.Add(1)
+	defer c.now.Add(-1)
+	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+	}
+	c.batches.Add(1)
+	return c.Handler.Handle(ctx, source, batch, content)
+}
+
+func run(t *testing.T, sqs *fakes.SQS, cache *cacheSwitch, opts Options) (h *concurrency, stop func()) {
+	t.Helper()
+	inv := invalidate.New(&fakes.Cache{Fail: cache.fail}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	w := worker.New(inv, worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard,
+		Park: parking.Queue{Client: sqs, URL: failures}})
+	h = &concurrency{Handler: w}
+	opts.QueueURL, opts.Logger = queue, slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, sqs, h, opts) }()
+	return h, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+	}
+}
+
+func TestPollerDeletesWhatIsDoneOrParkedAndHandsBackTheRest(t *testing.T) {
+	sqs := &fakes.SQS{}
+	good, poison, later := sqs.Send(queue, `{"entity":"user","id":"1"}`), sqs.Send(queue, `{"entity":`), sqs.Send(queue, `{"entity":"down","id":"2"}`)
+	inv := invalidate.New(&fakes.Cache{Fail: func(key string, _ int) error {
+		if strings.HasPrefix(key, "cache:down:") {
+			return fakes.ErrRefused
+		}
+		return nil
+	}}, invalidate.Options{})
+	w := worker.New(inv, worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Park: parking.Queue{Client: sqs, URL: failures}})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, sqs, w, Options{QueueURL: queue, Receivers: 1, WaitTime: time.Second, BatchTimeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	state := func() map[string]fakes.Message {
+		m := map[string]fakes.Message{}
+		for _, msg := range sqs.Messages(queue) {
+			m[msg.ID] = msg
+		}
+		return m
+	}
+	eventually(t, "the good and the poison messages were not deleted", func() bool {
+		s := state()
+		return s[good].Deleted && s[poison].Deleted
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p := sqs.Messages(failures)
+	if len(p) != 1 || !strings.Contains(p[0].Body, poison) {
+		t.Fatalf("failure queue %+v: want the poison message", p)
+	}
+	m := state()[later]
+	if m.Deleted || m.Receives == 0 {
+		t.Fatalf("the message that failed for now: %+v, want it received and kept", m)
+	}
+	if back := time.Until(m.VisibleAt); back > 2*time.Second {
+		t.Fatalf("it comes back in %v, want about a second, not the visibility timeout", back)
+	}
+}
+
+// TestPollerProbesOneBatchAtATimeWhileTheCacheIsDown: four receivers, but
+// while the cache is down one batch at a time; when it is back, everything
+// is done.
+func TestPollerProbesOneBatchAtATimeWhileTheCacheIsDown(t *testing.T) {
+	sqs := &fakes.SQS{}
+	cache := &cacheSwitch{}
+	cache.down.Store(true)
+	for i := range 40 {
+		sqs.Send(queue, `{"entity":"user","id":"`+strconv.Itoa(i)+`"}`)
+	}
+	h, stop := run(t, sqs, cache, Options{Receivers: 4, MaxMessages: 1, WaitTime: time.Second, BatchTimeout: 100 * time.Millisecond})
+	defer stop()
+	// The first batches start together, before any has shown the cache down.
+	eventually(t, "too few batches were tried", func() bool { return h.batches.Load() >= 8 })
+	h.peak.Store(h.now.Load())
+	time.Sleep(time.Second)
+	if p := h.peak.Load(); p != 1 {
+		t.Fatalf("%d batches at once while the cache was down, want 1: the probe", p)
+	}
+	cache.down.Store(false)
+	eventually(t, "not every message was done once the cache was back", func() bool {
+		for _, m := range sqs.Messages(queue) {
+			if !m.Deleted {
+				return false
+			}
+		}
+		return true
+	})
+	if p := h.peak.Load(); p < 2 {
+		t.Fatalf("peak %d batches at once after the cache came back: the receivers did not resume", p)
+	}
+}
+
+// TestPollerHandsBackWhatItReceivesWhileStopping: a message that a long
+// poll in flight brings after the stop signal is not processed, and is
+// visible again at once.
+func TestPollerHandsBackWhatItReceivesWhileStopping(t *testing.T) {
+	sqs := &fakes.SQS{}
+	h, stop := run(t, sqs, &cacheSwitch{}, Options{Receivers: 1, WaitTime: 2 * time.Second})
+	time.Sleep(100 * time.Millisecond) // the receive is polling
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	time.Sleep(50 * time.Millisecond)
+	id := sqs.Send(queue, `{"entity":"user","id":"1"}`)
+	<-stopped
+	msgs := sqs.Messages(queue)
+	if len(msgs) != 1 || msgs[0].ID != id || msgs[0].Receives != 1 || msgs[0].Deleted || msgs[0].VisibleAt.After(time.Now()) || h.batches.Load() != 0 {
+		t.Fatalf("message %+v, %d batches: want it received once, not handled, visible again", msgs, h.batches.Load())
 	}
 }

@@ -87,7 +87,9 @@ func Start(bootstrap string, opts Options) (*Emulator, error) {
 	cmd.Env = append(append(os.Environ(), opts.Env...),
 		"AWS_LAMBDA_FUNCTION_TIMEOUT="+strconv.Itoa(int(opts.Timeout/time.Second)))
 	cmd.Stdout, cmd.Stderr = opts.Output, opts.Output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Stop takes the function down too
+	// A group of its own, so Stop takes the function down too; and it dies
+	// with this process, so a driver killed outright leaves none behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start emulator: %w", err)
 	}

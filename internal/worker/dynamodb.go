@@ -11,11 +11,12 @@ import (
 
 // DynamoDB handles a DynamoDB-Streams-triggered invoke. It takes the raw
 // payload: parsing it once, without aws-lambda-go's types, keeps a
-// 10,000-record batch within a 128 MB function. The response lists
-// the sequence numbers of the failed records; Lambda retries from the
-// lowest one (bisecting and finally sending to the on-failure destination,
-// as the event source mapping says). Near the deadline the batch stops and
-// what is unfinished is reported failed, rather than timing out.
+// 10,000-record batch within a 128 MB function. A record that fails for
+// good is parked and not reported, so it never blocks its shard; the
+// response lists the sequence numbers of the records to retry, and Lambda
+// retries from the lowest one, for as long as the mapping allows. Near the
+// deadline the batch stops and what is unfinished is reported, rather than
+// timing out.
 func (w *Worker) DynamoDB(ctx context.Context, payload []byte) (events.DynamoDBEventResponse, error) {
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	raws, err := decode.SplitRecords(payload)
@@ -30,9 +31,11 @@ func (w *Worker) DynamoDB(ctx context.Context, payload []byte) (events.DynamoDBE
 		}
 		return invalidate.Record{ID: seq, Changes: []decode.Change{c}}
 	})
-	rep := w.Process(ctx, "dynamodb", batch)
-	for _, id := range rep.Failed() {
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: id})
+	rep, fates := w.Handle(ctx, decode.SourceDynamoDB, batch, func(i int) []byte { return raws[i] })
+	for i, fate := range fates {
+		if fate == Retry {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rep.Results[i].Record})
+		}
 	}
 	return resp, nil
 }

@@ -3,8 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -12,26 +11,40 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// SNS handles an SNS-triggered invoke, its payload decoded into
-// aws-lambda-go's types: it holds one message. SNS has no partial failure:
-// when a record fails the invoke fails, so the asynchronous invoke is
-// retried and finally goes to the function's on-failure destination. The
-// result is empty: an asynchronous invoke's result goes nowhere.
+// SNS handles an SNS-triggered invoke: it holds one message. A message that
+// fails for good is parked and the invoke succeeds. SNS has no partial
+// failure: when a message fails for now the invoke fails, so the
+// asynchronous invoke is retried and finally goes, whole, to the function's
+// on-failure destination. The result is empty: an asynchronous invoke's
+// result goes nowhere.
 func (w *Worker) SNS(ctx context.Context, payload []byte) (struct{}, error) {
-	var ev events.SNSEvent
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return struct{}{}, fmt.Errorf("not an SNS event: %w", err)
+	raws, err := decode.SplitRecords(payload)
+	if err != nil {
+		return struct{}{}, err
 	}
-	batch := invalidate.Inputs(ev.Records, func(r *events.SNSEventRecord) invalidate.Record {
-		changes, err := decode.DecodeSNS(*r)
-		return invalidate.Record{ID: r.SNS.MessageID, Changes: changes, Err: err}
+	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
+		var rec events.SNSEventRecord
+		if err := json.Unmarshal(*raw, &rec); err != nil {
+			return invalidate.Record{Err: &decode.DecodeError{Reason: "not an SNS record", Err: err}}
+		}
+		changes, err := decode.DecodeSNS(rec)
+		return invalidate.Record{ID: rec.SNS.MessageID, Changes: changes, Err: err}
 	})
-	rep := w.Process(ctx, "sns", batch)
-	var errs []error
-	for _, res := range rep.Results {
-		if res.Err != nil {
-			errs = append(errs, fmt.Errorf("message %s: %w", res.Record, res.Err))
+	rep, fates := w.Handle(ctx, decode.SourceSNS, batch, func(i int) []byte { return raws[i] })
+	var failed RecordsFailed
+	for i, fate := range fates {
+		if fate == Retry {
+			failed = append(failed, "message "+rep.Results[i].Record+": "+rep.Results[i].Err.Error())
 		}
 	}
-	return struct{}{}, errors.Join(errs...)
+	if failed != nil {
+		return struct{}{}, failed
+	}
+	return struct{}{}, nil
 }
+
+// RecordsFailed is the error of an invoke whose records are to be retried,
+// one line each; aws-lambda-go reports its type name as the errorType.
+type RecordsFailed []string
+
+func (e RecordsFailed) Error() string { return strings.Join(e, "; ") }

@@ -11,9 +11,11 @@ import (
 
 // SQS handles an SQS-triggered invoke from its raw payload, parsed once
 // (decode.SplitRecords): aws-lambda-go's decoding into its types would cost
-// several times all the rest. The response lists exactly the failed
-// messages, so Lambda deletes the others and the failed ones return to the
-// queue, and finally to its DLQ.
+// several times all the rest. The response lists exactly the messages to
+// retry, so Lambda deletes the others — done, or parked in the failure
+// queue — and the failed ones come back to be tried again: after a
+// backoff that grows with their receive count, when the worker has
+// Queues, else after the queue's visibility timeout.
 func (w *Worker) SQS(ctx context.Context, payload []byte) (events.SQSEventResponse, error) {
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	raws, err := decode.SplitRecords(payload)
@@ -25,9 +27,14 @@ func (w *Worker) SQS(ctx context.Context, payload []byte) (events.SQSEventRespon
 		id, changes, err := decode.DecodeSQSJSON(*raw)
 		return invalidate.Record{ID: id, Changes: changes, Err: err}
 	})
-	rep := w.Process(ctx, "sqs", batch)
-	for _, id := range rep.Failed() {
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+	rep, fates := w.Handle(ctx, decode.SourceSQS, batch, func(i int) []byte { return raws[i] })
+	var retry []receipt
+	for i, fate := range fates {
+		if fate == Retry {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rep.Results[i].Record})
+			retry = append(retry, receiptOf(raws[i]))
+		}
 	}
+	w.handBack(ctx, retry)
 	return resp, nil
 }

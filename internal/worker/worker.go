@@ -2,12 +2,13 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"time"
 
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -26,16 +27,30 @@ type Options struct {
 	// "Invalidator".
 	Namespace string
 	// DeadlineMargin is how long before the context's deadline a batch stops
-	// and reports what is unfinished as failed, so that a Lambda function
-	// answers instead of timing out. Default 1 s, and never more than half
-	// of the time left.
+	// trying its keys, to park what failed for good, hand back what is
+	// unfinished and answer, so that a Lambda function answers instead of
+	// timing out. Default 1 s, and never more than half of the time left.
 	DeadlineMargin time.Duration
+	// Park receives the records that fail for good. Default none: they are
+	// handed back to their source like those that fail for now.
+	Park Parker
+	// Queues hands the SQS messages that fail for now back to their queue,
+	// to come back after a backoff (SQS function only). Default none: they
+	// come back after the queue's visibility timeout.
+	Queues Queues
+}
+
+// Parker sends records that failed for good to the failure queue and says
+// which could not be sent; parking.Queue is one.
+type Parker interface {
+	Park(ctx context.Context, records []parking.Record) []error
 }
 
 // Worker processes batches; it is safe for concurrent use.
 type Worker struct {
 	inv  *invalidate.Invalidator
 	opts Options
+	conn *connection // nil when the caller gave the invalidator
 }
 
 // New returns a Worker invalidating through inv.
@@ -58,11 +73,61 @@ func New(inv *invalidate.Invalidator, opts Options) *Worker {
 	return &Worker{inv: inv, opts: opts}
 }
 
-// Process decodes and invalidates a batch from source ("sqs", "sns",
-// "dynamodb") before ctx's deadline less the margin, then logs the batch,
-// each failed record, and the batch's metrics.
-func (w *Worker) Process(ctx context.Context, source string, batch invalidate.Batch) (rep invalidate.Report) {
+// Close ends the worker's own cache connection, if Start made one.
+func (w *Worker) Close() {
+	if w.conn != nil {
+		w.conn.close()
+	}
+}
+
+// Fate is what becomes of a record once its batch is done.
+type Fate uint8
+
+// The fates of a record.
+const (
+	Done   Fate = iota // its keys are deleted: acknowledge it
+	Parked             // it failed for good and is in the failure queue: acknowledge it
+	Retry              // it failed for now, or could not be parked: hand it back to its source
+)
+
+func (f Fate) String() string { return [...]string{"done", "parked", "retry"}[f] }
+
+// Handle decodes and invalidates a batch from source before ctx's deadline
+// less the margin, parks the records that failed for good — content(i) is
+// record i as its source delivered it —, logs the batch, each failed
+// record and the batch's metrics, and tells what becomes of each record.
+//
+// A stream shard is retried from its lowest failed record, so the records
+// after it come again whatever is answered: in a batch from DynamoDB
+// Streams, a record after the first one to retry is retried, not parked,
+// or it would be parked twice.
+func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) (invalidate.Report, []Fate) {
 	start := time.Now()
+	rep := w.process(ctx, source, batch)
+	fates := make([]Fate, len(rep.Results))
+	var park []int
+	ordered := source == events.SourceDynamoDB
+	retrying := false
+	for i := range rep.Results {
+		res := &rep.Results[i]
+		switch {
+		case res.Err == nil:
+			fates[i] = Done
+		case res.Transient || w.opts.Park == nil || (ordered && retrying):
+			fates[i] = Retry
+			retrying = true
+		default:
+			fates[i] = Retry
+			park = append(park, i)
+		}
+	}
+	w.park(ctx, source, rep.Results, park, fates, content)
+	w.log(ctx, source, rep, fates, time.Since(start))
+	return rep, fates
+}
+
+// process invalidates the batch before ctx's deadline less the margin.
+func (w *Worker) process(ctx context.Context, source events.Source, batch invalidate.Batch) (rep invalidate.Report) {
 	if deadline, ok := ctx.Deadline(); ok {
 		margin := min(w.opts.DeadlineMargin, time.Until(deadline)/2)
 		var cancel context.CancelFunc
@@ -70,17 +135,40 @@ func (w *Worker) Process(ctx context.Context, source string, batch invalidate.Ba
 		defer cancel()
 	}
 	defer func() {
-		// A bug must not lose the batch: every record fails and is retried.
+		// A bug must not lose the batch: every record fails for good, and
+		// is parked with the panic and its stack.
 		if p := recover(); p != nil {
-			w.opts.Logger.Error("panic while processing a batch", "source", source, "panic", fmt.Sprint(p))
-			rep = failAll(batch, fmt.Errorf("%w: %v", invalidate.ErrInternal, p))
+			err := invalidate.PanicError("processing a batch", p)
+			w.opts.Logger.Error("panic", "source", source, "error", err.Error())
+			rep = failAll(batch, err)
 		}
-		w.log(source, rep, time.Since(start))
 	}()
 	return w.inv.Invalidate(ctx, batch)
 }
 
-// failAll fails every record of the batch, decoding each again for its ID.
+// park sends the records at indices idx to the failure queue; those sent
+// are Parked, the others stay Retry.
+func (w *Worker) park(ctx context.Context, source events.Source, results []invalidate.Result, idx []int, fates []Fate, content func(int) []byte) {
+	if len(idx) == 0 {
+		return
+	}
+	now := time.Now()
+	records := make([]parking.Record, len(idx))
+	for j, i := range idx {
+		records[j] = parking.New(source, w.opts.Name, results[i].Record, results[i].Err.Error(), content(i), now)
+	}
+	for j, err := range w.opts.Park.Park(ctx, records) {
+		if err == nil {
+			fates[idx[j]] = Parked
+			continue
+		}
+		w.opts.Logger.Error("cannot park a record: it is handed back to its source", "source", source,
+			"record", results[idx[j]].Record, "error", err.Error())
+	}
+}
+
+// failAll fails every record of the batch for good, decoding each again for
+// its ID.
 func failAll(batch invalidate.Batch, err error) invalidate.Report {
 	rep := invalidate.Report{Results: make([]invalidate.Result, batch.Len)}
 	for i := range rep.Results {
@@ -90,17 +178,29 @@ func failAll(batch invalidate.Batch, err error) invalidate.Report {
 	return rep
 }
 
-func (w *Worker) log(source string, rep invalidate.Report, took time.Duration) {
+func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, took time.Duration) {
 	m := rep.Metrics
-	for _, res := range rep.Results {
-		if res.Err != nil {
-			w.opts.Logger.Warn("record failed", "source", source, "record", res.Record, "error", res.Err.Error())
+	parked := 0
+	debug := w.opts.Logger.Enabled(ctx, slog.LevelDebug)
+	for i, res := range rep.Results {
+		switch {
+		case res.Err != nil:
+			if fates[i] == Parked {
+				parked++
+			}
+			w.opts.Logger.Warn("record failed", "source", source, "record", res.Record, "fate", fates[i].String(), "error", res.Err.Error())
+		case debug:
+			keys := make([]string, len(res.Keys))
+			for k := range res.Keys {
+				keys[k] = res.Keys[k].Key
+			}
+			w.opts.Logger.Debug("record invalidated", "source", source, "record", res.Record, "keys", keys)
 		}
 	}
-	w.opts.Logger.Info("batch", "source", source, "records", m.Records, "failed", m.Failed,
+	w.opts.Logger.Info("batch", "source", source, "records", m.Records, "failed", m.Failed, "parked", parked,
 		"keys_deleted", m.KeysDeleted, "keys_absent", m.KeysAbsent, "keys_failed", m.KeysFailed,
 		"max_lag_ms", m.MaxLag.Milliseconds(), "duration_ms", took.Milliseconds())
-	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, source, m, time.Now()); err != nil {
+	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, string(source), m, parked, time.Now()); err != nil {
 		w.opts.Logger.Error("cannot write metrics", "error", err.Error())
 	}
 }

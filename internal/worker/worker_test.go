@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/valkey-io/valkey-go"
 
 	decode "github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/internal/fakes"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -24,7 +23,7 @@ func TestEMFLine(t *testing.T) {
 	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond}
 	// The function name is escaped as JSON wants, whatever it holds.
 	function := "sqs-\"invalidate\"\\\n\x01é"
-	if err := writeEMF(&buf, "Invalidator", function, "sqs", m, time.UnixMilli(1795953600000)); err != nil {
+	if err := writeEMF(&buf, "Invalidator", function, "sqs", m, 1, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {
@@ -36,8 +35,8 @@ func TestEMFLine(t *testing.T) {
 				Metrics    []struct{ Name, Unit string }
 			}
 		} `json:"_aws"`
-		Function, Source                                                    string
-		Records, FailedRecords, KeysDeleted, KeysAbsent, KeysFailed, MaxLag int64
+		Function, Source                                                                   string
+		Records, FailedRecords, ParkedRecords, KeysDeleted, KeysAbsent, KeysFailed, MaxLag int64
 	}
 	if !strings.HasSuffix(buf.String(), "}\n") || strings.Count(buf.String(), "\n") != 1 {
 		t.Fatalf("want one JSON line, got %q", buf.String())
@@ -58,7 +57,7 @@ func TestEMFLine(t *testing.T) {
 			t.Errorf("metric %s declared but missing", metric.Name)
 		}
 	}
-	if line.Records != 10 || line.FailedRecords != 2 || line.KeysDeleted != 7 || line.KeysAbsent != 3 || line.KeysFailed != 1 ||
+	if line.Records != 10 || line.FailedRecords != 2 || line.ParkedRecords != 1 || line.KeysDeleted != 7 || line.KeysAbsent != 3 || line.KeysFailed != 1 ||
 		line.MaxLag != 1500 || line.Function != function || line.Source != "sqs" {
 		t.Fatalf("values = %+v", line)
 	}
@@ -68,7 +67,7 @@ func TestEMFLine(t *testing.T) {
 // its log lines: one per failed record, one per batch, no bodies.
 func TestSQSHandlerInProcess(t *testing.T) {
 	var logs, metrics bytes.Buffer
-	w := New(invalidate.New(testenv.Cache(t), invalidate.Options{}), Options{
+	w := New(invalidate.New(&fakes.Cache{}, invalidate.Options{}), Options{
 		Name: "sqs-invalidate", Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: &metrics,
 	})
 	secret := "do-not-log-this-body"
@@ -100,7 +99,7 @@ func TestSQSHandlerInProcess(t *testing.T) {
 // TestSQSPayloads: a payload that is not an SQS event fails the invoke, to
 // be retried whole; a record that is broken fails alone, by its message ID.
 func TestSQSPayloads(t *testing.T) {
-	w := New(invalidate.New(testenv.Cache(t), invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
+	w := New(invalidate.New(&fakes.Cache{}, invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 	for _, payload := range []string{``, `[]`, `{"Records":{}}`, `{"Records":[{"messageId":"1","body":"{}"}]`} {
 		if resp, err := w.SQS(t.Context(), []byte(payload)); err == nil {
 			t.Errorf("payload %q: response %+v, want an error", payload, resp)
@@ -118,17 +117,14 @@ func TestSQSPayloads(t *testing.T) {
 }
 
 // deadlineSpy records the deadline the deletes were sent under.
-type deadlineSpy struct {
-	invalidate.Cache
-	deadline *time.Time
-}
+type deadlineSpy struct{ deadline *time.Time }
 
-func (s deadlineSpy) DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult {
+func (s deadlineSpy) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
 	*s.deadline, _ = ctx.Deadline()
-	return s.Cache.DoMulti(ctx, multi...)
+	return (&fakes.Cache{}).Unlink(ctx, keys, status)
 }
 
-func TestProcessStopsBeforeTheDeadline(t *testing.T) {
+func TestHandleStopsBeforeTheDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		left, margin, want time.Duration
 	}{
@@ -136,12 +132,13 @@ func TestProcessStopsBeforeTheDeadline(t *testing.T) {
 		{left: 400 * time.Millisecond, margin: time.Second, want: 200 * time.Millisecond}, // never more than half
 	} {
 		var seen time.Time
-		inv := invalidate.New(deadlineSpy{testenv.Cache(t), &seen}, invalidate.Options{})
+		inv := invalidate.New(deadlineSpy{&seen}, invalidate.Options{})
 		w := New(inv, Options{DeadlineMargin: tc.margin, Metrics: &bytes.Buffer{}, Logger: slog.New(slog.DiscardHandler)})
 		deadline := time.Now().Add(tc.left)
 		ctx, cancel := context.WithDeadline(t.Context(), deadline)
-		w.Process(ctx, "sqs", invalidate.Decoded([]invalidate.Record{{ID: "1", Changes: []decode.Change{{Entity: "user", ID: "1"}}}}))
+		w.Handle(ctx, decode.SourceSQS, invalidate.Decoded([]invalidate.Record{{ID: "1", Changes: []decode.Change{{Entity: "user", ID: "1"}}}}), nil)
 		cancel()
+		// The attempt's own timeout is longer: the deadline seen is the batch's.
 		if got := deadline.Sub(seen); got < tc.want-50*time.Millisecond || got > tc.want+50*time.Millisecond {
 			t.Errorf("%v left, margin %v: deletes stopped %v before the deadline, want %v", tc.left, tc.margin, got, tc.want)
 		}

@@ -1,10 +1,12 @@
-// Command driver is the local event source mapping for make local and
-// manual testing: it runs the SQS and stream Lambda functions under the
+// Command driver is the local event source mapping for make local, make e2e
+// and manual testing: it runs the SQS and stream Lambda functions under the
 // Runtime Interface Emulator, one emulator each, and feeds them from moto
-// (or LocalStack) the way Lambda would in AWS: the SQS function from a
-// queue, the stream function from a table's stream, failed stream records
-// to a DLQ once their retries are spent. The functions inherit this
-// process's environment (CACHE_*, INVALIDATION_RULES...).
+// (or LocalStack) the way Lambda would in AWS, with template.yaml's
+// settings unless flags say otherwise: the SQS function from a queue, the
+// stream function from a table's stream, resumed from its checkpoints after
+// a restart, the coordinates of stream records given up on to an
+// on-failure queue. The functions inherit this process's environment
+// (CACHE_*, INVALIDATION_RULES, FAILURE_QUEUE_URL...).
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -28,56 +31,78 @@ import (
 	"github.com/invalidator-go/invalidator/internal/worker"
 )
 
+type settings struct {
+	queue, table, dlq, bin, state string
+	timeout                       time.Duration
+	sqsBatch, streamBatch         int
+	retries                       int
+	maxAge                        time.Duration
+	bisect, latest                bool
+}
+
 func main() {
-	var (
-		queue = flag.String("queue", os.Getenv("RAW_QUEUE_URL"), "queue feeding sqs-invalidate (none: no SQS mapping)")
-		table = flag.String("table", os.Getenv("TABLE_NAME"), "table whose stream feeds stream-invalidate (none: no stream mapping)")
-		dlq   = flag.String("dlq", os.Getenv("FAILURE_QUEUE_URL"), "on-failure queue of the stream mapping")
-		bin   = flag.String("bin", "bin", "directory of the built functions (make build)")
-	)
+	var s settings
+	flag.StringVar(&s.queue, "queue", os.Getenv("RAW_QUEUE_URL"), "queue feeding sqs-invalidate (none: no SQS mapping) [RAW_QUEUE_URL]")
+	flag.StringVar(&s.table, "table", os.Getenv("TABLE_NAME"), "table whose stream feeds stream-invalidate (none: no stream mapping) [TABLE_NAME]")
+	flag.StringVar(&s.dlq, "on-failure", os.Getenv("FAILURE_QUEUE_URL"), "on-failure destination of the stream mapping [FAILURE_QUEUE_URL]")
+	flag.StringVar(&s.bin, "bin", "bin", "directory of the built functions (make build)")
+	flag.StringVar(&s.state, "state", filepath.Join(os.Getenv("LOCAL_STATE"), "esm"), "directory of the stream checkpoints, kept across restarts [LOCAL_STATE/esm]")
+	flag.DurationVar(&s.timeout, "timeout", 30*time.Second, "function timeout (FunctionTimeout)")
+	flag.IntVar(&s.sqsBatch, "sqs-batch-size", 10, "messages per invoke, 1-10 (SqsBatchSize, no batching window)")
+	flag.IntVar(&s.streamBatch, "stream-batch-size", 1000, "stream records per invoke, 1-1000 (StreamBatchSize)")
+	flag.IntVar(&s.retries, "stream-max-retries", -1, "retries of a failed stream record, -1 for no limit (StreamMaximumRetryAttempts)")
+	flag.DurationVar(&s.maxAge, "stream-max-age", 6*time.Hour, "age past which a failed stream record is given up, negative for none (StreamMaximumRecordAgeInSeconds)")
+	flag.BoolVar(&s.bisect, "stream-bisect", true, "split a batch in two when its invoke fails (BisectBatchOnFunctionError)")
+	flag.BoolVar(&s.latest, "stream-latest", false, "start a stream without a checkpoint at LATEST, not TRIM_HORIZON (StartingPosition)")
 	flag.Parse()
 	log := worker.NewLogger(os.Stdout, slog.LevelInfo).With("function", "driver")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, log, *queue, *table, *dlq, *bin); err != nil {
+	if err := run(ctx, log, s); err != nil {
 		log.Error("driver stopped", "error", err.Error())
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, queue, table, dlq, bin string) error {
+func run(ctx context.Context, log *slog.Logger, s settings) error {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return err
 	}
 	errs := make(chan error, 2)
 	mappings := 0
-	if queue != "" {
-		fn, err := rie.Start(filepath.Join(bin, "sqs-invalidate", "bootstrap"), rie.Options{Output: os.Stdout})
+	opts := rie.Options{Output: os.Stdout, Timeout: s.timeout}
+	if s.queue != "" {
+		fn, err := rie.Start(filepath.Join(s.bin, "sqs-invalidate", "bootstrap"), opts)
 		if err != nil {
 			return err
 		}
 		defer fn.Stop()
-		m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: queue, Function: fn, Logger: log}
+		m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: s.queue, Function: fn, BatchSize: int32(s.sqsBatch), Logger: log}
 		go func() { errs <- m.Run(ctx) }()
 		mappings++
 	}
-	if table != "" {
-		desc, err := dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if s.table != "" {
+		desc, err := dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)})
 		if err != nil {
 			return err
 		}
 		if desc.Table.LatestStreamArn == nil {
-			return errors.New("table " + table + " has no stream")
+			return errors.New("table " + s.table + " has no stream")
 		}
-		fn, err := rie.Start(filepath.Join(bin, "stream-invalidate", "bootstrap"), rie.Options{Output: os.Stdout})
+		checkpoints, err := esm.LoadCheckpoints(filepath.Join(s.state, "checkpoints.json"))
+		if err != nil {
+			return err
+		}
+		fn, err := rie.Start(filepath.Join(s.bin, "stream-invalidate", "bootstrap"), opts)
 		if err != nil {
 			return err
 		}
 		defer fn.Stop()
 		m := &esm.StreamMapping{
 			Client: dynamodbstreams.NewFromConfig(cfg), StreamARN: *desc.Table.LatestStreamArn, Function: fn,
-			OnFailure: sqs.NewFromConfig(cfg), DLQURL: dlq, Logger: log,
+			BatchSize: int32(s.streamBatch), Latest: s.latest, MaxRetryAttempts: s.retries, MaxRecordAge: s.maxAge,
+			NoBisect: !s.bisect, Checkpoints: checkpoints, OnFailure: sqs.NewFromConfig(cfg), DLQURL: s.dlq, Logger: log,
 		}
 		go func() { errs <- m.Run(ctx) }()
 		mappings++
@@ -85,7 +110,7 @@ func run(ctx context.Context, log *slog.Logger, queue, table, dlq, bin string) e
 	if mappings == 0 {
 		return errors.New("nothing to drive: give -queue or -table")
 	}
-	log.Info("driver started", "queue", queue, "table", table)
+	log.Info("driver started", "queue", s.queue, "table", s.table)
 	for range mappings {
 		if err := <-errs; err != nil {
 			return err

@@ -1,0 +1,141 @@
+// Package streams reads DynamoDB streams through their API and gives the
+// records the shape Lambda delivers them in: for the local event source
+// mapping, and for replaying a range of records that a stream mapping gave
+// up on.
+package streams
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+)
+
+// Client is what the package needs of a DynamoDB Streams client;
+// *dynamodbstreams.Client has it.
+type Client interface {
+	GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+// Iterator returns a shard iterator of kind, at or after seq for the kinds
+// that take one.
+func Iterator(ctx context.Context, c Client, streamARN, shardID string, kind types.ShardIteratorType, seq string) (*string, error) {
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(streamARN), ShardId: aws.String(shardID), ShardIteratorType: kind}
+	if seq != "" {
+		in.SequenceNumber = aws.String(seq)
+	}
+	out, err := c.GetShardIterator(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("shard iterator: %w", err)
+	}
+	return out.ShardIterator, nil
+}
+
+// Compare orders two sequence numbers of a shard: decimal numbers of up to
+// 40 digits, longer than an int64.
+func Compare(a, b string) int {
+	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
+}
+
+// ReadRange calls fn with the records of a shard from sequence number from
+// to to, both included, page by page, until to is passed or the shard has
+// no more records.
+func ReadRange(ctx context.Context, c Client, streamARN, shardID, from, to string, fn func([]types.Record) error) error {
+	iterator, err := Iterator(ctx, c, streamARN, shardID, types.ShardIteratorTypeAtSequenceNumber, from)
+	if err != nil {
+		return err
+	}
+	for iterator != nil {
+		page, err := c.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iterator})
+		if err != nil {
+			return fmt.Errorf("get records: %w", err)
+		}
+		records := page.Records
+		for i, r := range records {
+			if Compare(aws.ToString(r.Dynamodb.SequenceNumber), to) > 0 {
+				records = records[:i]
+				page.NextShardIterator = nil
+				break
+			}
+		}
+		if len(records) > 0 {
+			if err := fn(records); err != nil {
+				return err
+			}
+		}
+		// A shard that is still open hands out empty pages once caught up.
+		if len(page.Records) == 0 {
+			return nil
+		}
+		iterator = page.NextShardIterator
+	}
+	return nil
+}
+
+// LambdaRecord turns a record of the DynamoDB Streams API into the record
+// Lambda delivers.
+func LambdaRecord(r types.Record, streamARN string) events.DynamoDBEventRecord {
+	rec := events.DynamoDBEventRecord{
+		EventID: aws.ToString(r.EventID), EventName: string(r.EventName), EventVersion: aws.ToString(r.EventVersion),
+		EventSource: aws.ToString(r.EventSource), AWSRegion: aws.ToString(r.AwsRegion), EventSourceArn: streamARN,
+	}
+	if d := r.Dynamodb; d != nil {
+		rec.Change = events.DynamoDBStreamRecord{
+			Keys: image(d.Keys), NewImage: image(d.NewImage), OldImage: image(d.OldImage),
+			SequenceNumber: aws.ToString(d.SequenceNumber), SizeBytes: aws.ToInt64(d.SizeBytes), StreamViewType: string(d.StreamViewType),
+		}
+		if d.ApproximateCreationDateTime != nil {
+			rec.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: *d.ApproximateCreationDateTime}
+		}
+	}
+	return rec
+}
+
+func image(in map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]events.DynamoDBAttributeValue, len(in))
+	for k, v := range in {
+		out[k] = attribute(v)
+	}
+	return out
+}
+
+func attribute(v types.AttributeValue) events.DynamoDBAttributeValue {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value)
+	case *types.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value)
+	case *types.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value)
+	case *types.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value)
+	case *types.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value)
+	case *types.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(v.Value)
+	case *types.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(v.Value)
+	case *types.AttributeValueMemberM:
+		return events.NewMapAttribute(image(v.Value))
+	case *types.AttributeValueMemberL:
+		list := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			list[i] = attribute(e)
+		}
+		return events.NewListAttribute(list)
+	default:
+		return events.NewNullAttribute()
+	}
+}

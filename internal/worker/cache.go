@@ -1,0 +1,114 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+// connection is the worker's cache: connected in the background from the
+// start, and again whenever an attempt failed, so that a process starts
+// and answers whether or not the cache can be reached. Until it is
+// connected every key fails for now, with the reason: its records are
+// retried, never parked.
+type connection struct {
+	opt      valkey.ClientOption
+	endpoint string
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	client  valkey.Client
+	dialing chan struct{} // closed when the attempt in flight ends
+	err     error         // the last attempt's
+}
+
+func newConnection(opt valkey.ClientOption, endpoint string, log *slog.Logger) *connection {
+	c := &connection{opt: opt, endpoint: endpoint, log: log}
+	c.mu.Lock()
+	c.dial()
+	c.mu.Unlock()
+	return c
+}
+
+// dial starts an attempt; c.mu is held.
+func (c *connection) dial() {
+	done := make(chan struct{})
+	c.dialing = done
+	go func() {
+		client, err := valkey.NewClient(c.opt)
+		if err != nil {
+			err = fmt.Errorf("connect to cache %s: %w", c.endpoint, err)
+		}
+		c.mu.Lock()
+		switch {
+		case err == nil && c.err != nil:
+			c.log.Info("connected to the cache", "endpoint", c.endpoint)
+		case err != nil && (c.err == nil || c.err.Error() != err.Error()):
+			// Once per cause, not once per attempt.
+			c.log.Warn("cannot connect to the cache: records fail for now and are retried", "error", err.Error())
+		}
+		c.client, c.err, c.dialing = client, err, nil
+		c.mu.Unlock()
+		close(done)
+	}()
+}
+
+// get returns the client, waiting for the attempt in flight or starting
+// one, until ctx ends.
+func (c *connection) get(ctx context.Context) (valkey.Client, error) {
+	c.mu.Lock()
+	if c.client != nil {
+		c.mu.Unlock()
+		return c.client, nil
+	}
+	if c.dialing == nil {
+		c.dial()
+	}
+	dialing := c.dialing
+	last := c.err
+	c.mu.Unlock()
+	select {
+	case <-dialing:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.client, c.err
+	case <-ctx.Done():
+		if last != nil {
+			return nil, fmt.Errorf("%w (still connecting: %w)", last, ctx.Err())
+		}
+		return nil, fmt.Errorf("still connecting to cache %s: %w", c.endpoint, ctx.Err())
+	}
+}
+
+// Unlink is invalidate.Cache's.
+func (c *connection) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
+	client, err := c.get(ctx)
+	if err != nil {
+		errs := make([]error, len(keys))
+		for i := range keys {
+			status[i], errs[i] = invalidate.KeyFailed, err
+		}
+		return errs
+	}
+	return invalidate.Valkey(client).Unlink(ctx, keys, status)
+}
+
+// close ends the connection, or the attempt in flight once it ends.
+func (c *connection) close() {
+	c.mu.Lock()
+	dialing := c.dialing
+	c.mu.Unlock()
+	if dialing != nil {
+		<-dialing
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client != nil {
+		c.client.Close()
+	}
+}

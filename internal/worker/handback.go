@@ -1,0 +1,93 @@
+package worker
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	decode "github.com/invalidator-go/invalidator/events"
+)
+
+// Queues is what the SQS function needs of SQS to hand messages back to
+// their queue; *sqs.Client has it.
+type Queues interface {
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+// RetryAfter is how long a message that failed for now stays hidden before
+// it comes back, after its receives-th receive: 1 s, doubled at each
+// receive up to a minute, less up to a quarter of jitter so that messages
+// failed together do not all come back together. Short, so that the first
+// tries after an outage come soon; capped, so that the queue's
+// maxReceiveCount outlasts hours of outage.
+func RetryAfter(receives int) time.Duration {
+	d := min(time.Second<<min(max(receives, 1)-1, 6), time.Minute)
+	return d - rand.N(d/4+1)
+}
+
+// receipt is what it takes to hand a message back to its queue.
+type receipt struct {
+	handle, queueARN string
+	receives         int
+}
+
+func receiptOf(raw []byte) receipt {
+	var r receipt
+	r.handle, r.queueARN, r.receives = decode.SQSReceipt(raw)
+	return r
+}
+
+// handBack makes the messages that failed for now visible again after
+// RetryAfter, instead of after the queue's visibility timeout (six times
+// the function's timeout). Should it fail, they come back all the same,
+// only later.
+func (w *Worker) handBack(ctx context.Context, msgs []receipt) {
+	if w.opts.Queues == nil {
+		return
+	}
+	for start := 0; start < len(msgs); start += 10 { // SQS's most per batch
+		chunk := msgs[start:min(start+10, len(msgs))]
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, 0, len(chunk))
+		for i, m := range chunk {
+			if m.handle == "" || m.queueARN != chunk[0].queueARN {
+				continue // not from Lambda's SQS event source: nothing to hand back
+			}
+			entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.handle),
+				VisibilityTimeout: int32(RetryAfter(m.receives).Round(time.Second) / time.Second),
+			})
+		}
+		url, ok := queueURL(chunk[0].queueARN)
+		if len(entries) == 0 || !ok {
+			continue
+		}
+		out, err := w.opts.Queues.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		switch {
+		case err != nil:
+			w.opts.Logger.Warn("cannot hand messages back: they come back after the queue's visibility timeout", "messages", len(entries), "error", err.Error())
+		case len(out.Failed) > 0:
+			w.opts.Logger.Warn("cannot hand messages back: they come back after the queue's visibility timeout", "messages", len(out.Failed), "error", aws.ToString(out.Failed[0].Message))
+		}
+	}
+}
+
+// queueURL is the URL of the queue arn names
+// (arn:PARTITION:sqs:REGION:ACCOUNT:NAME). SQS finds a queue by the path of
+// its URL, so the host only has to be one of SQS's.
+func queueURL(arn string) (string, bool) {
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" {
+		return "", false
+	}
+	domain := "amazonaws.com"
+	if parts[1] == "aws-cn" {
+		domain = "amazonaws.com.cn"
+	}
+	return "https://sqs." + parts[3] + "." + domain + "/" + parts[4] + "/" + parts[5], true
+}

@@ -1,0 +1,230 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	decode "github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/internal/fakes"
+	"github.com/invalidator-go/invalidator/internal/parking"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+const (
+	testQueueARN = "arn:aws:sqs:us-east-1:123456789012:cache-invalidation"
+	testQueueURL = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation"
+	failureURL   = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-failures"
+)
+
+// down fails, for now, every key of entity "down".
+func down(key string, _ int) error {
+	if strings.HasPrefix(key, "cache:down:") {
+		return fakes.ErrRefused
+	}
+	return nil
+}
+
+// testWorker invalidates through a fake cache, parks in and hands back to
+// a fake SQS.
+func testWorker(fail func(string, int) error, queues *fakes.SQS) *Worker {
+	inv := invalidate.New(&fakes.Cache{Fail: fail}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	return New(inv, Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
+		Park: parking.Queue{Client: queues, URL: failureURL}, Queues: queues})
+}
+
+// received sends bodies to the fake queue, receives them, and returns the
+// Lambda payload of the batch.
+func received(t *testing.T, queues *fakes.SQS, bodies ...string) ([]byte, []events.SQSMessage) {
+	t.Helper()
+	for _, b := range bodies {
+		queues.Send(testQueueURL, b)
+	}
+	out, err := queues.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(testQueueURL), MaxNumberOfMessages: 10})
+	if err != nil || len(out.Messages) != len(bodies) {
+		t.Fatalf("receive: %d messages, %v", len(out.Messages), err)
+	}
+	var ev events.SQSEvent
+	for _, m := range out.Messages {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body,
+			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: testQueueARN, AWSRegion: "us-east-1"})
+	}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return payload, ev.Records
+}
+
+// parked returns the records in the fake failure queue.
+func parked(t *testing.T, queues *fakes.SQS) []parking.Record {
+	t.Helper()
+	var out []parking.Record
+	for _, m := range queues.Messages(failureURL) {
+		r, ok, err := parking.Parse([]byte(m.Body))
+		if !ok || err != nil {
+			t.Fatalf("not a parked record (%v): %s", err, m.Body)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func deadline(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
+	queues := &fakes.SQS{}
+	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`, `{"entity":"down","id":"2"}`)
+	start := time.Now()
+	resp, err := testWorker(down, queues).SQS(deadline(t), payload)
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msgs[2].MessageId {
+		t.Fatalf("response %+v, %v: want only the message whose key failed for now", resp, err)
+	}
+	p := parked(t, queues)
+	if len(p) != 1 || p[0].ID != msgs[1].MessageId || p[0].Source != decode.SourceSQS || !strings.Contains(p[0].Reason, "malformed JSON") {
+		t.Fatalf("parked %+v: want the poison message, with its reason", p)
+	}
+	var rec events.SQSMessage
+	if err := json.Unmarshal(p[0].Content(), &rec); err != nil || rec.Body != msgs[1].Body || rec.ReceiptHandle != msgs[1].ReceiptHandle {
+		t.Fatalf("parked content %s (%v): want the whole record", p[0].Content(), err)
+	}
+	// The message to retry comes back after about a second, not after the
+	// queue's visibility timeout.
+	for _, m := range queues.Messages(testQueueURL) {
+		if m.ID == msgs[2].MessageId {
+			if back := m.VisibleAt.Sub(start); back < 500*time.Millisecond || back > 2*time.Second {
+				t.Fatalf("the failed message comes back after %v, want about 1 s", back)
+			}
+		}
+	}
+}
+
+func TestARecordThatCannotBeParkedIsRetried(t *testing.T) {
+	queues := &fakes.SQS{Fail: func(op string) error {
+		if op == "SendMessage" {
+			return errors.New("access denied")
+		}
+		return nil
+	}}
+	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `not json`)
+	resp, err := testWorker(nil, queues).SQS(deadline(t), payload)
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msgs[1].MessageId {
+		t.Fatalf("response %+v, %v: want the poison message handed back, not dropped", resp, err)
+	}
+}
+
+func streamPayload(t *testing.T, records ...events.DynamoDBEventRecord) []byte {
+	t.Helper()
+	payload, err := json.Marshal(events.DynamoDBEvent{Records: records})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return payload
+}
+
+func streamRecord(seq, id string, table string) events.DynamoDBEventRecord {
+	return events.DynamoDBEventRecord{
+		EventName: "MODIFY", EventSource: "aws:dynamodb",
+		EventSourceArn: "arn:aws:dynamodb:us-east-1:123456789012:table/" + table + "/stream/2026-11-29T12:00:00.000",
+		Change: events.DynamoDBStreamRecord{SequenceNumber: seq,
+			Keys: map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(id)}},
+	}
+}
+
+func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
+	queues := &fakes.SQS{}
+	bad := streamRecord("200", "x", "t")
+	bad.EventName = "UPSERT"
+	later := streamRecord("400", "y", "t")
+	later.EventName = "UPSERT"
+	payload := streamPayload(t, streamRecord("100", "1", "user"), bad, streamRecord("300", "2", "down"), later)
+	resp, err := testWorker(down, queues).DynamoDB(deadline(t), payload)
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	if err != nil || !slices.Equal(failed, []string{"300", "400"}) {
+		t.Fatalf("reported %q (%v): want 300, to retry, and 400 after it", failed, err)
+	}
+	// 400 comes again with 300: parking it now would park it twice.
+	if p := parked(t, queues); len(p) != 1 || p[0].ID != "200" || p[0].Source != decode.SourceDynamoDB {
+		t.Fatalf("parked %+v: want 200 alone", p)
+	}
+}
+
+func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
+	queues := &fakes.SQS{}
+	w := testWorker(down, queues)
+	invoke := func(message string) error {
+		payload, _ := json.Marshal(events.SNSEvent{Records: []events.SNSEventRecord{{EventSource: "aws:sns",
+			SNS: events.SNSEntity{MessageID: "sns-1", Message: message, Timestamp: time.Now()}}}})
+		_, err := w.SNS(deadline(t), payload)
+		return err
+	}
+	if err := invoke(`{"entity":"user","op":"upsert"}`); err != nil {
+		t.Fatalf("a message that fails for good: %v, want it parked and the invoke done", err)
+	}
+	if p := parked(t, queues); len(p) != 1 || p[0].ID != "sns-1" || p[0].Source != decode.SourceSNS {
+		t.Fatalf("parked %+v", p)
+	}
+	err := invoke(`{"entity":"down","id":"1"}`)
+	if _, ok := errors.AsType[RecordsFailed](err); !ok || !strings.Contains(err.Error(), "sns-1") {
+		t.Fatalf("a message that fails for now: %v, want RecordsFailed naming it, so SNS retries", err)
+	}
+}
+
+func TestAPanicParksTheBatchWithItsStack(t *testing.T) {
+	queues := &fakes.SQS{}
+	raws := [][]byte{[]byte(`{"n":1}`)}
+	_, fates := testWorker(nil, queues).Handle(deadline(t), decode.SourceSQS,
+		invalidate.Inputs(raws, func(*[]byte) invalidate.Record { panic("decoder bug") }),
+		func(i int) []byte { return raws[i] })
+	p := parked(t, queues)
+	if fates[0] != Parked || len(p) != 1 || !strings.Contains(p[0].Reason, "decoder bug") || !strings.Contains(p[0].Reason, "goroutine") {
+		t.Fatalf("fates %v, parked %+v: want the record parked with the panic and its stack", fates, p)
+	}
+}
+
+// TestStartsAndAnswersWithTheCacheUnreachable: nothing listens where the
+// cache should be; the worker starts all the same, answers before the
+// deadline that its records failed for now, and still parks what fails
+// for good.
+func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
+	queues := &fakes.SQS{}
+	cfg := Config{Cache: cacheconn.Config{Endpoint: "127.0.0.1:1"}, Rules: invalidate.DefaultRules(), FailureQueueURL: failureURL}
+	w, err := Start("sqs-invalidate", cfg, queues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.opts.Logger, w.opts.Metrics = slog.New(slog.DiscardHandler), io.Discard
+	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":`)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := w.SQS(ctx, payload)
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msgs[0].MessageId {
+		t.Fatalf("response %+v, %v: want the good message to retry", resp, err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("answered after %v, past the deadline", took)
+	}
+	if p := parked(t, queues); len(p) != 1 || p[0].ID != msgs[1].MessageId {
+		t.Fatalf("parked %+v: want the broken message", p)
+	}
+}

@@ -1,0 +1,68 @@
+package invalidate
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// Cache deletes keys: all an Invalidator needs of a cache. Valkey adapts a
+// valkey-go client; tests give a fake.
+type Cache interface {
+	// Unlink deletes keys and writes the outcome of each to status:
+	// KeyDeleted, KeyAbsent, or KeyFailed. errs is nil when no key failed,
+	// else it holds the reason of each failed key at its index.
+	Unlink(ctx context.Context, keys []string, status []KeyStatus) (errs []error)
+}
+
+// ValkeyClient is what Valkey needs of a client; valkey.Client has it.
+type ValkeyClient interface {
+	B() valkey.Builder
+	DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult
+}
+
+// Valkey is the Cache of a valkey-go client: one UNLINK per key, all in one
+// DoMulti, which routes every command to the node owning its key's slot, so
+// no request is ever cross-slot or near the 3,999-argument limit.
+func Valkey(client ValkeyClient) Cache { return valkeyCache{client} }
+
+type valkeyCache struct{ client ValkeyClient }
+
+func (c valkeyCache) Unlink(ctx context.Context, keys []string, status []KeyStatus) (errs []error) {
+	cmds := make(valkey.Commands, len(keys))
+	for i, k := range keys {
+		cmds[i] = c.client.B().Unlink().Key(k).Build()
+	}
+	for i, res := range c.client.DoMulti(ctx, cmds...) {
+		n, err := res.AsInt64()
+		switch {
+		case err == nil && n > 0:
+			status[i] = KeyDeleted
+		case err == nil:
+			status[i] = KeyAbsent
+		default:
+			status[i] = KeyFailed
+			if errs == nil {
+				errs = make([]error, len(keys))
+			}
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// permanentKeyError reports whether a key's error will come back however
+// often the key is tried: the cache refuses the command to this user
+// (NOPERM), or a bug was caught. Everything else — a lost or refused
+// connection, a timeout, a closing client, CLUSTERDOWN, TRYAGAIN, LOADING,
+// MASTERDOWN, a failover's READONLY — passes once the cache is back.
+func permanentKeyError(err error) bool {
+	if errors.Is(err, ErrInternal) {
+		return true
+	}
+	// valkey-go has no typed check for NOPERM.
+	verr, ok := valkey.IsValkeyErr(err)
+	return ok && strings.HasPrefix(verr.Error(), "NOPERM")
+}
