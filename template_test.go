@@ -206,11 +206,63 @@ func TestFunctionsAndCacheAreSafe(t *testing.T) {
 	}
 }
 
+// TestNothingIsGivenUpWhileTheCacheMayComeBack: records that fail for good
+// are parked by the functions themselves, whole, in a failure queue that
+// takes the largest records; the stream retries what fails for now
+// without an attempt limit, for hours; the SQS source invokes at once.
+func TestNothingIsGivenUpWhileTheCacheMayComeBack(t *testing.T) {
+	tpl := loadTemplate(t)
+	if v := tpl.get("Globals", "Function", "Environment", "Variables", "FAILURE_QUEUE_URL"); v.value() != "FailureQueue" {
+		t.Errorf("FAILURE_QUEUE_URL = %q, want the failure queue", v.value())
+	}
+	if v := tpl.get("Resources", "FailureQueue", "Properties", "MaximumMessageSize").value(); v != "1048576" {
+		t.Errorf("the failure queue takes messages of %s bytes, want 1 MiB: records are parked whole", v)
+	}
+	for name, fn := range functions(t, tpl) {
+		parks := false
+		for _, p := range fn.get("Properties", "Policies").items() {
+			for _, st := range p.get("Statement").items() {
+				parks = parks || st.get("Action").value() == "sqs:SendMessage" && strings.Contains(st.get("Resource").value(), "FailureQueue")
+			}
+		}
+		if !parks {
+			t.Errorf("%s may not send to the failure queue: it could not park a record", name)
+		}
+		for _, ev := range fn.get("Properties", "Events").values() {
+			p := ev.get("Properties")
+			if ev.get("Type").value() == "DynamoDB" {
+				if p.get("StartingPosition").value() != "TRIM_HORIZON" {
+					t.Errorf("%s: a new stream mapping must start at TRIM_HORIZON, or it misses what was written before it", name)
+				}
+			}
+		}
+	}
+	params := tpl.get("Parameters")
+	if v := params.get("StreamMaximumRetryAttempts", "Default").value(); v != "-1" {
+		t.Errorf("StreamMaximumRetryAttempts defaults to %s, want -1: retry until the cache is back", v)
+	}
+	if age, _ := strconv.Atoi(params.get("StreamMaximumRecordAgeInSeconds", "Default").value()); age < 6*3600 {
+		t.Errorf("StreamMaximumRecordAgeInSeconds defaults to %d, want at least 6 h", age)
+	}
+	if v := params.get("SqsBatchingWindow", "Default").value(); v != "0" {
+		t.Errorf("SqsBatchingWindow defaults to %s s: every message would wait that long, stale", v)
+	}
+}
+
 func TestQueuesAndDeadLetters(t *testing.T) {
 	tpl := loadTemplate(t)
 	queue := tpl.get("Resources", "Queue", "Properties")
-	if queue.get("RedrivePolicy", "maxReceiveCount").value() != "5" {
-		t.Error("the queue must move a message to its DLQ after 5 receives")
+	if queue.get("RedrivePolicy", "maxReceiveCount").value() != "QueueMaxReceiveCount" {
+		t.Error("the queue's maxReceiveCount must be the QueueMaxReceiveCount parameter")
+	}
+	// Messages that fail for now come back within a minute and are not
+	// dead-lettered: receives must outlast hours of outage, and the queue
+	// must keep them as long.
+	if n, _ := strconv.Atoi(tpl.get("Parameters", "QueueMaxReceiveCount", "Default").value()); n < 100 {
+		t.Errorf("QueueMaxReceiveCount defaults to %d, want at least 100", n)
+	}
+	if queue.get("MessageRetentionPeriod").value() != "1209600" {
+		t.Error("the queue must keep messages 14 days, longer than any retry")
 	}
 	if dlq := queue.get("RedrivePolicy", "deadLetterTargetArn"); !dlq.ok() || !strings.Contains(dlq.value(), "DeadLetterQueue") {
 		t.Errorf("the queue's DLQ is %q, want DeadLetterQueue", dlq.value())
@@ -258,6 +310,19 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		name := strings.ReplaceAll(tpl.get("Resources", resource, "Properties", want.prop).value(), "${NamePrefix}", "")
 		if name == "" || name != local[want.env] {
 			t.Errorf("%s is named %q in the template and %q (%s) locally", resource, name, local[want.env], want.env)
+		}
+	}
+	resources, err := os.ReadFile("localstack/init/ready.d/10-resources.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for variable, want := range map[string]string{
+		"MAX_RECEIVE_COUNT":  tpl.get("Parameters", "QueueMaxReceiveCount", "Default").value(),
+		"VISIBILITY_TIMEOUT": tpl.get("Mappings", "VisibilityTimeouts", tpl.get("Parameters", "FunctionTimeout", "Default").value(), "Seconds").value(),
+	} {
+		m := regexp.MustCompile(variable + `:-(\d+)`).FindStringSubmatch(string(resources))
+		if m == nil || m[1] != want {
+			t.Errorf("%s is %v locally, want the template's %s", variable, m, want)
 		}
 	}
 	acl := regexp.MustCompile(`export WORKER_ACL="([^"]*)"`).FindStringSubmatch(string(data))

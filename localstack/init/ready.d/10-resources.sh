@@ -19,8 +19,9 @@ dlq="${DLQ_NAME:-cache-invalidation-dlq}"
 failures="${FAILURE_QUEUE_NAME:-cache-invalidation-failures}"
 raw_queue="${RAW_QUEUE_NAME:-cache-invalidation-raw}"
 table="${TABLE_NAME:-Products}"
-max_receive_count="${MAX_RECEIVE_COUNT:-5}"
-visibility_timeout="${VISIBILITY_TIMEOUT:-30}"
+# As template.yaml: QueueMaxReceiveCount, and 6 x the function timeout.
+max_receive_count="${MAX_RECEIVE_COUNT:-100}"
+visibility_timeout="${VISIBILITY_TIMEOUT:-180}"
 
 # awscli v1 sends SQS calls to queue.amazonaws.com unless the endpoint is
 # given as a flag, whatever AWS_ENDPOINT_URL says; so pass it to every call.
@@ -45,7 +46,7 @@ queue_arn() { # URL -> ARN
 queue_attributes() { # policy-json redrive-json|"" -> --attributes JSON
   python3 - "$@" <<'PY'
 import json, sys
-attrs = {"Policy": sys.argv[1], "VisibilityTimeout": sys.argv[3]}
+attrs = {"Policy": sys.argv[1], "VisibilityTimeout": sys.argv[3], "MessageRetentionPeriod": "1209600"}
 if sys.argv[2]:
     attrs["RedrivePolicy"] = sys.argv[2]
 print(json.dumps(attrs))
@@ -76,6 +77,8 @@ failures_url=$(queue_url "$failures")
 for url in "$dlq_url" "$failures_url"; do
   awscli sqs set-queue-attributes --queue-url "$url" --attributes MessageRetentionPeriod=1209600
 done
+# Records are parked whole: the failure queue takes SQS's largest messages.
+awscli sqs set-queue-attributes --queue-url "$failures_url" --attributes MaximumMessageSize=1048576
 
 redrive=$(printf '{"deadLetterTargetArn":"%s","maxReceiveCount":"%s"}' "$dlq_arn" "$max_receive_count")
 for name in "$queue" "$raw_queue"; do
@@ -101,5 +104,5 @@ echo "  topic       $topic_arn"
 echo "  queue       $(queue_url "$queue") (DLQ $dlq after $max_receive_count receives)"
 echo "  raw queue   $(queue_url "$raw_queue") (RawMessageDelivery=true)"
 echo "  dlq         $dlq_url"
-echo "  failures    $failures_url (stream and SNS records given up on)"
+echo "  failures    $failures_url (records parked by the worker, and what the stream and SNS paths give up on)"
 echo "  table       $table, stream $stream_arn"
