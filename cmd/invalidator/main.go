@@ -1,0 +1,52 @@
+// Command invalidator is the operator's tool beside the worker: each verb
+// does one job, takes flags with environment fallbacks, answers --help, and
+// exits non-zero when it fails.
+//
+//	invalidator replay    re-invalidate what the failure queue (or a DLQ) holds
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+)
+
+// verb is one command of the tool.
+type verb struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) int
+}
+
+var verbs = []verb{
+	{"replay", "re-invalidate what the failure queue (or a DLQ) holds, and delete what passes", replayVerb},
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	if slices.Contains([]string{"help", "-h", "-help", "--help"}, args[0]) {
+		usage(stdout)
+		return 0
+	}
+	for _, v := range verbs {
+		if v.name == args[0] {
+			return v.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "invalidator: unknown verb %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: invalidator <verb> [flags]   (invalidator <verb> --help for its flags)")
+	fmt.Fprintln(w, "\nverbs:")
+	for _, v := range verbs {
+		fmt.Fprintf(w, "  %-8s %s\n", v.name, v.summary)
+	}
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/invalidator-go/invalidator/internal/testenv"
+)
+
+func TestVerbsAndHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{nil, 2, "usage: invalidator <verb>"},
+		{[]string{"help"}, 0, "replay"},
+		{[]string{"nope"}, 2, `unknown verb "nope"`},
+		{[]string{"replay", "--help"}, 0, "usage: invalidator replay"},
+		{[]string{"replay", "--queue", ""}, 2, "no queue"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tc.args, &stdout, &stderr); code != tc.code || !strings.Contains(stdout.String()+stderr.String(), tc.out) {
+			t.Errorf("%q: exit %d, want %d; output %q, want %q in it", tc.args, code, tc.code, stdout.String()+stderr.String(), tc.out)
+		}
+	}
+}
+
+// TestReplayExitStatus: non-zero while a message fails, zero once all pass;
+// --json prints one object per message, then the summary.
+func TestReplayExitStatus(t *testing.T) {
+	testenv.Cache(t)
+	c := testenv.SQS(t)
+	q, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("test-cli-" + strings.ToLower(rand.Text()[:12]))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	send := func(body string) {
+		if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replay := func() (int, []map[string]any) {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"replay", "--queue", *q.QueueUrl, "--json"}, &stdout, &stderr)
+		var lines []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("not a JSON line: %q (stderr %s)", l, stderr.String())
+			}
+			lines = append(lines, m)
+		}
+		return code, lines
+	}
+	send(`{"entity":"user","id":"` + rand.Text() + `"}`)
+	send(`{"entity":"user"}`)
+	if code, lines := replay(); code != 1 || len(lines) != 3 || lines[2]["replayed"] != 2.0 || lines[2]["failed"] != 1.0 {
+		t.Fatalf("exit %d, output %v: want 1, two messages and a summary", code, lines)
+	}
+	// The bad message is left: purge it, and all passes.
+	if _, err := c.PurgeQueue(t.Context(), &sqs.PurgeQueueInput{QueueUrl: q.QueueUrl}); err != nil {
+		t.Fatal(err)
+	}
+	send(`{"entity":"user","id":"` + rand.Text() + `"}`)
+	if code, lines := replay(); code != 0 || len(lines) != 2 || lines[0]["deleted"] != true {
+		t.Fatalf("exit %d, output %v: want 0 and the message deleted", code, lines)
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/internal/replay"
+	"github.com/invalidator-go/invalidator/internal/worker"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+func replayVerb(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	queue := fs.String("queue", os.Getenv("FAILURE_QUEUE_URL"), "the queue to replay: the failure queue, or a DLQ [FAILURE_QUEUE_URL]")
+	endpoint := fs.String("cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
+	rules := fs.String("rules", os.Getenv("INVALIDATION_RULES_FILE"), "the worker's rules file, else INVALIDATION_RULES [INVALIDATION_RULES_FILE]")
+	keep := fs.Bool("keep", false, "leave replayed messages in the queue")
+	most := fs.Int("max", 0, "replay at most this many messages (default all)")
+	asJSON := fs.Bool("json", false, "one JSON object per message on stdout, then a summary object")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: invalidator replay [flags]
+
+Reads every message of the queue and invalidates its changes with the worker's
+rules: records the worker parked (whole), the coordinates of stream records a
+mapping gave up on (read again from the stream, which keeps them 24 h), SNS
+invokes Lambda gave up on, and plain change messages (a DLQ's, an SNS
+subscription's dead letters). A message whose keys are all deleted is deleted;
+one that fails again stays, visible, and the exit status is 1.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *queue == "" {
+		fmt.Fprintln(stderr, "invalidator replay: no queue: give --queue or FAILURE_QUEUE_URL")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	r, closeCache, err := replayer(ctx, *queue, *endpoint, *rules)
+	if err != nil {
+		fmt.Fprintln(stderr, "invalidator replay:", err)
+		return 1
+	}
+	defer closeCache()
+	r.Keep, r.Max = *keep, *most
+
+	out := json.NewEncoder(stdout)
+	last, seen, bad := time.Now(), 0, 0
+	replayed, failed, err := r.Run(ctx, func(o replay.Outcome) {
+		seen++
+		if o.Error != "" {
+			bad++
+		}
+		switch {
+		case *asJSON:
+			_ = out.Encode(o)
+		case o.Error != "":
+			fmt.Fprintf(stdout, "FAIL %s %s %s: %s\n", o.MessageID, o.Kind, o.Source, o.Error)
+		default:
+			fmt.Fprintf(stdout, "ok   %s %s %s: %d record(s), %d key(s)\n", o.MessageID, o.Kind, o.Source, o.Records, o.Keys)
+		}
+		if time.Since(last) > 2*time.Second {
+			last = time.Now()
+			fmt.Fprintf(stderr, "replay: %d messages so far, %d failed\n", seen, bad)
+		}
+	})
+	if *asJSON {
+		_ = out.Encode(map[string]int{"replayed": replayed, "failed": failed})
+	}
+	fmt.Fprintf(stderr, "replay: %d messages replayed, %d failed (left in %s)\n", replayed, failed, *queue)
+	if err != nil {
+		fmt.Fprintln(stderr, "invalidator replay:", err)
+		return 1
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// replayer connects to the queue, the stream and the cache as the worker
+// would from this environment.
+func replayer(ctx context.Context, queue, endpoint, rules string) (*replay.Replayer, func(), error) {
+	getenv := func(key string) string {
+		switch {
+		case key == "CACHE_ENDPOINT":
+			return endpoint
+		case key == "INVALIDATION_RULES_FILE":
+			return rules
+		case key == "INVALIDATION_RULES" && rules != "":
+			return ""
+		}
+		return os.Getenv(key)
+	}
+	cfg, err := worker.LoadConfig(getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	aws, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if iam := cfg.Cache.IAM; iam != nil {
+		iam.Region, iam.Credentials = aws.Region, aws.Credentials
+	}
+	cache, err := cacheconn.New(cfg.Cache)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &replay.Replayer{
+		SQS: sqs.NewFromConfig(aws), Streams: dynamodbstreams.NewFromConfig(aws), QueueURL: queue,
+		Invalidator: invalidate.New(invalidate.Valkey(cache), invalidate.Options{Rules: cfg.Rules}),
+	}, cache.Close, nil
+}

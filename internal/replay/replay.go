@@ -1,0 +1,277 @@
+// Package replay re-invalidates what the failure path kept: the records the
+// worker parked in the failure queue, the coordinates of stream records a
+// stream mapping gave up on (read again from the stream while it keeps
+// them), the SNS invokes Lambda gave up on, and plain change messages
+// (an SNS subscription's dead letters, a DLQ's messages). A message whose
+// changes are all invalidated is deleted; one that fails again stays, and
+// says why.
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/parking"
+	"github.com/invalidator-go/invalidator/internal/streams"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+// SQS is what a Replayer needs of SQS; *sqs.Client has it.
+type SQS interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+// Streams is what a Replayer needs of DynamoDB Streams;
+// *dynamodbstreams.Client has it.
+type Streams interface {
+	streams.Client
+	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+}
+
+// Replayer replays the messages of one queue.
+type Replayer struct {
+	SQS         SQS
+	Streams     Streams
+	Invalidator *invalidate.Invalidator
+	QueueURL    string
+	// Keep leaves replayed messages in the queue instead of deleting them.
+	Keep bool
+	// Max stops after this many messages. Default all.
+	Max int
+	// Timeout bounds the invalidation of one message's changes. Default 30 s.
+	Timeout time.Duration
+}
+
+// The kinds of messages a failure queue holds.
+const (
+	KindParked      = "parked"       // a record the worker parked, whole
+	KindStreamRange = "stream-range" // a stream mapping's on-failure record: coordinates only
+	KindAsyncInvoke = "async-invoke" // Lambda's on-failure record of an asynchronous (SNS) invoke
+	KindChange      = "change"       // an SQS body: change message, SNS or EventBridge envelope
+)
+
+// Outcome is what replaying one message did.
+type Outcome struct {
+	MessageID string        `json:"messageId"`
+	Kind      string        `json:"kind"`
+	Source    events.Source `json:"source,omitempty"`
+	Records   int           `json:"records"`
+	Keys      int           `json:"keys"`
+	Deleted   bool          `json:"deleted"`
+	Error     string        `json:"error,omitempty"`
+}
+
+// Run replays the queue's messages until none is left, or Max, and calls
+// report after each. Messages that fail again are made visible again at
+// the end, for the next run. It returns the outcomes' count and how many
+// failed; its error is the queue's.
+func (r *Replayer) Run(ctx context.Context, report func(Outcome)) (replayed, failed int, err error) {
+	if r.Timeout <= 0 {
+		r.Timeout = 30 * time.Second
+	}
+	var again []*string
+	defer func() {
+		// Failed messages are hidden until their visibility ends: show
+		// them now, to whoever looks next.
+		for _, handle := range again {
+			_, _ = r.SQS.ChangeMessageVisibility(context.WithoutCancel(ctx), &sqs.ChangeMessageVisibilityInput{
+				QueueUrl: aws.String(r.QueueURL), ReceiptHandle: handle, VisibilityTimeout: 0})
+		}
+	}()
+	for r.Max <= 0 || replayed < r.Max {
+		out, err := r.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(r.QueueURL), MaxNumberOfMessages: int32(min(10, max(1, r.Max-replayed))), WaitTimeSeconds: 1,
+			// Long enough that a message is seen once in a run.
+			VisibilityTimeout:           600,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},
+		})
+		if err != nil {
+			return replayed, failed, fmt.Errorf("receive from %s: %w", r.QueueURL, err)
+		}
+		if len(out.Messages) == 0 {
+			return replayed, failed, nil
+		}
+		for _, m := range out.Messages {
+			o := r.message(ctx, m)
+			if o.Error == "" && !r.Keep {
+				if _, err := r.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(r.QueueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+					o.Error = "replayed, but not deleted: " + err.Error()
+				} else {
+					o.Deleted = true
+				}
+			}
+			replayed++
+			if o.Error != "" || r.Keep {
+				again = append(again, m.ReceiptHandle)
+			}
+			if o.Error != "" {
+				failed++
+			}
+			report(o)
+		}
+	}
+	return replayed, failed, nil
+}
+
+// message replays one message.
+func (r *Replayer) message(ctx context.Context, m types.Message) Outcome {
+	o := Outcome{MessageID: aws.ToString(m.MessageId)}
+	records, err := r.records(ctx, m, &o)
+	if err == nil {
+		err = r.invalidate(ctx, records, &o)
+	}
+	if err != nil {
+		o.Error = err.Error()
+	}
+	return o
+}
+
+// records decodes a message into the records to invalidate.
+func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]invalidate.Record, error) {
+	body := []byte(aws.ToString(m.Body))
+	if p, ok, err := parking.Parse(body); ok {
+		o.Kind, o.Source = KindParked, p.Source
+		if err != nil {
+			return nil, err
+		}
+		return r.parked(ctx, p)
+	}
+	var envelope struct {
+		Stream  *lambdaStreamBatch `json:"DDBStreamBatchInfo"`
+		Payload json.RawMessage    `json:"requestPayload"`
+	}
+	_ = json.Unmarshal(body, &envelope)
+	switch {
+	case envelope.Stream != nil:
+		o.Kind, o.Source = KindStreamRange, events.SourceDynamoDB
+		return r.streamRange(ctx, *envelope.Stream)
+	case envelope.Payload != nil:
+		o.Kind, o.Source = KindAsyncInvoke, events.SourceSNS
+		raws, err := events.SplitRecords(envelope.Payload)
+		if err != nil {
+			return nil, err
+		}
+		records := make([]invalidate.Record, len(raws))
+		for i, raw := range raws {
+			records[i] = snsRecord(raw)
+		}
+		return records, nil
+	default:
+		o.Kind = KindChange
+		id := aws.ToString(m.MessageId)
+		changes, err := events.DecodeSQSBody(id, string(body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
+		return []invalidate.Record{{ID: id, Changes: changes, Err: err}}, nil
+	}
+}
+
+// parked decodes a parked record as its front end did.
+func (r *Replayer) parked(ctx context.Context, p parking.Record) ([]invalidate.Record, error) {
+	content := p.Content()
+	switch p.Source {
+	case events.SourceSQS:
+		id, changes, err := events.DecodeSQSJSON(content)
+		return []invalidate.Record{{ID: id, Changes: changes, Err: err}}, nil
+	case events.SourceSNS:
+		return []invalidate.Record{snsRecord(content)}, nil
+	case events.SourceDynamoDB:
+		if p.Truncated {
+			return r.streamRecord(ctx, content)
+		}
+		seq, c, err := events.DecodeDynamoDBJSON(content)
+		return []invalidate.Record{{ID: seq, Changes: []events.Change{c}, Err: err}}, nil
+	default:
+		return nil, fmt.Errorf("parked record from an unknown source %q", p.Source)
+	}
+}
+
+func snsRecord(raw []byte) invalidate.Record {
+	var rec lambdaevents.SNSEventRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return invalidate.Record{Err: &events.DecodeError{Reason: "not an SNS record", Err: err}}
+	}
+	changes, err := events.DecodeSNS(rec)
+	return invalidate.Record{ID: rec.SNS.MessageID, Changes: changes, Err: err}
+}
+
+// lambdaStreamBatch is the coordinates a stream mapping sends to its
+// on-failure destination.
+type lambdaStreamBatch struct {
+	ShardID   string `json:"shardId"`
+	Start     string `json:"startSequenceNumber"`
+	End       string `json:"endSequenceNumber"`
+	StreamARN string `json:"streamArn"`
+}
+
+// streamRange reads a range of records again from their stream.
+func (r *Replayer) streamRange(ctx context.Context, b lambdaStreamBatch) ([]invalidate.Record, error) {
+	if r.Streams == nil {
+		return nil, errors.New("no DynamoDB Streams client to read the range with")
+	}
+	var records []invalidate.Record
+	err := streams.ReadRange(ctx, r.Streams, b.StreamARN, b.ShardID, b.Start, b.End, func(page []streamtypes.Record) error {
+		for _, rec := range page {
+			c, err := events.DecodeDynamoDB(streams.LambdaRecord(rec, b.StreamARN))
+			records = append(records, invalidate.Record{ID: aws.ToString(rec.Dynamodb.SequenceNumber), Changes: []events.Change{c}, Err: err})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s shard %s from %s to %s (the stream keeps records 24 h): %w", b.StreamARN, b.ShardID, b.Start, b.End, err)
+	}
+	if len(records) == 0 {
+		return nil, fmt.Errorf("the stream no longer holds %s to %s of shard %s: past its 24 h", b.Start, b.End, b.ShardID)
+	}
+	return records, nil
+}
+
+// streamRecord reads one record, parked without its images, again from its
+// stream: its shard is not in the record, so each shard is asked.
+func (r *Replayer) streamRecord(ctx context.Context, content []byte) ([]invalidate.Record, error) {
+	var rec lambdaevents.DynamoDBEventRecord
+	if err := json.Unmarshal(content, &rec); err != nil {
+		return nil, err
+	}
+	seq := rec.Change.SequenceNumber
+	desc, err := r.Streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(rec.EventSourceArn)})
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", rec.EventSourceArn, err)
+	}
+	for _, shard := range desc.StreamDescription.Shards {
+		if records, err := r.streamRange(ctx, lambdaStreamBatch{ShardID: aws.ToString(shard.ShardId), Start: seq, End: seq, StreamARN: rec.EventSourceArn}); err == nil {
+			return records, nil
+		}
+	}
+	return nil, fmt.Errorf("no shard of %s holds record %s any more: past the stream's 24 h", rec.EventSourceArn, seq)
+}
+
+// invalidate deletes the records' keys; any failure fails the message.
+func (r *Replayer) invalidate(ctx context.Context, records []invalidate.Record, o *Outcome) error {
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	rep := r.Invalidator.Invalidate(ctx, invalidate.Decoded(records))
+	o.Records, o.Keys = len(records), rep.Metrics.KeysDeleted+rep.Metrics.KeysAbsent
+	var errs []string
+	for _, res := range rep.Results {
+		if res.Err != nil {
+			errs = append(errs, res.Err.Error())
+		}
+	}
+	if errs != nil {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
