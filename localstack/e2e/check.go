@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/parking"
+	"github.com/invalidator-go/invalidator/writethrough"
+)
+
+// faultResult is a fault and the probes sent at its end.
+type faultResult struct {
+	name   string
+	probes []probeResult
+}
+
+// results is what a run counts once drained.
+type results struct {
+	changes, poisonSent, reads, readErrors int64
+	staleWritethrough, staleNaive          int
+	validParked, poisonUnparked            int
+	lost                                   map[string]int
+	lag                                    map[string][]time.Duration
+	notes                                  []string
+}
+
+// invalidated is, for each marker key, when each function logged it
+// invalidated: its debug "record invalidated" lines.
+type invalidated map[string]map[string]time.Time
+
+func parseLogs(paths []string) (invalidated, error) {
+	seen := invalidated{}
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			if !strings.Contains(sc.Text(), `"msg":"record invalidated"`) {
+				continue
+			}
+			var line struct {
+				Time     time.Time
+				Function string
+				Keys     []string
+			}
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			for _, k := range line.Keys {
+				if !strings.HasPrefix(k, "e2e:mark:") {
+					continue
+				}
+				if seen[k] == nil {
+					seen[k] = map[string]time.Time{}
+				}
+				if at, ok := seen[k][line.Function]; !ok || line.Time.Before(at) {
+					seen[k][line.Function] = line.Time
+				}
+			}
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return seen, nil
+}
+
+func (l *load) check(ctx context.Context, logs []string) (results, error) {
+	r := results{lost: map[string]int{}, lag: map[string][]time.Duration{}, reads: l.reads.Load(), readErrors: l.readErrors.Load()}
+	seen, err := parseLogs(logs)
+	if err != nil {
+		return r, err
+	}
+	l.mu.Lock()
+	changes, poisons := slices.Clone(l.changes), slices.Clone(l.poisons)
+	l.mu.Unlock()
+	r.changes, r.poisonSent = int64(len(changes)), int64(len(poisons))
+	for _, c := range changes {
+		for _, path := range c.paths {
+			at, ok := seen[c.marker][path]
+			if !ok {
+				r.lost[path]++
+				if r.lost[path] <= 3 {
+					r.notes = append(r.notes, "lost on "+path+": "+c.marker)
+				}
+				continue
+			}
+			r.lag[path] = append(r.lag[path], max(0, at.Sub(c.at)))
+		}
+	}
+	if err := l.stale(ctx, &r); err != nil {
+		return r, err
+	}
+	return r, l.parked(ctx, &r, poisons)
+}
+
+// stale compares every cached entry with its source.
+func (l *load) stale(ctx context.Context, r *results) error {
+	if err := l.cache.Do(ctx, l.cache.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("the cache does not answer the check: %w", err)
+	}
+	errAbsent := errors.New("absent")
+	absent := func(context.Context) (item, error) { return item{}, errAbsent }
+	// Never refreshed early nor renewed: the check only looks.
+	look := writethrough.New[item](l.cache, writethrough.Options[item]{TTL: time.Hour, Beta: -1})
+	for i := range entities {
+		for _, e := range []struct{ entity, id string }{{"product", "p-" + strconv.Itoa(i)}, {"user", "u-" + strconv.Itoa(i)}} {
+			var source item
+			var err error
+			if e.entity == "product" {
+				source, err = l.sourceProduct(ctx, e.id)
+			} else {
+				source = l.sourceUser(e.id)
+			}
+			if err != nil {
+				return err
+			}
+			key := "cache:" + e.entity + ":" + e.id
+			if n, err := l.cache.Do(ctx, l.cache.B().Exists().Key(key).Build()).AsInt64(); err != nil {
+				return err
+			} else if n > 0 {
+				// A lease left, or a value that no longer decodes, is no
+				// stale value: Get then asks the loader.
+				if v, err := look.Get(ctx, key, absent); err == nil && v.Version < source.Version {
+					r.staleWritethrough++
+					r.notes = append(r.notes, fmt.Sprintf("stale writethrough %s: version %d, the source has %d", key, v.Version, source.Version))
+				}
+			}
+			raw, err := l.cache.Do(ctx, l.cache.B().Get().Key("naive:"+e.entity+":"+e.id).Build()).AsBytes()
+			if valkey.IsValkeyNil(err) {
+				continue
+			}
+			var v item
+			if err != nil || json.Unmarshal(raw, &v) != nil {
+				return fmt.Errorf("naive key of %s %s: %v", e.entity, e.id, err)
+			}
+			if v.Version < source.Version {
+				r.staleNaive++
+			}
+		}
+	}
+	return nil
+}
+
+var poisonMarker = regexp.MustCompile(`e2e-poison-\d+`)
+
+// parked reads the failure queue and the DLQ: every poison message must be
+// parked by each function on its way, and nothing else may be there.
+func (l *load) parked(ctx context.Context, r *results, poisons []poison) error {
+	found := map[string]bool{} // marker + " " + function
+	for _, q := range []string{l.env.failureQueue, l.env.dlq} {
+		for {
+			out, err := l.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q), MaxNumberOfMessages: 10,
+				WaitTimeSeconds: 1, VisibilityTimeout: 600})
+			if err != nil {
+				return err
+			}
+			if len(out.Messages) == 0 {
+				break
+			}
+			for _, m := range out.Messages {
+				body := []byte(aws.ToString(m.Body))
+				p, ok, _ := parking.Parse(body)
+				if marker := poisonMarker.Find(body); ok && marker != nil {
+					found[string(marker)+" "+p.Function] = true
+					continue
+				}
+				if marker := poisonMarker.Find(p.Content()); ok && marker != nil {
+					found[string(marker)+" "+p.Function] = true
+					continue
+				}
+				r.validParked++
+				if r.validParked <= 3 {
+					r.notes = append(r.notes, "valid change parked or dead-lettered in "+q+": "+truncate(string(body)))
+				}
+			}
+		}
+	}
+	for _, p := range poisons {
+		for _, path := range p.paths {
+			if !found[p.marker+" "+path] {
+				r.poisonUnparked++
+				r.notes = append(r.notes, "poison not parked by "+path+": "+p.marker)
+			}
+		}
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+// print writes the E2E lines and tells whether the run passed.
+func (r results) print(faults []faultResult, drained bool, took time.Duration) bool {
+	line := func(name string, v any) { fmt.Printf("E2E %s %v\n", name, v) }
+	lost := 0
+	for _, n := range r.lost {
+		lost += n
+	}
+	recovered := drained
+	line("duration_s", int(took.Seconds()))
+	line("changes", r.changes)
+	line("reads", r.reads)
+	line("read_errors", r.readErrors)
+	line("stale_writethrough", r.staleWritethrough)
+	line("stale_naive", r.staleNaive)
+	line("valid_parked", r.validParked)
+	line("lost", lost)
+	line("poison_sent", r.poisonSent)
+	line("poison_unparked", r.poisonUnparked)
+	for _, path := range []string{pathStream, pathPoller, pathSQS} {
+		name := strings.TrimSuffix(path, "-invalidate")
+		line("lost_"+name, r.lost[path])
+		line("lag_p50_ms_"+name, percentile(r.lag[path], 0.5).Milliseconds())
+		line("lag_p99_ms_"+name, percentile(r.lag[path], 0.99).Milliseconds())
+	}
+	for _, f := range faults {
+		for _, p := range f.probes {
+			name := "recovery_ms_" + f.name + "_" + strings.TrimSuffix(p.path, "-invalidate")
+			if p.err != nil || p.took > recoveryLimit {
+				recovered = false
+				r.notes = append(r.notes, fmt.Sprintf("%s: %v after %v", name, p.err, p.took.Round(time.Millisecond)))
+			}
+			line(name, p.took.Milliseconds())
+		}
+	}
+	line("drained", drained)
+	line("recovered", recovered)
+	for _, n := range r.notes {
+		fmt.Println("  " + n)
+	}
+	ok := r.staleWritethrough == 0 && r.validParked == 0 && lost == 0 && r.poisonUnparked == 0 && recovered
+	fmt.Println(map[bool]string{true: "E2E PASS", false: "E2E FAIL"}[ok])
+	return ok
+}

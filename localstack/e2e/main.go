@@ -1,0 +1,108 @@
+// Command e2e is make e2e: the whole pipeline on a local stack of its own
+// (ports apart from make local's), with writers and readers running and
+// faults injected — a cache node killed and restarted empty, one restarted
+// with its data, every node frozen, the whole cache down, the poller
+// stopped and restarted, the driver killed and restarted, poison messages
+// all along — and then the count of what went wrong. It prints
+// E2E <name> <value> lines, and exits non-zero when a writethrough key is
+// stale, a valid change was parked or lost, a poison message was not
+// parked, or a path did not invalidate a fresh change within 5 s of a
+// fault's end.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// plan is how long each part of a run lasts.
+type plan struct {
+	warmup, steady, nodeDown, freeze, cacheDown, restart time.Duration
+}
+
+var (
+	full  = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second}
+	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second}
+)
+
+// recoveryLimit is how soon after a fault's end every path must invalidate
+// a fresh change.
+const recoveryLimit = 5 * time.Second
+
+func main() {
+	isShort := flag.Bool("short", false, "the CI form: shorter outages and pauses, under 3 minutes")
+	bin := flag.String("bin", "bin", "directory of the built worker (make build)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	p := full
+	if *isShort {
+		p = short
+	}
+	ok, err := run(ctx, p, *bin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, p plan, bin string) (bool, error) {
+	start := time.Now()
+	env, err := loadEnv()
+	if err != nil {
+		return false, err
+	}
+	s, err := newStack(ctx, env, bin)
+	if err != nil {
+		return false, err
+	}
+	defer s.stop()
+	l, err := newLoad(ctx, env)
+	if err != nil {
+		return false, err
+	}
+	progress := startProgress(start, l)
+	defer progress.stop()
+
+	l.start(ctx)
+	var faults []faultResult
+	progress.phase("warm-up")
+	sleep(ctx, p.warmup)
+	for _, f := range s.faults(p) {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		progress.phase(f.name)
+		if err := f.inject(ctx); err != nil {
+			return false, fmt.Errorf("%s: %w", f.name, err)
+		}
+		faults = append(faults, faultResult{name: f.name, probes: l.probe(ctx, f.name)})
+		progress.phase(f.name + ", steady")
+		sleep(ctx, p.steady)
+	}
+	progress.phase("draining")
+	l.stopWriters()
+	drained := l.drain(ctx, 3*time.Minute)
+	l.stopReaders()
+	progress.stop()
+	r, err := l.check(ctx, s.logs())
+	if err != nil {
+		return false, err
+	}
+	return r.print(faults, drained, time.Since(start)), nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/invalidator-go/invalidator/internal/cacheconn"
+)
+
+// env is the e2e stack's environment, as localstack/env.sh exports it.
+type env struct {
+	root, state                    string
+	topicARN, queueURL, rawQueue   string
+	failureQueue, dlq, table       string
+	cachePorts                     []int
+	cache                          cacheconn.Config // the ACL user of readers and checks
+	workerUser, workerPassword, ca string
+}
+
+func loadEnv() (env, error) {
+	e := env{root: os.Getenv("INVALIDATOR_ROOT"), state: os.Getenv("LOCAL_STATE"), topicARN: os.Getenv("TOPIC_ARN"),
+		queueURL: os.Getenv("QUEUE_URL"), rawQueue: os.Getenv("RAW_QUEUE_URL"), failureQueue: os.Getenv("FAILURE_QUEUE_URL"),
+		dlq: os.Getenv("DLQ_URL"), table: os.Getenv("TABLE_NAME"), workerUser: os.Getenv("WORKER_USERNAME"),
+		workerPassword: os.Getenv("WORKER_PASSWORD"), ca: os.Getenv("CACHE_CA_FILE")}
+	for _, v := range []string{e.root, e.state, e.topicARN, e.queueURL, e.rawQueue, e.failureQueue, e.dlq, e.table, e.workerUser} {
+		if v == "" {
+			return e, errors.New("the e2e stack's environment is missing: run make e2e")
+		}
+	}
+	for _, p := range strings.Fields(os.Getenv("CACHE_PORTS")) {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return e, fmt.Errorf("CACHE_PORTS: %w", err)
+		}
+		e.cachePorts = append(e.cachePorts, n)
+	}
+	if len(e.cachePorts) != 3 {
+		return e, errors.New("CACHE_PORTS: want the three ports of the e2e cluster")
+	}
+	var err error
+	e.cache, err = cacheconn.FromEnv(os.Getenv)
+	return e, err
+}
+
+// rules are the worker's: every change deletes its cache-aside keys, its
+// naive-recipe keys, and a marker key naming its version, by which the
+// run tells which changes were invalidated, by which path and when.
+const rules = `
+entities:
+  user: ["cache:user:{id}", "naive:user:{id}", "e2e:mark:user:{id}:{version}"]
+tables:
+  TABLE: ["cache:product:{key.id}", "naive:product:{key.id}", "e2e:mark:product:{key.id}:{new.version}", "cache:category:{item.category}"]
+`
+
+// stack is the worker under test: the poller, and the driver running the
+// SQS and stream functions under the emulator.
+type stack struct {
+	env            env
+	poller, driver *proc
+}
+
+func newStack(ctx context.Context, e env, bin string) (*stack, error) {
+	logs := filepath.Join(e.state, "logs")
+	// A run starts afresh: no checkpoints of an earlier stream, no old logs.
+	for _, dir := range []string{logs, filepath.Join(e.state, "esm")} {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, err
+	}
+	driverBin := filepath.Join(e.state, "bin", "driver")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", driverBin, "./localstack/driver").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build the driver: %v\n%s", err, out)
+	}
+	health, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=" + e.workerPassword, "LOG_LEVEL=debug",
+		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table)}
+	s := &stack{env: e,
+		poller: &proc{name: "poller", path: filepath.Join(bin, "poller", "poller"), log: filepath.Join(logs, "poller.log"),
+			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
+			ready: func() bool { return healthy(health) }},
+		// A function timeout of 10 s: the raw queue's visibility is six
+		// times that (make e2e sets it), as the template has it.
+		driver: &proc{name: "driver", path: driverBin, log: filepath.Join(logs, "driver.log"), env: worker,
+			args: []string{"-bin", bin, "-state", filepath.Join(e.state, "esm"), "-timeout", "10s",
+				"-queue", e.rawQueue, "-table", e.table, "-on-failure", e.failureQueue}},
+	}
+	for _, p := range []*proc{s.poller, s.driver} {
+		if err := p.start(); err != nil {
+			s.stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *stack) stop() {
+	s.poller.signal(syscall.SIGTERM)
+	s.driver.signal(syscall.SIGTERM)
+}
+
+func (s *stack) logs() []string { return []string{s.poller.log, s.driver.log} }
+
+// fault is one fault of a run: inject returns once it is over.
+type fault struct {
+	name   string
+	inject func(ctx context.Context) error
+}
+
+// faults are the run's faults, in order. The driver is killed first: the
+// messages of the invoke it cut come back after the queue's visibility
+// timeout, as in AWS, and the run goes on meanwhile.
+func (s *stack) faults(p plan) []fault {
+	ports := s.env.cachePorts
+	return []fault{
+		{"driver-killed-restarted", func(ctx context.Context) error {
+			s.driver.signal(syscall.SIGKILL)
+			sleep(ctx, p.restart)
+			return s.driver.start()
+		}},
+		{"poller-stopped-restarted", func(ctx context.Context) error {
+			s.poller.signal(syscall.SIGTERM)
+			sleep(ctx, p.restart)
+			return s.poller.start()
+		}},
+		{"node-killed-restarted-empty", func(ctx context.Context) error {
+			if err := s.kill(ports[1], syscall.SIGKILL); err != nil {
+				return err
+			}
+			sleep(ctx, p.nodeDown)
+			_ = os.Remove(filepath.Join(s.env.state, "cache", strconv.Itoa(ports[1]), "dump.rdb"))
+			return s.cacheUp(ctx)
+		}},
+		{"node-restarted-with-its-data", func(ctx context.Context) error {
+			if err := s.shutdown(ctx, ports[2]); err != nil {
+				return err
+			}
+			sleep(ctx, p.nodeDown)
+			return s.cacheUp(ctx)
+		}},
+		{"all-nodes-frozen", func(ctx context.Context) error {
+			for _, port := range ports {
+				if err := s.kill(port, syscall.SIGSTOP); err != nil {
+					return err
+				}
+			}
+			sleep(ctx, p.freeze)
+			for _, port := range ports {
+				if err := s.kill(port, syscall.SIGCONT); err != nil {
+					return err
+				}
+			}
+			return s.cacheUp(ctx)
+		}},
+		{"cache-down", func(ctx context.Context) error {
+			for _, port := range ports {
+				if err := s.shutdown(ctx, port); err != nil {
+					return err
+				}
+			}
+			sleep(ctx, p.cacheDown)
+			return s.cacheUp(ctx)
+		}},
+	}
+}
+
+// kill sends sig to the cache node on port.
+func (s *stack) kill(port int, sig syscall.Signal) error {
+	data, err := os.ReadFile(filepath.Join(s.env.state, "run", "cache-"+strconv.Itoa(port)+".pid"))
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return err
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// shutdown stops the node on port after saving its data, which it loads
+// again when it restarts.
+func (s *stack) shutdown(ctx context.Context, port int) error {
+	cli, err := exec.LookPath("valkey-cli")
+	if err != nil {
+		if cli, err = exec.LookPath("redis-cli"); err != nil {
+			return err
+		}
+	}
+	cmd := exec.CommandContext(ctx, cli, "--tls", "--cacert", s.env.ca, "-h", "127.0.0.1", "-p", strconv.Itoa(port),
+		"--user", s.env.cache.Username, "--no-auth-warning", "SHUTDOWN", "SAVE")
+	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+s.env.cache.Password)
+	// The node closes the connection as it goes: the command's own status
+	// says nothing; the port closing does.
+	_ = cmd.Run()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port)); err != nil {
+			return nil
+		} else {
+			conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %d did not shut down", port)
+		}
+	}
+}
+
+// cacheUp restarts the stopped nodes and waits for the cluster to be whole.
+func (s *stack) cacheUp(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(s.env.root, "localstack", "up.sh"), "cache")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("up.sh cache: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// proc is a worker process, restartable, its output appended to a log.
+type proc struct {
+	name, path, log string
+	args, env       []string
+	ready           func() bool
+	cmd             *exec.Cmd
+	exited          chan struct{}
+}
+
+func (p *proc) start() error {
+	out, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	p.cmd = exec.Command(p.path, p.args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	if err := p.cmd.Start(); err != nil {
+		out.Close()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	p.exited = make(chan struct{})
+	go func() { _ = p.cmd.Wait(); out.Close(); close(p.exited) }()
+	for deadline := time.Now().Add(15 * time.Second); p.ready != nil && !p.ready(); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited at start; see %s", p.name, p.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not become ready; see %s", p.name, p.log)
+		}
+	}
+	return nil
+}
+
+// signal sends sig and waits for the process to exit (up to 30 s, then it
+// is killed).
+func (p *proc) signal(sig syscall.Signal) {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+func healthy(addr string) bool {
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
