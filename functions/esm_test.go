@@ -40,33 +40,11 @@ func gone(t *testing.T, c valkey.Client, keys ...string) func() bool {
 	return func() bool { return missing(t, c, keys) == len(keys) }
 }
 
-// newTable makes a table with a NEW_AND_OLD_IMAGES stream and returns its
-// name and stream ARN.
-func newTable(t *testing.T) (string, string) {
-	t.Helper()
-	db := testenv.DynamoDB(t)
-	name := "Products" + rand.Text()[:8]
-	out, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: ddbtypes.KeyTypeHash}},
-		BillingMode:          ddbtypes.BillingModePayPerRequest,
-		StreamSpecification:  &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewTypeNewAndOldImages},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
-	return name, *out.TableDescription.LatestStreamArn
-}
-
 func str(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: v} }
 
 func TestTableChangesReachTheStreamFunction(t *testing.T) {
 	c := testenv.Cache(t)
-	table, stream := newTable(t)
+	table, stream := testenv.Table(t)
 	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{
 		"INVALIDATION_RULES=" + strings.ReplaceAll(streamRules, "Products", table)}})
 	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn}).Run)
@@ -151,7 +129,7 @@ func TestPoisonMessageIsParked(t *testing.T) {
 // planned is parked with its content, and the shard moves on at once.
 func TestFailingStreamRecordIsParked(t *testing.T) {
 	c := testenv.Cache(t)
-	table, stream := newTable(t)
+	table, stream := testenv.Table(t)
 	failures, env := failureQueue(t)
 	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: append(env,
 		"INVALIDATION_RULES=tables: {"+table+`: ["cache:product:{key.id}:{new.category}"]}`)})

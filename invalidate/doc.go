@@ -9,13 +9,14 @@
 // SCAN, no patterns; "*", spaces, CR/LF and braces in IDs are data.
 //
 // An [Invalidator] decodes a [Batch] of input records ([Inputs]) and deletes
-// their keys. Large batches are decoded on every CPU, chunk by chunk, and
-// each chunk's keys are sent while the next chunks are decoded. Each
-// distinct key is deleted once, by one UNLINK through valkey-go's DoMulti,
-// which routes every
-// command to the node owning its slot, so no request is ever cross-slot or
-// near the 3,999-argument limit. Transient errors (timeouts, lost
-// connections, TRYAGAIN, CLUSTERDOWN, LOADING) are retried with backoff
-// within the context deadline. Each record gets a [Result]: its keys, each
-// deleted or already absent, or the error that failed it.
+// their keys through a [Cache] — [Valkey] adapts a valkey-go client: one
+// UNLINK per key in one DoMulti, which routes every command to the node
+// owning its slot, so no request is ever cross-slot or near the
+// 3,999-argument limit. Large batches are decoded on every CPU, chunk by
+// chunk, and each chunk's keys are sent while the next chunks are decoded;
+// each distinct key is deleted once. Keys that fail for now (a lost or
+// refused connection, a timeout, CLUSTERDOWN, TRYAGAIN, LOADING, a failover)
+// are retried with backoff until the context's deadline. Each record gets a
+// [Result]: its keys, each deleted or already absent, or the error that
+// failed it, and whether it failed for now (retry it) or for good (park it).
 package invalidate

@@ -54,9 +54,11 @@ func (c *cacheSwitch) fail(string, int) error {
 	return nil
 }
 
-// concurrency counts the batches a handler works on at once.
+// concurrency counts the batches a handler works on at once; each takes at
+// least slow, so that batches of receivers that run together overlap.
 type concurrency struct {
 	Handler
+	slow      atomic.Int64
 	now, peak atomic.Int32
 	batches   atomic.Int32
 }
@@ -67,6 +69,7 @@ func (c *concurrency) Handle(ctx context.Context, source events.Source, batch in
 	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
 	}
 	c.batches.Add(1)
+	time.Sleep(time.Duration(c.slow.Load()))
 	return c.Handler.Handle(ctx, source, batch, content)
 }
 
@@ -159,6 +162,7 @@ func TestPollerProbesOneBatchAtATimeWhileTheCacheIsDown(t *testing.T) {
 	if p := h.peak.Load(); p != 1 {
 		t.Fatalf("%d batches at once while the cache was down, want 1: the probe", p)
 	}
+	h.slow.Store(int64(50 * time.Millisecond))
 	cache.down.Store(false)
 	eventually(t, "not every message was done once the cache was back", func() bool {
 		for _, m := range sqs.Messages(queue) {

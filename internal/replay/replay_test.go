@@ -29,27 +29,13 @@ import (
 func streamTable(t *testing.T, ids ...string) (string, []streamtypes.Record, string) {
 	t.Helper()
 	db, st := testenv.DynamoDB(t), testenv.Streams(t)
-	name := "Replay" + rand.Text()[:8]
-	out, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: ddbtypes.KeyTypeHash}},
-		BillingMode:          ddbtypes.BillingModePayPerRequest,
-		StreamSpecification:  &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewTypeNewAndOldImages},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
+	name, arn := testenv.Table(t)
 	for _, id := range ids {
 		if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(name),
 			Item: map[string]ddbtypes.AttributeValue{"id": &ddbtypes.AttributeValueMemberS{Value: id}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	arn := aws.ToString(out.TableDescription.LatestStreamArn)
 	desc, err := st.DescribeStream(t.Context(), &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
 	if err != nil {
 		t.Fatal(err)

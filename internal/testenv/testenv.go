@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/rand"
 	"net"
 	"net/url"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -87,6 +89,29 @@ func DynamoDB(t testing.TB) *dynamodb.Client { t.Helper(); return dynamodb.NewFr
 func Streams(t testing.TB) *dynamodbstreams.Client {
 	t.Helper()
 	return dynamodbstreams.NewFromConfig(AWS(t))
+}
+
+// Table makes a table keyed by a string id, with a NEW_AND_OLD_IMAGES
+// stream, deleted after the test; it returns the table's name and its
+// stream's ARN.
+func Table(t testing.TB) (string, string) {
+	t.Helper()
+	db := DynamoDB(t)
+	name := "Products" + rand.Text()[:8]
+	out, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: ddbtypes.KeyTypeHash}},
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		StreamSpecification:  &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	return name, *out.TableDescription.LatestStreamArn
 }
 
 // CacheConfig returns the worker's cache configuration for the local cluster.

@@ -94,8 +94,9 @@ func (f Fate) String() string { return [...]string{"done", "parked", "retry"}[f]
 
 // Handle decodes and invalidates a batch from source before ctx's deadline
 // less the margin, parks the records that failed for good — content(i) is
-// record i as its source delivered it —, logs the batch, each failed
-// record and the batch's metrics, and tells what becomes of each record.
+// record i as its source delivered it; without content nothing is parked —,
+// logs the batch, each failed record and the batch's metrics, and tells
+// what becomes of each record.
 //
 // A stream shard is retried from its lowest failed record, so the records
 // after it come again whatever is answered: in a batch from DynamoDB
@@ -106,14 +107,14 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	rep := w.process(ctx, source, batch)
 	fates := make([]Fate, len(rep.Results))
 	var park []int
-	ordered := source == events.SourceDynamoDB
+	ordered, parks := source == events.SourceDynamoDB, w.opts.Park != nil && content != nil
 	retrying := false
 	for i := range rep.Results {
 		res := &rep.Results[i]
 		switch {
 		case res.Err == nil:
 			fates[i] = Done
-		case res.Transient || w.opts.Park == nil || (ordered && retrying):
+		case res.Transient || !parks || (ordered && retrying):
 			fates[i] = Retry
 			retrying = true
 		default:

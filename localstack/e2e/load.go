@@ -135,14 +135,17 @@ func (l *load) stopReaders() {
 	time.Sleep(3 * time.Second)
 }
 
-// write calls one about every 150 ms; about one write in a hundred is
-// poison instead.
+// write calls one about three times a second; about one write in a
+// hundred is poison instead. Faster, and the backlog of a 60 s outage
+// outgrows what moto hands out within the 5 s recovery target: its
+// ReceiveMessage costs grow with the queue's length (README, "The local
+// stack").
 func (l *load) write(ctx context.Context, one func(ctx context.Context, poison bool) error) {
 	for ctx.Err() == nil {
 		if err := one(ctx, rand.N(100) == 0); err == nil {
 			l.writes.Add(1)
 		}
-		sleep(ctx, 100*time.Millisecond+rand.N(100*time.Millisecond))
+		sleep(ctx, 250*time.Millisecond+rand.N(150*time.Millisecond))
 	}
 }
 
