@@ -188,10 +188,11 @@ func (l *load) writeProduct(ctx context.Context, isPoison bool) error {
 	}
 	id := "p-" + strconv.Itoa(rand.N(entities))
 	v := l.next("product", id)
+	at := time.Now() // lag counts from the start of the write: moto may answer late
 	if err := l.putProduct(ctx, id, v, true); err != nil {
 		return err
 	}
-	l.wrote("product", id, v, change{marker: "e2e:mark:product:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathStream}, at: time.Now()})
+	l.wrote("product", id, v, change{marker: "e2e:mark:product:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathStream}, at: at})
 	return nil
 }
 
