@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -53,15 +54,46 @@ type Record struct {
 // New returns the parked form of raw, a record from source that failed for
 // the reason given.
 func New(source events.Source, function, id, reason string, raw []byte, at time.Time) Record {
-	r := Record{Kind: Kind, Source: source, Function: function, ID: id, Reason: reason, ParkedAt: at.UTC()}
-	// SQS takes only valid Unicode in a body; JSON may escape what it
-	// holds, so valid JSON in valid UTF-8 can be kept as it is.
-	if json.Valid(raw) && utf8.Valid(raw) {
+	r := Record{Kind: Kind, Source: source, Function: function, ID: sqsText(id), Reason: sqsText(reason), ParkedAt: at.UTC()}
+	// JSON escapes none of the characters SQS refuses but U+FFFE and U+FFFF
+	// and invalid UTF-8: valid JSON without them is kept as it is.
+	if json.Valid(raw) && sqsSafe(string(raw)) {
 		r.Record = raw
 	} else {
 		r.RecordBase64 = raw
 	}
 	return r
+}
+
+// sqsSafe says whether s holds only characters SQS takes in a message:
+// tab, line feed, carriage return, and U+0020 to U+10FFFF but surrogates,
+// U+FFFE and U+FFFF; control characters are fine once JSON escapes them.
+func sqsSafe(s string) bool {
+	for i, r := range s {
+		if r == utf8.RuneError && len(s[i:]) > 0 {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				return false
+			}
+		}
+		if r == 0xFFFE || r == 0xFFFF {
+			return false
+		}
+	}
+	return true
+}
+
+// sqsText replaces what SQS refuses in a text of the worker's own, the
+// reason or the ID, which may quote a broken record.
+func sqsText(s string) string {
+	if sqsSafe(s) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r == 0xFFFE || r == 0xFFFF {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
 }
 
 // Content returns the record as its source delivered it.
