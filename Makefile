@@ -30,7 +30,7 @@ test: up ## vet and test everything against the local stack, then lint the SAM t
 # GOARCH defaults to the host's; GOARCH=arm64 cross-compiles for Graviton.
 # The Lambda functions are bootstraps for provided.al2023; the poller is a
 # plain binary (GOOS from the host, so make local runs it anywhere).
-build: ## build functions/<name> into bin/<name>/bootstrap, and bin/poller/poller
+build: ## build functions/<name> into bin/<name>/bootstrap, bin/poller/poller and bin/invalidator
 	$(ENV) && arch=$${GOARCH:-$$(go env GOARCH)} && for fn in $(LAMBDAS); do \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -tags lambda.norpc -trimpath \
 	    -ldflags='-s -w' -o bin/$$fn/bootstrap ./functions/$$fn; \
@@ -38,6 +38,8 @@ build: ## build functions/<name> into bin/<name>/bootstrap, and bin/poller/polle
 	done
 	$(ENV) && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/poller/poller ./functions/poller && \
 	  echo "bin/poller/poller ($$(go env GOOS)/$${GOARCH:-$$(go env GOARCH)})"
+	$(ENV) && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/invalidator ./cmd/invalidator && \
+	  echo "bin/invalidator ($$(go env GOOS)/$${GOARCH:-$$(go env GOARCH)})"
 
 # The benchmarks get a server of their own: one TLS node owning every slot,
 # the shape ElastiCache Serverless shows, with nothing else running on it.

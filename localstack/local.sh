@@ -12,6 +12,8 @@ cd "$INVALIDATOR_ROOT"
 
 export INVALIDATION_RULES_FILE="${INVALIDATION_RULES_FILE:-$INVALIDATOR_ROOT/localstack/rules.yaml}"
 export HEALTH_ADDR="${HEALTH_ADDR:-127.0.0.1:8080}"
+# Stopping waits for the poller's long polls in flight: 5 s, not 20, here.
+export POLLER_WAIT_TIME="${POLLER_WAIT_TIME:-5s}"
 mkdir -p "$RUN_DIR"
 go build -o "$LOCAL_STATE/bin/driver" ./localstack/driver
 

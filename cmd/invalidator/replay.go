@@ -88,7 +88,11 @@ flags:
 	if *asJSON {
 		_ = out.Encode(map[string]int{"replayed": replayed, "failed": failed})
 	}
-	fmt.Fprintf(stderr, "replay: %d messages replayed, %d failed (left in %s)\n", replayed, failed, *queue)
+	if failed > 0 {
+		fmt.Fprintf(stderr, "replay: %d message(s) read, %d done, %d failed again and left in %s\n", replayed, replayed-failed, failed, *queue)
+	} else {
+		fmt.Fprintf(stderr, "replay: %d message(s) read and done\n", replayed)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "invalidator replay:", err)
 		return 1

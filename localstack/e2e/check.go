@@ -163,7 +163,7 @@ var poisonMarker = regexp.MustCompile(`e2e-poison-\d+`)
 
 // parked reads the failure queue and the DLQ: every poison message must be
 // parked by each function on its way, and nothing else may be there.
-func (l *load) parked(ctx context.Context, r *results, poisons []poison) error {
+func (l *load) parked(ctx context.Context, r *results, poisons []poisoned) error {
 	found := map[string]bool{} // marker + " " + function
 	for _, q := range []string{l.env.failureQueue, l.env.dlq} {
 		for {

@@ -46,9 +46,9 @@ type change struct {
 	at     time.Time
 }
 
-// poison is one message that can never be decoded or planned, to be parked
-// by each function on its way.
-type poison struct {
+// poisoned is one message that can never be decoded or planned, to be
+// parked by each function on its way.
+type poisoned struct {
 	marker string
 	paths  []string
 }
@@ -67,7 +67,7 @@ type load struct {
 	mu       sync.Mutex
 	versions map[string]int64 // "product:p-1" and "user:u-1" → the source's version
 	changes  []change
-	poisons  []poison
+	poisons  []poisoned
 
 	writes, reads, readErrors, probes atomic.Int64
 
@@ -135,14 +135,18 @@ func (l *load) stopReaders() {
 	time.Sleep(3 * time.Second)
 }
 
-// write calls one about three times a second; about one write in a
-// hundred is poison instead. Faster, and the backlog of a 60 s outage
-// outgrows what moto hands out within the 5 s recovery target: its
+// write calls one about three times a second; one write in a hundred is
+// poison instead, the n-th of its kinds. Faster, and the backlog of a 60 s
+// outage outgrows what moto hands out within the 5 s recovery target: its
 // ReceiveMessage costs grow with the queue's length (README, "The local
 // stack").
-func (l *load) write(ctx context.Context, one func(ctx context.Context, poison bool) error) {
-	for ctx.Err() == nil {
-		if err := one(ctx, rand.N(100) == 0); err == nil {
+func (l *load) write(ctx context.Context, one func(ctx context.Context, poison int) error) {
+	for n := 0; ctx.Err() == nil; n++ {
+		poison := -1
+		if n%100 == 50 {
+			poison = n / 100
+		}
+		if err := one(ctx, poison); err == nil {
 			l.writes.Add(1)
 		}
 		sleep(ctx, 250*time.Millisecond+rand.N(150*time.Millisecond))
@@ -162,7 +166,7 @@ func (l *load) wrote(entity, id string, version int64, c change) {
 	l.changes = append(l.changes, c)
 }
 
-func (l *load) poisoned(p poison) {
+func (l *load) poisoned(p poisoned) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.poisons = append(l.poisons, p)
@@ -175,15 +179,15 @@ func (l *load) poisonMarker() string {
 }
 
 // writeProduct updates a product in the table; its change reaches the
-// stream function through the stream. Poison: an item the rules cannot
-// plan keys for (no category).
-func (l *load) writeProduct(ctx context.Context, isPoison bool) error {
-	if isPoison {
+// stream function through the stream. Poison (poison >= 0): an item the
+// rules cannot plan keys for (no category).
+func (l *load) writeProduct(ctx context.Context, poison int) error {
+	if poison >= 0 {
 		marker := l.poisonMarker()
 		if err := l.putProduct(ctx, marker, 1, false); err != nil {
 			return err
 		}
-		l.poisoned(poison{marker: marker, paths: []string{pathStream}})
+		l.poisoned(poisoned{marker: marker, paths: []string{pathStream}})
 		return nil
 	}
 	id := "p-" + strconv.Itoa(rand.N(entities))
@@ -197,10 +201,10 @@ func (l *load) writeProduct(ctx context.Context, isPoison bool) error {
 }
 
 // writeUser changes a user in the source, then publishes the change on SNS,
-// which delivers it to both queues. Poison, of several kinds: on SNS (both
-// queues), or straight into the raw queue.
-func (l *load) writeUser(ctx context.Context, isPoison bool) error {
-	if isPoison {
+// which delivers it to both queues. Poison (poison >= 0), its kinds in
+// turn: on SNS (both queues), or straight into the raw queue.
+func (l *load) writeUser(ctx context.Context, poison int) error {
+	if poison >= 0 {
 		marker := l.poisonMarker()
 		kinds := []struct {
 			body string
@@ -213,18 +217,18 @@ func (l *load) writeUser(ctx context.Context, isPoison bool) error {
 			{`{"entity":"user","id":"` + marker + `"`, true},                             // broken JSON
 			{`[{"entity":"user","id":"` + marker + `","version":1},{"entity":7}]`, true}, // one bad element
 		}
-		k := kinds[rand.N(len(kinds))]
+		k := kinds[poison%len(kinds)]
 		if k.raw {
 			if _, err := l.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(l.env.rawQueue), MessageBody: aws.String(k.body)}); err != nil {
 				return err
 			}
-			l.poisoned(poison{marker: marker, paths: []string{pathSQS}})
+			l.poisoned(poisoned{marker: marker, paths: []string{pathSQS}})
 			return nil
 		}
 		if _, err := l.sns.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(l.env.topicARN), Message: aws.String(k.body)}); err != nil {
 			return err
 		}
-		l.poisoned(poison{marker: marker, paths: []string{pathPoller, pathSQS}})
+		l.poisoned(poisoned{marker: marker, paths: []string{pathPoller, pathSQS}})
 		return nil
 	}
 	id := "u-" + strconv.Itoa(rand.N(entities))
