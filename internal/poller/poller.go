@@ -128,6 +128,7 @@ func (o *Options) defaults() {
 	if o.WaitTime <= 0 || o.WaitTime > 20*time.Second {
 		o.WaitTime = 20 * time.Second
 	}
+	o.WaitTime = max(o.WaitTime, time.Second) // less would be short polling, a busy loop
 	if o.MaxMessages <= 0 || o.MaxMessages > 10 {
 		o.MaxMessages = 10
 	}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -25,7 +26,11 @@ type connection struct {
 	client  valkey.Client
 	dialing chan struct{} // closed when the attempt in flight ends
 	err     error         // the last attempt's
+	closed  bool
 }
+
+// errClosed fails what is asked of a closed connection.
+var errClosed = errors.New("the cache connection is closed")
 
 func newConnection(opt valkey.ClientOption, endpoint string, log *slog.Logger) *connection {
 	c := &connection{opt: opt, endpoint: endpoint, log: log}
@@ -45,7 +50,12 @@ func (c *connection) dial() {
 			err = fmt.Errorf("connect to cache %s: %w", c.endpoint, err)
 		}
 		c.mu.Lock()
+		if c.closed && client != nil {
+			client.Close() // made while closing: nobody will use it
+			client, err = nil, errClosed
+		}
 		switch {
+		case c.closed:
 		case err == nil && c.err != nil:
 			c.log.Info("connected to the cache", "endpoint", c.endpoint)
 		case err != nil && (c.err == nil || c.err.Error() != err.Error()):
@@ -62,8 +72,11 @@ func (c *connection) dial() {
 // one, until ctx ends.
 func (c *connection) get(ctx context.Context) (valkey.Client, error) {
 	c.mu.Lock()
-	if c.client != nil {
+	if c.client != nil || c.closed {
 		c.mu.Unlock()
+		if c.closed {
+			return nil, errClosed
+		}
 		return c.client, nil
 	}
 	if c.dialing == nil {
@@ -98,17 +111,18 @@ func (c *connection) Unlink(ctx context.Context, keys []string, status []invalid
 	return invalidate.Valkey(client).Unlink(ctx, keys, status)
 }
 
-// close ends the connection, or the attempt in flight once it ends.
+// close ends the connection, or the attempt in flight once it ends; what
+// is asked afterwards fails with errClosed.
 func (c *connection) close() {
 	c.mu.Lock()
-	dialing := c.dialing
+	c.closed = true
+	dialing, client := c.dialing, c.client
+	c.client = nil
 	c.mu.Unlock()
+	if client != nil {
+		client.Close()
+	}
 	if dialing != nil {
 		<-dialing
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.client != nil {
-		c.client.Close()
 	}
 }

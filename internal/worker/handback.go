@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -51,28 +52,31 @@ func (w *Worker) handBack(ctx context.Context, msgs []receipt) {
 	if w.opts.Queues == nil {
 		return
 	}
-	for start := 0; start < len(msgs); start += 10 { // SQS's most per batch
-		chunk := msgs[start:min(start+10, len(msgs))]
-		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, 0, len(chunk))
-		for i, m := range chunk {
-			if m.handle == "" || m.queueARN != chunk[0].queueARN {
-				continue // not from Lambda's SQS event source: nothing to hand back
-			}
-			entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{
-				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.handle),
-				VisibilityTimeout: int32(RetryAfter(m.receives).Round(time.Second) / time.Second),
-			})
+	byQueue := map[string][]types.ChangeMessageVisibilityBatchRequestEntry{}
+	for i, m := range msgs {
+		if m.handle == "" {
+			continue // not from Lambda's SQS event source: nothing to hand back
 		}
-		url, ok := queueURL(chunk[0].queueARN)
-		if len(entries) == 0 || !ok {
+		byQueue[m.queueARN] = append(byQueue[m.queueARN], types.ChangeMessageVisibilityBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.handle),
+			VisibilityTimeout: int32(RetryAfter(m.receives).Round(time.Second) / time.Second),
+		})
+	}
+	for arn, entries := range byQueue {
+		url, ok := queueURL(arn)
+		if !ok {
+			w.opts.Logger.Warn("cannot hand messages back: no queue ARN; they come back after the queue's visibility timeout", "messages", len(entries), "arn", arn)
 			continue
 		}
-		out, err := w.opts.Queues.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
-		switch {
-		case err != nil:
-			w.opts.Logger.Warn("cannot hand messages back: they come back after the queue's visibility timeout", "messages", len(entries), "error", err.Error())
-		case len(out.Failed) > 0:
-			w.opts.Logger.Warn("cannot hand messages back: they come back after the queue's visibility timeout", "messages", len(out.Failed), "error", aws.ToString(out.Failed[0].Message))
+		for start := 0; start < len(entries); start += 10 { // SQS's most per batch
+			chunk := entries[start:min(start+10, len(entries))]
+			out, err := w.opts.Queues.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: chunk})
+			if err == nil && len(out.Failed) > 0 {
+				err = errors.New(aws.ToString(out.Failed[0].Message))
+			}
+			if err != nil {
+				w.opts.Logger.Warn("cannot hand messages back: they come back after the queue's visibility timeout", "messages", len(chunk), "error", err.Error())
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,44 @@ func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
 	}
 	if p := parked(t, queues); len(p) != 1 || p[0].ID != msgs[1].MessageId {
 		t.Fatalf("parked %+v: want the broken message", p)
+	}
+}
+
+// refusing is a fake SQS that refuses to send messages holding a text.
+type refusing struct {
+	*fakes.SQS
+	text string
+}
+
+func (r refusing) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	if strings.Contains(aws.ToString(in.MessageBody), r.text) {
+		return nil, errors.New("throttled")
+	}
+	return r.SQS.SendMessage(ctx, in, opts...)
+}
+
+// TestStreamParkingStopsWhereARecordCannotBeParked: the record that cannot
+// be parked is retried, and the shard with it from there; the records
+// after its chunk of ten are not parked now, or they would be twice.
+func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
+	queues := &fakes.SQS{}
+	w := testWorker(nil, queues)
+	w.opts.Park = parking.Queue{Client: refusing{queues, `"recordId":"201"`}, URL: failureURL}
+	var records []events.DynamoDBEventRecord
+	for i := range 12 {
+		r := streamRecord(strconv.Itoa(201+i), "x", "t")
+		r.EventName = "UPSERT"
+		records = append(records, r)
+	}
+	resp, err := w.DynamoDB(deadline(t), streamPayload(t, records...))
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	if err != nil || !slices.Equal(failed, []string{"201", "211", "212"}) {
+		t.Fatalf("reported %q (%v): want 201, which could not be parked, and the records past its chunk", failed, err)
+	}
+	if p := parked(t, queues); len(p) != 9 {
+		t.Fatalf("%d parked, want the nine beside 201 in its chunk", len(p))
 	}
 }

@@ -122,7 +122,16 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 			park = append(park, i)
 		}
 	}
-	w.park(ctx, source, rep.Results, park, fates, content)
+	if ordered {
+		// Parked in stream order, ten at a time: a record that cannot be
+		// parked is retried, and every one after it comes again with it, so
+		// none after it is parked now, or it would be parked twice.
+		for len(park) > 0 && w.park(ctx, source, rep.Results, park[:min(10, len(park))], fates, content) {
+			park = park[min(10, len(park)):]
+		}
+	} else {
+		w.park(ctx, source, rep.Results, park, fates, content)
+	}
 	w.log(ctx, source, rep, fates, time.Since(start))
 	return rep, fates
 }
@@ -148,11 +157,12 @@ func (w *Worker) process(ctx context.Context, source events.Source, batch invali
 }
 
 // park sends the records at indices idx to the failure queue; those sent
-// are Parked, the others stay Retry.
-func (w *Worker) park(ctx context.Context, source events.Source, results []invalidate.Result, idx []int, fates []Fate, content func(int) []byte) {
+// are Parked, the others stay Retry. It reports whether all were sent.
+func (w *Worker) park(ctx context.Context, source events.Source, results []invalidate.Result, idx []int, fates []Fate, content func(int) []byte) (all bool) {
 	if len(idx) == 0 {
-		return
+		return true
 	}
+	all = true
 	now := time.Now()
 	records := make([]parking.Record, len(idx))
 	for j, i := range idx {
@@ -163,9 +173,11 @@ func (w *Worker) park(ctx context.Context, source events.Source, results []inval
 			fates[idx[j]] = Parked
 			continue
 		}
+		all = false
 		w.opts.Logger.Error("cannot park a record: it is handed back to its source", "source", source,
 			"record", results[idx[j]].Record, "error", err.Error())
 	}
+	return all
 }
 
 // failAll fails every record of the batch for good, decoding each again for
