@@ -7,19 +7,12 @@ import (
 	"fmt"
 	"math"
 	randv2 "math/rand/v2"
+	"runtime/debug"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
 	"golang.org/x/sync/singleflight"
-
-	"github.com/invalidator-go/invalidator/internal/luascript"
 )
-
-// Client is what a Cache needs of a valkey client; valkey.Client has it.
-type Client interface {
-	B() valkey.Builder
-	Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult
-}
 
 var (
 	// ErrNotFound is returned by a loader when the value does not exist; Get
@@ -33,14 +26,14 @@ var (
 // Cache is a cache-aside read path and write path for values of type V,
 // safe for concurrent use.
 type Cache[V any] struct {
-	client    Client
+	client    valkey.Client
 	opts      Options[V]
 	misses    singleflight.Group
 	refreshes singleflight.Group
 }
 
 // New returns a Cache storing in client.
-func New[V any](client Client, opts Options[V]) *Cache[V] {
+func New[V any](client valkey.Client, opts Options[V]) *Cache[V] {
 	if opts.TTL <= 0 {
 		opts.TTL = 10 * time.Minute
 	}
@@ -79,14 +72,14 @@ func New[V any](client Client, opts Options[V]) *Cache[V] {
 // while the key still holds the entry stamped ARGV[1]: the loader's lease,
 // or the value an early refresh or a renewal started from. An invalidation
 // in between deletes that entry, and the fill is dropped.
-var fillScript = luascript.New(`
+var fillScript = valkey.NewLuaScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur or string.match(cur, '^wt1|%a|([^|]*)|') ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1`)
 
 // dropScript deletes KEYS[1] only while it still holds exactly ARGV[1].
-var dropScript = luascript.New(`
+var dropScript = valkey.NewLuaScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
 
@@ -194,10 +187,11 @@ type outcome[V any] struct {
 func shared[V any](ctx context.Context, group *singleflight.Group, key string, fn func(context.Context) outcome[V]) (o outcome[V], led bool, err error) {
 	me := stamp()
 	ch := group.DoChan(key, func() (result any, err error) {
-		// A panicking loader fails its callers; it must not crash the process.
+		// A panicking loader fails its callers; it must not crash the process,
+		// and its stack is all that says where it panicked.
 		defer func() {
 			if p := recover(); p != nil {
-				result = outcome[V]{err: fmt.Errorf("writethrough: loader panicked: %v", p), leader: me}
+				result = outcome[V]{err: fmt.Errorf("writethrough: loader panicked: %v\n%s", p, debug.Stack()), leader: me}
 			}
 		}()
 		o := fn(context.WithoutCancel(ctx))
@@ -289,7 +283,7 @@ func (c *Cache[V]) loadAndFill(ctx context.Context, key string, from entry, leas
 	e.expiry = c.opts.Clock.Now().Add(ttl)
 	// A failed fill leaves the key to the next reader; the value loaded is
 	// still the answer of the caller that loaded it.
-	filled, _ := fillScript.Run(ctx, c.client, []string{key}, []string{from.stamp, e.encode(), ms(ttl)}).AsInt64()
+	filled, _ := fillScript.Exec(ctx, c.client, []string{key}, []string{from.stamp, e.encode(), ms(ttl)}).AsInt64()
 	o := outcome[V]{v: v, filled: filled == 1}
 	if e.kind == kindNotFound {
 		o.err = ErrNotFound
@@ -329,21 +323,21 @@ func (c *Cache[V]) renew(ctx context.Context, key string, e entry) {
 		ttl = c.opts.NegativeTTL
 	}
 	e.stamp, e.expiry = stamp(), c.opts.Clock.Now().Add(ttl)
-	_ = fillScript.Run(ctx, c.client, []string{key}, []string{from, e.encode(), ms(ttl)}).Error()
+	_ = fillScript.Exec(ctx, c.client, []string{key}, []string{from, e.encode(), ms(ttl)}).Error()
 }
 
 // drop deletes an entry that no longer decodes, unless it changed.
 func (c *Cache[V]) drop(ctx context.Context, key, raw string) {
-	_ = dropScript.Run(ctx, c.client, []string{key}, []string{raw}).Error()
+	_ = dropScript.Exec(ctx, c.client, []string{key}, []string{raw}).Error()
 }
 
 func (c *Cache[V]) dropStamped(ctx context.Context, key, from string) {
-	_ = dropStampedScript.Run(ctx, c.client, []string{key}, []string{from}).Error()
+	_ = dropStampedScript.Exec(ctx, c.client, []string{key}, []string{from}).Error()
 }
 
 // dropStampedScript deletes KEYS[1] only while it holds the entry stamped
 // ARGV[1].
-var dropStampedScript = luascript.New(`
+var dropStampedScript = valkey.NewLuaScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur and string.match(cur, '^wt1|%a|([^|]*)|') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)

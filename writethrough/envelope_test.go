@@ -1,9 +1,13 @@
 package writethrough
 
 import (
+	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 type fakeClock struct{ now time.Time }
@@ -61,5 +65,16 @@ func TestJitterBounds(t *testing.T) {
 		if got := c.jittered(100 * time.Second); got.Round(time.Second) != want {
 			t.Errorf("rand %v: jittered 100s = %v, want %v (±10%%)", r, got, want)
 		}
+	}
+}
+
+func TestLoaderPanicFailsWithItsStack(t *testing.T) {
+	var g singleflight.Group
+	o, led, err := shared(t.Context(), &g, "k", func(context.Context) outcome[int] { panic("boom") })
+	if err != nil || !led {
+		t.Fatalf("shared = %v, led %v", err, led)
+	}
+	if o.err == nil || !strings.Contains(o.err.Error(), "boom") || !strings.Contains(o.err.Error(), "TestLoaderPanicFailsWithItsStack") {
+		t.Fatalf("err = %v, want the panic and the stack where it happened", o.err)
 	}
 }

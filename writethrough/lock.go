@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
-
-	"github.com/invalidator-go/invalidator/internal/luascript"
 )
 
 var (
@@ -24,14 +22,14 @@ var (
 // released. It is a lease: work under it must finish within its TTL, or
 // extend it.
 type Lock struct {
-	client Client
+	client valkey.Client
 	key    string
 	token  string
 }
 
 // TryLock takes the lock key for ttl with SET NX PX and a random token, or
 // returns ErrLocked.
-func TryLock(ctx context.Context, client Client, key string, ttl time.Duration) (*Lock, error) {
+func TryLock(ctx context.Context, client valkey.Client, key string, ttl time.Duration) (*Lock, error) {
 	if ttl < time.Millisecond {
 		return nil, errShortTTL
 	}
@@ -47,18 +45,18 @@ func TryLock(ctx context.Context, client Client, key string, ttl time.Duration) 
 }
 
 // releaseScript deletes the lock only while it holds our token.
-var releaseScript = luascript.New(`
+var releaseScript = valkey.NewLuaScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
 
 // extendScript resets the lock's lifetime only while it holds our token.
-var extendScript = luascript.New(`
+var extendScript = valkey.NewLuaScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0`)
 
 // Release gives the lock up; ErrLockLost when it was no longer ours.
 func (l *Lock) Release(ctx context.Context) error {
-	return l.ours(releaseScript.Run(ctx, l.client, []string{l.key}, []string{l.token}).AsInt64())
+	return l.ours(releaseScript.Exec(ctx, l.client, []string{l.key}, []string{l.token}).AsInt64())
 }
 
 // Extend gives the lock a new lifetime of ttl from now; ErrLockLost when it
@@ -67,7 +65,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return errShortTTL // PEXPIRE 0 would delete the lock and report success
 	}
-	return l.ours(extendScript.Run(ctx, l.client, []string{l.key}, []string{l.token, ms(ttl)}).AsInt64())
+	return l.ours(extendScript.Exec(ctx, l.client, []string{l.key}, []string{l.token, ms(ttl)}).AsInt64())
 }
 
 func (l *Lock) ours(n int64, err error) error {

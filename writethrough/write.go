@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/invalidator-go/invalidator/internal/luascript"
+	"github.com/valkey-io/valkey-go"
 )
 
 // ErrInvalidate wraps the cache error of a write whose database part
@@ -41,7 +41,7 @@ func (c *Cache[V]) Invalidate(ctx context.Context, key string) error {
 // so it must not fill, and deleting a lease cancels the fill of a load that
 // may predate this write. It returns 1 when it stored, 0 when a newer
 // version is cached, 2 when it invalidated.
-var writeScript = luascript.New(`
+var writeScript = valkey.NewLuaScript(`
 local cur = redis.call('GET', KEYS[1])
 local version = cur and tonumber(string.match(cur, '^wt1|[vn]|[^|]*|(%-?%d+)|'))
 if version and version > 0 then
@@ -75,7 +75,7 @@ func (c *Cache[V]) WriteThrough(ctx context.Context, key string, write func(cont
 	}
 	ttl := c.jittered(c.opts.TTL)
 	e := entry{kind: kindValue, stamp: stamp(), version: version, expiry: c.opts.Clock.Now().Add(ttl), payload: payload}
-	stored, err := writeScript.Run(ctx, c.client, []string{key}, []string{strconv.FormatInt(version, 10), e.encode(), ms(ttl)}).AsInt64()
+	stored, err := writeScript.Exec(ctx, c.client, []string{key}, []string{strconv.FormatInt(version, 10), e.encode(), ms(ttl)}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("%w: %s: %w", ErrInvalidate, key, err)
 	}

@@ -15,7 +15,10 @@ func Example() {
 		return
 	}
 	defer client.Close()
-	board, _ := leaderboard.New(client, "leaderboard:{season-1}", leaderboard.Options{})
+	board, err := leaderboard.New(client, "leaderboard:{season-1}", leaderboard.Options{})
+	if err != nil {
+		return
+	}
 	ctx := context.Background()
 	_, _ = board.Add(ctx, "alice", 120)
 	_, _ = board.Add(ctx, "bob", 120) // same points, later: ranks below alice

@@ -9,12 +9,7 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
-
-	"github.com/invalidator-go/invalidator/internal/luascript"
 )
-
-// Client is what a Board needs of a client; valkey.Client has it.
-type Client = luascript.Doer
 
 // ErrPointsOutOfRange is returned when points would leave 0..MaxPoints,
 // where they are no longer exact.
@@ -24,8 +19,8 @@ var ErrPointsOutOfRange = errors.New("leaderboard: points out of range")
 type Options struct {
 	// Epoch is when time starts counting. Default 2026-01-01T00:00:00Z.
 	Epoch time.Time
-	// Resolution is the smallest difference in time that breaks a tie.
-	// Default 1 s.
+	// Resolution is the smallest difference in time that breaks a tie,
+	// above 0. Default 1 s.
 	Resolution time.Duration
 	// TimeBits is the part of the score given to time (1-52): the board
 	// lasts Resolution × 2^TimeBits from Epoch. Default 32.
@@ -36,24 +31,31 @@ type Options struct {
 
 // Board is one leaderboard.
 type Board struct {
-	client Client
+	client valkey.Client
 	key    string
 	opts   Options
 }
 
-// New returns the board stored at key.
-func New(client Client, key string, opts Options) (*Board, error) {
+// New returns the board stored at key, or an error naming the option that
+// cannot work.
+func New(client valkey.Client, key string, opts Options) (*Board, error) {
+	if key == "" {
+		return nil, errors.New("leaderboard: key is empty, want the sorted set's name")
+	}
 	if opts.Epoch.IsZero() {
 		opts.Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	if opts.Resolution <= 0 {
+	if opts.Resolution < 0 {
+		return nil, fmt.Errorf("leaderboard: Resolution is %v, want above 0 (0 for the default 1s)", opts.Resolution)
+	}
+	if opts.Resolution == 0 {
 		opts.Resolution = time.Second
 	}
 	if opts.TimeBits == 0 {
 		opts.TimeBits = 32
 	}
 	if opts.TimeBits > 52 {
-		return nil, fmt.Errorf("leaderboard: TimeBits %d leaves no bits for points", opts.TimeBits)
+		return nil, fmt.Errorf("leaderboard: TimeBits is %d, want 1 to 52 (0 for the default 32): points need a bit", opts.TimeBits)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -75,14 +77,14 @@ func (b *Board) fraction() (float64, error) {
 }
 
 // addScript adds ARGV[2] points to member ARGV[1] and stamps the new total
-// with the time fraction ARGV[3], in one step, refusing totals outside
-// 0..ARGV[4].
-var addScript = luascript.New(`
+// with the time fraction ARGV[3], in one step. It refuses totals outside
+// 0..ARGV[4] by returning -1, never a total.
+var addScript = valkey.NewLuaScript(`
 local cur = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local points = 0
 if cur then points = math.floor(tonumber(cur)) end
 points = points + tonumber(ARGV[2])
-if points < 0 or points > tonumber(ARGV[4]) then return redis.error_reply('OUTOFRANGE') end
+if points < 0 or points > tonumber(ARGV[4]) then return -1 end
 redis.call('ZADD', KEYS[1], string.format('%.17g', points + tonumber(ARGV[3])), ARGV[1])
 return points`)
 
@@ -93,10 +95,10 @@ func (b *Board) Add(ctx context.Context, member string, delta int64) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	points, err := addScript.Run(ctx, b.client, []string{b.key}, []string{
+	points, err := addScript.Exec(ctx, b.client, []string{b.key}, []string{
 		member, strconv.FormatInt(delta, 10), strconv.FormatFloat(f, 'g', -1, 64), strconv.FormatInt(b.MaxPoints(), 10),
 	}).AsInt64()
-	if verr, ok := valkey.IsValkeyErr(err); ok && verr.Error() == "OUTOFRANGE" {
+	if err == nil && points < 0 {
 		return 0, fmt.Errorf("%w: 0 to %d", ErrPointsOutOfRange, b.MaxPoints())
 	}
 	return points, err
@@ -121,8 +123,11 @@ type Entry struct {
 	Rank   int64 // 1 is first
 }
 
-// Top returns the first n players.
+// Top returns the first n players; none when n ≤ 0.
 func (b *Board) Top(ctx context.Context, n int64) ([]Entry, error) {
+	if n <= 0 {
+		return nil, nil // ZRANGE 0 -1 would be the whole board
+	}
 	scores, err := b.client.Do(ctx, b.client.B().Zrange().Key(b.key).Min("0").Max(strconv.FormatInt(n-1, 10)).Rev().Withscores().Build()).AsZScores()
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,5 +127,42 @@ func TestConcurrentAdds(t *testing.T) {
 	wg.Wait()
 	if p, ok, err := b.Points(t.Context(), "p"); err != nil || !ok || p != 100 {
 		t.Fatalf("points = %d %v %v, want 100", p, ok, err)
+	}
+}
+
+// TestNonsenseIsRefused needs nothing running: New refuses before any
+// command is sent.
+func TestNonsenseIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		key   string
+		opts  Options
+		field string // "" when valid
+	}{
+		{"defaults", "lb", Options{}, ""},
+		{"empty key", "", Options{}, "key"},
+		{"negative resolution", "lb", Options{Resolution: -time.Second}, "Resolution"},
+		{"53 time bits", "lb", Options{TimeBits: 53}, "TimeBits"},
+		{"52 time bits", "lb", Options{TimeBits: 52}, ""},
+	} {
+		b, err := New(nil, tc.key, tc.opts)
+		switch {
+		case tc.field == "" && (err != nil || b == nil):
+			t.Errorf("%s: %v, want accepted", tc.name, err)
+		case tc.field != "" && (err == nil || !strings.Contains(err.Error(), " "+tc.field+" is ")):
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.field)
+		}
+	}
+}
+
+func TestTopOfNoneSendsNothing(t *testing.T) {
+	b, err := New(nil, "lb", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int64{0, -1} {
+		if top, err := b.Top(t.Context(), n); err != nil || len(top) != 0 {
+			t.Errorf("Top(%d) = %v, %v; want none", n, top, err)
+		}
 	}
 }

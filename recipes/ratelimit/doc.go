@@ -3,5 +3,6 @@
 // window log, a token bucket and a fixed window counter. Time comes from
 // the server (TIME), so clients with skewed clocks agree. Each limiter
 // touches one key; name it with a hash tag ({user:42}) when other keys of
-// the same subject must live in the same slot.
+// the same subject must live in the same slot. The constructors refuse
+// limits that cannot work, such as an empty window or a zero limit.
 package ratelimit

@@ -16,7 +16,10 @@ func Example() {
 		return
 	}
 	defer client.Close()
-	limit := &ratelimit.SlidingWindow{Client: client, Limit: 100, Window: time.Minute}
+	limit, err := ratelimit.NewSlidingWindow(client, 100, time.Minute)
+	if err != nil {
+		return
+	}
 	r, err := limit.Allow(context.Background(), "ratelimit:{user:42}:api")
 	if err == nil && !r.Allowed {
 		fmt.Printf("429 Too Many Requests; Retry-After: %.0f\n", r.RetryAfter.Seconds())
