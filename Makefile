@@ -23,7 +23,7 @@ local: up build ## run the worker on the local stack in the foreground: poller, 
 	bash localstack/local.sh
 
 test: up ## vet and test everything against the local stack, then lint the SAM template
-	$(ENV) && go vet ./...
+	$(ENV) && go vet ./... && (cd bench && go vet ./...)
 	$(ENV) && go test -race -count=1 ./...
 	$(ENV) && if [ -f template.yaml ]; then cfn-lint template.yaml; fi
 
@@ -32,7 +32,7 @@ test: up ## vet and test everything against the local stack, then lint the SAM t
 # plain binary (GOOS from the host, so make local runs it anywhere).
 build: ## build functions/<name> into bin/<name>/bootstrap, bin/poller/poller and bin/invalidator
 	$(ENV) && arch=$${GOARCH:-$$(go env GOARCH)} && for fn in $(LAMBDAS); do \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -tags lambda.norpc -trimpath \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath \
 	    -ldflags='-s -w' -o bin/$$fn/bootstrap ./functions/$$fn; \
 	  echo "bin/$$fn/bootstrap (linux/$$arch)"; \
 	done
@@ -48,7 +48,7 @@ BENCH_ENV := LOCAL_STATE=$(CURDIR)/.local/bench CACHE_PORTS=7010 CACHE_ENDPOINT=
 
 bench: setup build ## measure against references in the same run; prints BENCH <name> <value>
 	$(ENV) && export $(BENCH_ENV) && bash localstack/up.sh cache >/dev/null && \
-	  { go run ./bench; status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
+	  { (cd bench && go run . -bin $(CURDIR)/bin); status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
 
 # The e2e run gets a stack of its own, beside make local's: moto on 4600, a
 # cluster on 7301-7303, state under .local/e2e. The raw queue's visibility
@@ -67,6 +67,6 @@ e2e-short: e2e ## make e2e with shorter outages, under 3 minutes (CI)
 
 lint: ## gofmt, go vet, shellcheck (when installed) and cfn-lint
 	$(ENV) && test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(ENV) && go vet ./...
+	$(ENV) && go vet ./... && (cd bench && go vet ./...)
 	if command -v shellcheck >/dev/null; then shellcheck -x localstack/*.sh localstack/init/ready.d/*.sh .ci/run; fi
 	$(ENV) && if [ -f template.yaml ]; then cfn-lint template.yaml; fi

@@ -35,11 +35,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/invalidator-go/invalidator/elasticache"
 	decode "github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/frontend/lambda/event"
+	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/internal/rie"
-	"github.com/invalidator-go/invalidator/internal/testenv"
-	"github.com/invalidator-go/invalidator/internal/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/writethrough"
 )
@@ -59,11 +59,11 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 	run := func(group string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), group) }
-	cfg, err := cacheconn.FromEnv(os.Getenv)
+	cfg, err := elasticache.FromEnv(os.Getenv)
 	if err != nil {
 		log.Fatal(err)
 	}
-	client, err := cacheconn.New(cfg)
+	client, err := elasticache.New(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func getHits(ctx context.Context, client valkey.Client) (hit, plain []float64) {
 
 // stampede returns how often the loader runs when 200 readers, spread over
 // 10 clients as over 10 processes, ask for one missing key at once.
-func stampede(cfg cacheconn.Config) int32 {
+func stampede(cfg elasticache.Config) int32 {
 	key := "bench:stampede:" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	var loads atomic.Int32
 	load := func(context.Context) (product, error) {
@@ -207,7 +207,7 @@ func stampede(cfg cacheconn.Config) int32 {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 10 {
-		client, err := cacheconn.New(cfg)
+		client, err := elasticache.New(cfg)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // functionEnv points a function at the benchmark's cache.
 func functionEnv() []string {
-	cfg, _ := cacheconn.FromEnv(os.Getenv)
+	cfg, _ := elasticache.FromEnv(os.Getenv)
 	return append(cfg.Env(), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128")
 }
 
@@ -242,7 +242,7 @@ func buildHello() string {
 		log.Fatal(err)
 	}
 	path := filepath.Join(dir, "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", path, "./bench/hello")
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", path, "./hello")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		log.Fatalf("build hello: %v\n%s", err, out)
@@ -320,7 +320,7 @@ func streamRSS(bootstrap string) float64 {
 		log.Fatal(err)
 	}
 	defer fn.Stop()
-	var ev json.RawMessage = testenv.StreamPayload(10_000)
+	var ev json.RawMessage = event.StreamPayload(10_000)
 	if len(ev) > 6_000_000 {
 		log.Fatalf("stream payload of %d bytes is over Lambda's 6 MB", len(ev))
 	}
@@ -356,7 +356,7 @@ func print(name string, v float64) {
 
 // redisBenchmark returns the UNLINK requests/s that redis-benchmark gets
 // from the server with 50 clients and 64-deep pipelines: the server's limit.
-func redisBenchmark(cfg cacheconn.Config, n int) float64 {
+func redisBenchmark(cfg elasticache.Config, n int) float64 {
 	host, port, _ := strings.Cut(cfg.Endpoint, ":")
 	args := []string{"-h", host, "-p", port, "-P", "64", "-c", "50", "-n", strconv.Itoa(n), "-r", "1000000", "--csv"}
 	if cfg.TLS {
@@ -491,7 +491,7 @@ type rates struct {
 }
 
 func decodeSQS(m *events.SQSMessage) invalidate.Record {
-	changes, err := decode.DecodeSQS(*m)
+	changes, err := decode.DecodeSQSBody(m.MessageId, m.Body, m.Attributes["SentTimestamp"])
 	return invalidate.Record{ID: m.MessageId, Changes: changes, Err: err}
 }
 
@@ -502,7 +502,7 @@ func naiveLoop(ctx context.Context, client valkey.Client, total int) float64 {
 	rules := invalidate.DefaultRules()
 	start := time.Now()
 	for _, m := range msgs {
-		changes, err := decode.DecodeSQS(m)
+		changes, err := decode.DecodeSQSBody(m.MessageId, m.Body, m.Attributes["SentTimestamp"])
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -525,7 +525,7 @@ func naiveLoop(ctx context.Context, client valkey.Client, total int) float64 {
 // DynamoDB stream batch from its JSON payload (as Lambda delivers it) to the
 // report, as the stream function does: split, decode, plan and delete.
 func stream10k(ctx context.Context, client valkey.Client) float64 {
-	payload := testenv.StreamPayload(10_000)
+	payload := event.StreamPayload(10_000)
 	inv := invalidate.New(invalidate.Valkey(client), invalidate.Options{})
 	runtime.GC()
 	base := heapBytes()

@@ -1,17 +1,11 @@
-package cacheconn
+package elasticache
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	_ "embed"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
-	"strings"
-
-	"github.com/valkey-io/valkey-go"
+	"time"
 )
 
 // ErrConfig marks a configuration that cannot work; start-up stops on it.
@@ -41,6 +35,11 @@ type Config struct {
 	// CACHE_USERNAME, default off), logs in with IAM tokens instead of a
 	// password. The caller fills in its Region and Credentials.
 	IAM *IAM
+	// ConnLifetime closes each connection this long after it opened, and
+	// the client opens another (CACHE_CONN_LIFETIME, a Go duration).
+	// Default: 11h with IAM, as ElastiCache drops IAM-authenticated
+	// connections at 12h; otherwise none.
+	ConnLifetime time.Duration
 }
 
 // FromEnv reads the configuration from environment variables through getenv
@@ -63,6 +62,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if iam {
 		c.IAM = &IAM{CacheName: getenv("CACHE_NAME")}
+		if c.IAM.NodeBased, err = boolEnv(getenv, "CACHE_NODE_BASED", false); err != nil {
+			return Config{}, err
+		}
+	}
+	if v := getenv("CACHE_CONN_LIFETIME"); v != "" {
+		if c.ConnLifetime, err = time.ParseDuration(v); err != nil || c.ConnLifetime <= 0 {
+			return Config{}, fmt.Errorf("%w: CACHE_CONN_LIFETIME=%q is not a positive duration like 6h", ErrConfig, v)
+		}
 	}
 	return c, c.Validate()
 }
@@ -107,7 +114,7 @@ func (c Config) Validate() error {
 		case !c.TLS:
 			return fmt.Errorf("%w: IAM authentication needs TLS", ErrConfig)
 		case c.IAM.CacheName == "":
-			return fmt.Errorf("%w: CACHE_IAM_AUTH needs CACHE_NAME, the serverless cache's name", ErrConfig)
+			return fmt.Errorf("%w: CACHE_IAM_AUTH needs CACHE_NAME, the cache's name (or replication group ID)", ErrConfig)
 		case c.Username == "":
 			return fmt.Errorf("%w: CACHE_IAM_AUTH needs CACHE_USERNAME, the ElastiCache user ID", ErrConfig)
 		case c.Password != "":
@@ -115,86 +122,4 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-// ClientOption turns the configuration into valkey-go options.
-func (c Config) ClientOption() (valkey.ClientOption, error) {
-	if err := c.Validate(); err != nil {
-		return valkey.ClientOption{}, err
-	}
-	opt := valkey.ClientOption{
-		InitAddress: []string{c.Endpoint},
-		Username:    c.Username,
-		Password:    c.Password,
-		// The worker never reads cached values, so client-side caching would
-		// only add CLIENT TRACKING traffic.
-		DisableCache: true,
-		// Its commands and replies are small: a chunk of 500 UNLINKs is about
-		// 25 KiB. valkey-go's 0.5 MiB defaults cost memory and, zeroed at
-		// connect, 0.4 ms of every cold start.
-		ReadBufferEachConn:  64 << 10,
-		WriteBufferEachConn: 64 << 10,
-		// A ring slot holds one Do or DoMulti in flight on a connection; a
-		// Lambda function has at most invalidate.Options.Parallel (8) of them,
-		// the poller that many per receiver, and a full ring only makes the
-		// next call wait. Each slot is a mutex, two conditions and a channel:
-		// the default 1,024 cost 0.3 ms of every cold start, 16 next to
-		// nothing.
-		RingScaleEachConn: 4,
-	}
-	if c.IAM != nil {
-		if c.IAM.Credentials == nil {
-			return valkey.ClientOption{}, fmt.Errorf("%w: IAM authentication without AWS credentials", ErrConfig)
-		}
-		opt.Password = ""
-		opt.AuthCredentialsFn = c.IAM.credentialsFn(c.Username)
-		opt.ConnLifetime = iamConnLifetime
-	}
-	if c.TLS {
-		cfg, err := c.tlsConfig()
-		if err != nil {
-			return valkey.ClientOption{}, err
-		}
-		opt.TLSConfig = cfg
-	}
-	return opt, nil
-}
-
-// amazonRoots are the roots of every certificate ElastiCache serves.
-//
-//go:embed amazon-roots.pem
-var amazonRoots []byte
-
-func (c Config) tlsConfig() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	pem := amazonRoots
-	switch host, _, _ := net.SplitHostPort(c.Endpoint); {
-	case c.CAFile != "":
-		var err error
-		if pem, err = os.ReadFile(c.CAFile); err != nil {
-			return nil, fmt.Errorf("%w: CACHE_CA_FILE: %w", ErrConfig, err)
-		}
-	case !strings.HasSuffix(host, ".amazonaws.com") && !strings.HasSuffix(host, ".amazonaws.com.cn"):
-		return cfg, nil // the system roots
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%w: CACHE_CA_FILE=%s holds no PEM certificate", ErrConfig, c.CAFile)
-	}
-	cfg.RootCAs = pool
-	return cfg, nil
-}
-
-// New connects to the cache. It fails when no node answers or the login is
-// refused, so a wrong configuration shows at start-up, not at the first event.
-func New(c Config) (valkey.Client, error) {
-	opt, err := c.ClientOption()
-	if err != nil {
-		return nil, err
-	}
-	client, err := valkey.NewClient(opt)
-	if err != nil {
-		return nil, fmt.Errorf("connect to cache %s: %w", c.Endpoint, err)
-	}
-	return client, nil
 }

@@ -1,4 +1,4 @@
-package cacheconn
+package elasticache
 
 import (
 	"errors"
@@ -42,6 +42,12 @@ func TestFromEnv(t *testing.T) {
 			env:  map[string]string{"CACHE_ENDPOINT": "localhost:6379", "CACHE_TLS": "false"},
 			want: Config{Endpoint: "localhost:6379"},
 		},
+		{
+			name: "connection lifetime",
+			env:  map[string]string{"CACHE_ENDPOINT": "h:1", "CACHE_CONN_LIFETIME": "6h"},
+			want: Config{Endpoint: "h:1", TLS: true, ConnLifetime: 6 * time.Hour},
+		},
+		{name: "lifetime not a duration", env: map[string]string{"CACHE_ENDPOINT": "h:1", "CACHE_CONN_LIFETIME": "6"}, wantErr: "CACHE_CONN_LIFETIME"},
 		{name: "endpoint missing", env: map[string]string{}, wantErr: "CACHE_ENDPOINT is required"},
 		{name: "endpoint without port", env: map[string]string{"CACHE_ENDPOINT": "cache.example"}, wantErr: "is not host:port"},
 		{name: "TLS not a bool", env: map[string]string{"CACHE_ENDPOINT": "h:1", "CACHE_TLS": "yes please"}, wantErr: "CACHE_TLS"},
@@ -158,6 +164,18 @@ func TestIAMToken(t *testing.T) {
 	again, _ := iam.Token(t.Context(), "invalidator")
 	if again != token {
 		t.Error("the same inputs signed differently")
+	}
+	// ElastiCache keeps names and user IDs lowercased; so does the token.
+	typed := iam
+	typed.CacheName = "Orders"
+	if mixed, _ := typed.Token(t.Context(), "Invalidator"); mixed != token {
+		t.Errorf("Orders/Invalidator signed as %q, want the lowercased %q", mixed, token)
+	}
+	nodes := iam
+	nodes.NodeBased = true
+	nodeToken, _ := nodes.Token(t.Context(), "invalidator")
+	if u, _ := url.Parse("http://" + nodeToken); u.Query().Has("ResourceType") {
+		t.Errorf("node-based token %q has a ResourceType", nodeToken)
 	}
 }
 

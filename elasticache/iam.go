@@ -1,4 +1,4 @@
-package cacheconn
+package elasticache
 
 import (
 	"context"
@@ -12,14 +12,17 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
-// IAM is how to log in to ElastiCache Serverless with IAM: a token per
-// connection, signed with the process's AWS credentials.
+// IAM is how to log in to ElastiCache with IAM: a token per connection,
+// signed with the process's AWS credentials.
 type IAM struct {
-	// CacheName is the serverless cache's name (CACHE_NAME), which the
-	// token is signed for.
+	// CacheName is the serverless cache's name, or a node-based cache's
+	// replication group ID (CACHE_NAME), which the token is signed for.
 	CacheName string
-	// Region and Credentials sign the token; the mains take them from the
-	// AWS SDK's default configuration.
+	// NodeBased says the cache is a node-based replication group, not
+	// serverless (CACHE_NODE_BASED, default false).
+	NodeBased bool
+	// Region and Credentials sign the token: take them from the AWS SDK's
+	// configuration (aws.Config's Region and Credentials).
 	Region      string
 	Credentials aws.CredentialsProvider
 	// Now tells the signing time. Default time.Now.
@@ -38,16 +41,21 @@ const (
 )
 
 // Token returns an IAM authentication token for user: a SigV4-presigned
-// "connect" request for the serverless cache, without its scheme, valid for
-// 15 minutes.
+// "connect" request for the cache, without its scheme, valid for 15
+// minutes. The cache name and user ID are signed lowercased, as AWS's own
+// samples sign them: ElastiCache keeps both in lowercase, so a name typed
+// My-Cache would otherwise sign a different request than the one it checks.
 func (a IAM) Token(ctx context.Context, user string) (string, error) {
 	query := url.Values{
 		"Action":        {"connect"},
-		"User":          {user},
-		"ResourceType":  {"ServerlessCache"},
+		"User":          {strings.ToLower(user)},
 		"X-Amz-Expires": {"900"},
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.CacheName+"/?"+query.Encode(), nil)
+	if !a.NodeBased {
+		query.Set("ResourceType", "ServerlessCache")
+	}
+	host := strings.ToLower(a.CacheName)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/?"+query.Encode(), nil)
 	if err != nil {
 		return "", err
 	}

@@ -1,28 +1,39 @@
 package events
 
 import (
-	"encoding/base64"
 	"slices"
 	"strings"
-
-	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"time"
 )
+
+// StreamRecord is one DynamoDB stream record, as much of it as decoding
+// reads: what Lambda delivers in a Streams event, and what the stream API
+// returns.
+type StreamRecord struct {
+	EventName      string // INSERT, MODIFY or REMOVE
+	EventSourceARN string // the stream's ARN, which names the table
+	SequenceNumber string
+	// ApproximateCreationDateTime is when the change was made, to the
+	// second or, in newer records, the microsecond.
+	ApproximateCreationDateTime time.Time
+	Keys, OldImage, NewImage    Image
+}
 
 // DecodeDynamoDB decodes one DynamoDB stream record. The change's entity is
 // the table name (from the record's eventSourceARN) and its ID the values of
 // the key attributes in attribute-name order, joined with "#"; the images are
 // kept for the rules that read them.
-func DecodeDynamoDB(rec lambdaevents.DynamoDBEventRecord) (Change, error) {
-	seq := rec.Change.SequenceNumber
+func DecodeDynamoDB(rec StreamRecord) (Change, error) {
+	seq := rec.SequenceNumber
 	fail := func(reason string) (Change, error) {
 		return Change{}, &DecodeError{Record: seq, Reason: reason}
 	}
 	if seq == "" {
 		return fail("no SequenceNumber")
 	}
-	table, ok := TableName(rec.EventSourceArn)
+	table, ok := TableName(rec.EventSourceARN)
 	if !ok {
-		return fail("eventSourceARN " + truncate([]byte(rec.EventSourceArn)) + " names no table")
+		return fail("eventSourceARN " + truncate([]byte(rec.EventSourceARN)) + " names no table")
 	}
 	var op Op
 	switch rec.EventName {
@@ -35,7 +46,7 @@ func DecodeDynamoDB(rec lambdaevents.DynamoDBEventRecord) (Change, error) {
 	default:
 		return fail("eventName must be INSERT, MODIFY or REMOVE, not " + truncate([]byte(rec.EventName)))
 	}
-	id, err := itemID(rec.Change.Keys)
+	id, err := itemID(rec.Keys)
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -43,12 +54,12 @@ func DecodeDynamoDB(rec lambdaevents.DynamoDBEventRecord) (Change, error) {
 		Entity:         table,
 		ID:             id,
 		Op:             op,
-		OccurredAt:     rec.Change.ApproximateCreationDateTime.Time,
+		OccurredAt:     rec.ApproximateCreationDateTime,
 		Source:         SourceDynamoDB,
 		Table:          table,
-		ItemKey:        rec.Change.Keys,
-		OldImage:       rec.Change.OldImage,
-		NewImage:       rec.Change.NewImage,
+		ItemKey:        rec.Keys,
+		OldImage:       rec.OldImage,
+		NewImage:       rec.NewImage,
 		SequenceNumber: seq,
 	}, nil
 }
@@ -64,7 +75,7 @@ func TableName(arn string) (string, bool) {
 	return name, name != ""
 }
 
-func itemID(keys map[string]lambdaevents.DynamoDBAttributeValue) (string, error) {
+func itemID(keys Image) (string, error) {
 	if len(keys) == 0 {
 		return "", invalid("no key attributes")
 	}
@@ -93,10 +104,10 @@ func itemID(keys map[string]lambdaevents.DynamoDBAttributeValue) (string, error)
 }
 
 // keyText renders a key attribute, which DynamoDB allows to be S, N or B only.
-func keyText(name string, av lambdaevents.DynamoDBAttributeValue) (string, error) {
-	switch av.DataType() {
-	case lambdaevents.DataTypeString, lambdaevents.DataTypeNumber, lambdaevents.DataTypeBinary:
-		texts, err := AttributeText(av)
+func keyText(name string, av AttributeValue) (string, error) {
+	switch av.Type {
+	case TypeString, TypeNumber, TypeBinary:
+		texts, err := av.Text()
 		if err != nil {
 			return "", err
 		}
@@ -107,59 +118,4 @@ func keyText(name string, av lambdaevents.DynamoDBAttributeValue) (string, error
 	default:
 		return "", invalid("key attribute " + name + " must be S, N or B")
 	}
-}
-
-// AttributeText renders an attribute for a cache key: S as is, N as its
-// decimal text, B in standard base64, BOOL as true or false, and each member
-// of a set (SS, NS, BS) as one text. NULL, M and L render to nothing and are
-// an error; reach into a map with Lookup.
-func AttributeText(av lambdaevents.DynamoDBAttributeValue) (texts []string, err error) {
-	// The accessors panic on a value whose type and content disagree, which
-	// only a hand-built value can have; an error is the promise here.
-	defer func() {
-		if recover() != nil {
-			texts, err = nil, invalid("the attribute value is malformed")
-		}
-	}()
-	switch av.DataType() {
-	case lambdaevents.DataTypeString:
-		return []string{av.String()}, nil
-	case lambdaevents.DataTypeNumber:
-		return []string{av.Number()}, nil
-	case lambdaevents.DataTypeBinary:
-		return []string{base64.StdEncoding.EncodeToString(av.Binary())}, nil
-	case lambdaevents.DataTypeBoolean:
-		if av.Boolean() {
-			return []string{"true"}, nil
-		}
-		return []string{"false"}, nil
-	case lambdaevents.DataTypeStringSet:
-		return av.StringSet(), nil
-	case lambdaevents.DataTypeNumberSet:
-		return av.NumberSet(), nil
-	case lambdaevents.DataTypeBinarySet:
-		set := av.BinarySet()
-		texts := make([]string, len(set))
-		for i, b := range set {
-			texts[i] = base64.StdEncoding.EncodeToString(b)
-		}
-		return texts, nil
-	case lambdaevents.DataTypeNull:
-		return nil, invalid("the attribute is NULL")
-	default:
-		return nil, invalid("a map or list attribute cannot be part of a key")
-	}
-}
-
-// Lookup finds the attribute at path in an item image, descending into maps
-// (M) one path element at a time.
-func Lookup(image map[string]lambdaevents.DynamoDBAttributeValue, path []string) (lambdaevents.DynamoDBAttributeValue, bool) {
-	av, ok := image[path[0]]
-	for _, name := range path[1:] {
-		if !ok || av.DataType() != lambdaevents.DataTypeMap {
-			return av, false
-		}
-		av, ok = av.Map()[name]
-	}
-	return av, ok
 }

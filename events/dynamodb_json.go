@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
-
 	"github.com/invalidator-go/invalidator/internal/jsonscan"
 )
 
@@ -16,10 +14,10 @@ import (
 // and also returns its sequence number, "" when the record is too broken to
 // tell. The record is read in one pass, its nested objects included.
 func DecodeDynamoDBJSON(raw []byte) (string, Change, error) {
-	var rec lambdaevents.DynamoDBEventRecord
+	var rec StreamRecord
 	err := jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
 		if string(key) == "dynamodb" && startsWith(raw, i, '{') {
-			return decodeStreamRecord(raw, i, &rec.Change)
+			return decodeStreamRecord(raw, i, &rec)
 		}
 		kind, end, err := jsonscan.ValueAt(raw, i)
 		if err != nil {
@@ -29,18 +27,18 @@ func DecodeDynamoDBJSON(raw []byte) (string, Change, error) {
 		case "eventName":
 			rec.EventName, err = stringField("eventName", raw[i:end], kind)
 		case "eventSourceARN":
-			rec.EventSourceArn, err = stringField("eventSourceARN", raw[i:end], kind)
+			rec.EventSourceARN, err = stringField("eventSourceARN", raw[i:end], kind)
 		case "dynamodb":
 			err = invalid("dynamodb must be an object")
 		}
 		return end, err
 	})
 	if err != nil {
-		seq := cmp.Or(rec.Change.SequenceNumber, sequenceNumber(raw))
+		seq := cmp.Or(rec.SequenceNumber, sequenceNumber(raw))
 		return seq, Change{}, recordError(seq, err)
 	}
 	c, err := DecodeDynamoDB(rec)
-	return rec.Change.SequenceNumber, c, err
+	return rec.SequenceNumber, c, err
 }
 
 // startsWith says whether the value at data[i] opens with the bracket b.
@@ -73,7 +71,7 @@ func stringField(name string, value []byte, kind jsonscan.Kind) (string, error) 
 
 // decodeStreamRecord decodes the object at data[i], the record's
 // "dynamodb" member, and returns the index after it.
-func decodeStreamRecord(data []byte, i int, sr *lambdaevents.DynamoDBStreamRecord) (int, error) {
+func decodeStreamRecord(data []byte, i int, sr *StreamRecord) (int, error) {
 	return jsonscan.WalkAt(data, i, func(key []byte, i int) (int, error) {
 		var end int
 		var err error
@@ -98,7 +96,7 @@ func decodeStreamRecord(data []byte, i int, sr *lambdaevents.DynamoDBStreamRecor
 				if kind != jsonscan.Number || perr != nil {
 					return end, invalid("ApproximateCreationDateTime must be a number of seconds")
 				}
-				sr.ApproximateCreationDateTime.Time = time.Unix(0, int64(secs*float64(time.Second)))
+				sr.ApproximateCreationDateTime = time.Unix(0, int64(secs*float64(time.Second)))
 			}
 		}
 		return end, err
@@ -111,17 +109,17 @@ const maxNesting = 32
 
 // decodeImage decodes the image (Keys, NewImage, OldImage, or an M
 // attribute's map) at data[i] and returns the index after it.
-func decodeImage(name string, data []byte, i, depth int) (map[string]lambdaevents.DynamoDBAttributeValue, int, error) {
+func decodeImage(name string, data []byte, i, depth int) (Image, int, error) {
 	if !startsWith(data, i, '{') {
 		return nil, i, notA(data, i, name+" must be an object")
 	}
 	if depth > maxNesting {
 		return nil, i, invalid("attributes nested deeper than DynamoDB's 32 levels")
 	}
-	image := map[string]lambdaevents.DynamoDBAttributeValue{}
+	image := Image{}
 	end, err := jsonscan.WalkAt(data, i, func(key []byte, i int) (int, error) {
 		av, end, err := decodeAttribute(data, i, depth)
-		if fe, ok := errors.AsType[*fieldError](err); ok {
+		if fe := (*fieldError)(nil); errors.As(err, &fe) {
 			return end, &fieldError{reason: name + "." + string(key) + ": " + fe.reason}
 		}
 		image[string(key)] = av
@@ -142,8 +140,8 @@ func notA(data []byte, i int, reason string) error {
 // decodeAttribute decodes a DynamoDB attribute value in its JSON form,
 // {"S":"text"}, {"N":"1.5"}, {"SS":[...]}, {"M":{...}} and so on, at
 // data[i], and returns the index after it.
-func decodeAttribute(data []byte, i, depth int) (lambdaevents.DynamoDBAttributeValue, int, error) {
-	var av lambdaevents.DynamoDBAttributeValue
+func decodeAttribute(data []byte, i, depth int) (AttributeValue, int, error) {
+	var av AttributeValue
 	if !startsWith(data, i, '{') {
 		return av, i, notA(data, i, "an attribute value must be an object like {\"S\":\"text\"}")
 	}
@@ -165,12 +163,12 @@ func decodeAttribute(data []byte, i, depth int) (lambdaevents.DynamoDBAttributeV
 
 // typedAttribute decodes the value at data[i] of an attribute of type label
 // and returns the index after it.
-func typedAttribute(label string, data []byte, i, depth int) (lambdaevents.DynamoDBAttributeValue, int, error) {
-	var av lambdaevents.DynamoDBAttributeValue
+func typedAttribute(label string, data []byte, i, depth int) (AttributeValue, int, error) {
+	var av AttributeValue
 	switch label {
 	case "M":
 		m, end, err := decodeImage("M", data, i, depth+1)
-		return lambdaevents.NewMapAttribute(m), end, err
+		return AttributeValue{Type: TypeMap, M: m}, end, err
 	case "L":
 		if !startsWith(data, i, '[') {
 			kind, end, err := jsonscan.ValueAt(data, i)
@@ -179,13 +177,13 @@ func typedAttribute(label string, data []byte, i, depth int) (lambdaevents.Dynam
 		if depth >= maxNesting {
 			return av, i, invalid("attributes nested deeper than DynamoDB's 32 levels")
 		}
-		var list []lambdaevents.DynamoDBAttributeValue
+		var list []AttributeValue
 		end, err := jsonscan.ElementsAt(data, i, func(i int) (int, error) {
 			e, end, err := decodeAttribute(data, i, depth+1)
 			list = append(list, e)
 			return end, err
 		})
-		return lambdaevents.NewListAttribute(list), end, err
+		return AttributeValue{Type: TypeList, L: list}, end, err
 	}
 	kind, end, err := jsonscan.ValueAt(data, i)
 	if err != nil {
@@ -197,9 +195,9 @@ func typedAttribute(label string, data []byte, i, depth int) (lambdaevents.Dynam
 
 // scalarAttribute decodes the raw value of an attribute of type label other
 // than M and L.
-func scalarAttribute(label string, value []byte, kind jsonscan.Kind) (lambdaevents.DynamoDBAttributeValue, error) {
-	var av lambdaevents.DynamoDBAttributeValue
-	wrong := func() (lambdaevents.DynamoDBAttributeValue, error) {
+func scalarAttribute(label string, value []byte, kind jsonscan.Kind) (AttributeValue, error) {
+	var av AttributeValue
+	wrong := func() (AttributeValue, error) {
 		return av, invalid("a " + label + " attribute cannot hold " + kind.String())
 	}
 	switch label {
@@ -208,23 +206,20 @@ func scalarAttribute(label string, value []byte, kind jsonscan.Kind) (lambdaeven
 			return wrong()
 		}
 		text, err := jsonscan.Text(value)
-		if label == "S" {
-			return lambdaevents.NewStringAttribute(text), err
-		}
-		return lambdaevents.NewNumberAttribute(text), err
+		return AttributeValue{Type: AttributeType(label), S: text}, err
 	case "B":
 		b, err := binaryText(value, kind)
-		return lambdaevents.NewBinaryAttribute(b), err
+		return AttributeValue{Type: TypeBinary, B: b}, err
 	case "BOOL":
 		if kind != jsonscan.True && kind != jsonscan.False {
 			return wrong()
 		}
-		return lambdaevents.NewBooleanAttribute(kind == jsonscan.True), nil
+		return AttributeValue{Type: TypeBoolean, BOOL: kind == jsonscan.True}, nil
 	case "NULL":
 		if kind != jsonscan.True {
 			return wrong()
 		}
-		return lambdaevents.NewNullAttribute(), nil
+		return AttributeValue{Type: TypeNull}, nil
 	case "SS", "NS":
 		if kind != jsonscan.Array {
 			return wrong()
@@ -238,10 +233,7 @@ func scalarAttribute(label string, value []byte, kind jsonscan.Kind) (lambdaeven
 			set = append(set, text)
 			return err
 		})
-		if label == "SS" {
-			return lambdaevents.NewStringSetAttribute(set), err
-		}
-		return lambdaevents.NewNumberSetAttribute(set), err
+		return AttributeValue{Type: AttributeType(label), SS: set}, err
 	case "BS":
 		if kind != jsonscan.Array {
 			return wrong()
@@ -252,7 +244,7 @@ func scalarAttribute(label string, value []byte, kind jsonscan.Kind) (lambdaeven
 			set = append(set, b)
 			return err
 		})
-		return lambdaevents.NewBinarySetAttribute(set), err
+		return AttributeValue{Type: TypeBinarySet, BS: set}, err
 	default:
 		return av, invalid("unknown attribute type " + strconv.Quote(label))
 	}

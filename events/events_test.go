@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	lambdaevents "github.com/aws/aws-lambda-go/events"
 )
 
 // The fixtures in testdata were captured from moto 5.2.1 (SNS→SQS delivery,
@@ -50,7 +48,7 @@ func TestGolden(t *testing.T) {
 			return out
 		},
 		"sns": func(t *testing.T, data []byte) (out []decoded) {
-			var ev lambdaevents.SNSEvent
+			var ev snsEvent
 			mustUnmarshal(t, data, &ev)
 			for _, r := range ev.Records {
 				changes, err := DecodeSNS(r)
@@ -119,8 +117,8 @@ func mustUnmarshal(t *testing.T, data []byte, v any) {
 }
 
 // pathsAgree holds a decoder straight from the JSON (raw, over the records
-// SplitRecords finds) to one from aws-lambda-go's types (typed, over the
-// event), fixture by fixture: same IDs, changes and errors.
+// SplitRecords finds) to one from encoding/json's reading of the event
+// (typed), fixture by fixture: same IDs, changes and errors.
 func pathsAgree[E any](t *testing.T, glob string, typed func(E) []decoded, raw func([]byte) decoded) {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join("testdata", glob))
@@ -149,24 +147,11 @@ func pathsAgree[E any](t *testing.T, glob string, typed func(E) []decoded, raw f
 	}
 }
 
-func TestDynamoDBPathsAgree(t *testing.T) {
-	pathsAgree(t, "dynamodb*.json", func(ev lambdaevents.DynamoDBEvent) (out []decoded) {
-		for _, r := range ev.Records {
-			c, err := DecodeDynamoDB(r)
-			out = append(out, outcome(r.Change.SequenceNumber, []Change{c}, err))
-		}
-		return out
-	}, func(raw []byte) decoded {
-		seq, c, err := DecodeDynamoDBJSON(raw)
-		return outcome(seq, []Change{c}, err)
-	})
-}
-
 func TestSQSPathsAgree(t *testing.T) {
-	pathsAgree(t, "sqs*.json", func(ev lambdaevents.SQSEvent) (out []decoded) {
+	pathsAgree(t, "sqs*.json", func(ev sqsEvent) (out []decoded) {
 		for _, m := range ev.Records {
-			changes, err := DecodeSQS(m)
-			out = append(out, outcome(m.MessageId, changes, err))
+			changes, err := DecodeSQSBody(m.MessageID, m.Body, m.Attributes["SentTimestamp"])
+			out = append(out, outcome(m.MessageID, changes, err))
 		}
 		return out
 	}, func(raw []byte) decoded {

@@ -6,13 +6,23 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	lambdaevents "github.com/aws/aws-lambda-go/events"
 )
 
 // The fuzzers hold every decoder to its promise: any input gives changes or
 // an error wrapping ErrInvalid, never a panic. Their corpora start from the
 // records in testdata.
+
+// sqsEvent and snsEvent read fixtures with encoding/json, the reference
+// the decoders are held to.
+type sqsEvent struct {
+	Records []struct {
+		MessageID  string            `json:"messageId"`
+		Body       string            `json:"body"`
+		Attributes map[string]string `json:"attributes"`
+	}
+}
+
+type snsEvent struct{ Records []SNSRecord }
 
 func fixtureRecords[E any](f *testing.F, glob string, records func(E) [][]byte) {
 	files, _ := filepath.Glob(filepath.Join("testdata", glob))
@@ -27,6 +37,21 @@ func fixtureRecords[E any](f *testing.F, glob string, records func(E) [][]byte) 
 		}
 		for _, r := range records(ev) {
 			f.Add(r)
+		}
+	}
+}
+
+// rawRecords adds each record of the fixtures, as SplitRecords finds them.
+func rawRecords(f *testing.F, glob string) {
+	files, _ := filepath.Glob(filepath.Join("testdata", glob))
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		raws, _ := SplitRecords(data) // a golden file has none
+		for _, raw := range raws {
+			f.Add(raw)
 		}
 	}
 }
@@ -47,7 +72,7 @@ func checkDecoded(t *testing.T, changes []Change, err error) {
 }
 
 func FuzzDecodeSQSBody(f *testing.F) {
-	fixtureRecords(f, "sqs-*.json", func(ev lambdaevents.SQSEvent) (out [][]byte) {
+	fixtureRecords(f, "sqs-*.json", func(ev sqsEvent) (out [][]byte) {
 		for _, m := range ev.Records {
 			out = append(out, []byte(m.Body))
 		}
@@ -60,13 +85,7 @@ func FuzzDecodeSQSBody(f *testing.F) {
 }
 
 func FuzzDecodeSQSJSON(f *testing.F) {
-	fixtureRecords(f, "sqs-*.json", func(ev lambdaevents.SQSEvent) (out [][]byte) {
-		for _, m := range ev.Records {
-			data, _ := json.Marshal(m)
-			out = append(out, data)
-		}
-		return out
-	})
+	rawRecords(f, "sqs-*.json")
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		_, changes, err := DecodeSQSJSON(raw)
 		if err == nil && !json.Valid(raw) {
@@ -77,27 +96,21 @@ func FuzzDecodeSQSJSON(f *testing.F) {
 }
 
 func FuzzDecodeSNS(f *testing.F) {
-	fixtureRecords(f, "sns*.json", func(ev lambdaevents.SNSEvent) (out [][]byte) {
+	fixtureRecords(f, "sns*.json", func(ev snsEvent) (out [][]byte) {
 		for _, r := range ev.Records {
 			out = append(out, []byte(r.SNS.Message))
 		}
 		return out
 	})
 	f.Fuzz(func(t *testing.T, message []byte) {
-		rec := lambdaevents.SNSEventRecord{SNS: lambdaevents.SNSEntity{MessageID: "fuzz", Message: string(message)}}
+		rec := SNSRecord{SNS: SNSMessage{MessageID: "fuzz", Message: string(message)}}
 		changes, err := DecodeSNS(rec)
 		checkDecoded(t, changes, err)
 	})
 }
 
 func FuzzDecodeDynamoDBJSON(f *testing.F) {
-	fixtureRecords(f, "dynamodb*.json", func(ev lambdaevents.DynamoDBEvent) (out [][]byte) {
-		for _, r := range ev.Records {
-			data, _ := json.Marshal(r)
-			out = append(out, data)
-		}
-		return out
-	})
+	rawRecords(f, "dynamodb*.json")
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		_, c, err := DecodeDynamoDBJSON(raw)
 		if err == nil && !json.Valid(raw) {
@@ -108,9 +121,9 @@ func FuzzDecodeDynamoDBJSON(f *testing.F) {
 			return
 		}
 		checkDecoded(t, []Change{c}, nil)
-		for _, image := range []map[string]lambdaevents.DynamoDBAttributeValue{c.ItemKey, c.OldImage, c.NewImage} {
+		for _, image := range []Image{c.ItemKey, c.OldImage, c.NewImage} {
 			for _, av := range image {
-				_, _ = AttributeText(av) // must not panic on any attribute
+				_, _ = av.Text() // must not panic on any attribute
 			}
 		}
 	})

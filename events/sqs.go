@@ -5,29 +5,22 @@ import (
 	"strconv"
 	"time"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
-
 	"github.com/invalidator-go/invalidator/internal/jsonscan"
 )
 
-// DecodeSQS decodes the changes in one SQS message: a raw change message (or
-// an array of them), or one wrapped in an SNS or EventBridge envelope. With
-// an error it may still return the changes of an array that did decode, so
-// that their keys are invalidated while the message is retried.
-func DecodeSQS(msg lambdaevents.SQSMessage) ([]Change, error) {
-	return DecodeSQSBody(msg.MessageId, msg.Body, msg.Attributes["SentTimestamp"])
-}
-
-// DecodeSQSBody decodes an SQS message body. id names the message in errors;
-// sentTimestamp, SQS's SentTimestamp attribute (milliseconds since the
-// epoch), dates the changes that carry no time of their own; it may be "".
-// The poller, which receives through the SDK, calls it directly.
+// DecodeSQSBody decodes the changes in an SQS message body: a raw change
+// message (or an array of them), or one wrapped in an SNS or EventBridge
+// envelope. With an error it may still return the changes of an array that
+// did decode, so that their keys are invalidated while the message is
+// retried. id names the message in errors; sentTimestamp, SQS's
+// SentTimestamp attribute (milliseconds since the epoch), dates the changes
+// that carry no time of their own; it may be "".
 func DecodeSQSBody(id, body, sentTimestamp string) ([]Change, error) {
 	return decodeSQSBody(id, unsafeBytes(body), sentAt(unsafeBytes(sentTimestamp)))
 }
 
 // DecodeSQSJSON decodes one raw record of an SQS event payload (see
-// SplitRecords) as DecodeSQS does, and also returns its message ID, "" when
+// SplitRecords) as DecodeSQSBody does, and also returns its message ID, "" when
 // the record is too broken to tell.
 func DecodeSQSJSON(raw []byte) (string, []Change, error) {
 	buf := messageBuffers.Get().(*[]byte)

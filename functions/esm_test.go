@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -17,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/invalidator-go/invalidator/frontend/lambda/event"
 	"github.com/invalidator-go/invalidator/internal/esm"
 	"github.com/invalidator-go/invalidator/internal/rie"
 	"github.com/invalidator-go/invalidator/internal/testenv"
@@ -115,7 +115,7 @@ func TestPoisonMessageIsParked(t *testing.T) {
 
 	eventually(t, 5*time.Second, "the good messages of the batch were not processed", gone(t, c, good...))
 	p := parked(t, failures, 1)
-	var rec events.SQSMessage
+	var rec event.SQSMessage
 	if len(p) != 1 || json.Unmarshal(p[0].Content(), &rec) != nil || rec.Body != entries[2] || !strings.Contains(p[0].Reason, "malformed JSON") {
 		t.Fatalf("parked %+v, want the poison message, whole, and why", p)
 	}
@@ -147,8 +147,10 @@ func TestFailingStreamRecordIsParked(t *testing.T) {
 	put(map[string]ddbtypes.AttributeValue{"id": str(ns + "good"), "category": str("shoes")})
 	eventually(t, 10*time.Second, "the stream did not move past the bad record", gone(t, c, key))
 	p := parked(t, failures, 1)
-	var rec events.DynamoDBEventRecord
-	if len(p) != 1 || json.Unmarshal(p[0].Content(), &rec) != nil || rec.Change.Keys["id"].String() != ns+"bad" || p[0].Source != "dynamodb" {
+	var rec struct {
+		Change struct{ Keys map[string]struct{ S string } } `json:"dynamodb"`
+	}
+	if len(p) != 1 || json.Unmarshal(p[0].Content(), &rec) != nil || rec.Change.Keys["id"].S != ns+"bad" || p[0].Source != "dynamodb" {
 		t.Fatalf("parked %+v, want the bad stream record, whole", p)
 	}
 }

@@ -12,17 +12,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/frontend/lambda/event"
 	"github.com/invalidator-go/invalidator/internal/rie"
 	"github.com/invalidator-go/invalidator/internal/testenv"
 )
 
 const streamRules = `tables: {Products: ["cache:product:{key.id}", "cache:category:{item.category}"]}`
 
-func emulator(t *testing.T, name string, cfg cacheconn.Config, opts rie.Options) *rie.Emulator {
+func emulator(t *testing.T, name string, cfg elasticache.Config, opts rie.Options) *rie.Emulator {
 	t.Helper()
 	opts.Env = append(opts.Env, cfg.Env()...)
 	e, err := rie.Start(binary(name), opts)
@@ -74,8 +75,8 @@ func batchFailures(t *testing.T, fn *rie.Emulator, event any) []string {
 	return failed
 }
 
-func sqsMessage(id, body string) events.SQSMessage {
-	return events.SQSMessage{
+func sqsMessage(id, body string) event.SQSMessage {
+	return event.SQSMessage{
 		MessageId: id, ReceiptHandle: "handle-" + id, Body: body, EventSource: "aws:sqs", AWSRegion: "us-east-1",
 		EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:cache-invalidation",
 		Attributes:     map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10)},
@@ -98,7 +99,7 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 	failures, env := failureQueue(t)
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
 
-	ev := events.SQSEvent{Records: []events.SQSMessage{
+	ev := event.SQSEvent{Records: []event.SQSMessage{
 		sqsMessage("raw", `{"entity":"product","id":"`+ns+`raw"}`),
 		sqsMessage("sns", snsEnvelope(`{"entity":"product","id":"`+ns+`sns","op":"update"}`)),
 		sqsMessage("eventbridge", `{"version":"0","id":"1","detail-type":"ProductChanged","source":"catalog","time":"2026-11-29T12:00:00Z","detail":{"entity":"product","id":"`+ns+`eb"}}`),
@@ -118,14 +119,14 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 		t.Fatalf("parked %q, want the three bad messages", ids)
 	}
 	for _, r := range p {
-		var rec events.SQSMessage
+		var rec event.SQSMessage
 		if err := json.Unmarshal(r.Content(), &rec); err != nil || rec.MessageId != r.ID || rec.Body == "" || r.Reason == "" || r.Function != "sqs-invalidate" {
 			t.Fatalf("parked %+v (%v): want the whole record, why, and by whom", r, err)
 		}
 	}
 
 	// All good: the list is present and empty, which Lambda reads as success.
-	out, err := fn.Invoke(t.Context(), events.SQSEvent{Records: ev.Records[:1]})
+	out, err := fn.Invoke(t.Context(), event.SQSEvent{Records: ev.Records[:1]})
 	if err != nil || string(out) != `{"batchItemFailures":[]}` {
 		t.Fatalf("all-good response = %s, %v", out, err)
 	}
@@ -137,12 +138,9 @@ func TestSNSFunctionUnderTheEmulator(t *testing.T) {
 	setKeys(t, c, "cache:product:"+id)
 	failures, env := failureQueue(t)
 	fn := emulator(t, "sns-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
-	record := func(msgID, message string) events.SNSEvent {
-		return events.SNSEvent{Records: []events.SNSEventRecord{{
-			EventSource: "aws:sns", EventVersion: "1.0",
-			EventSubscriptionArn: "arn:aws:sns:us-east-1:123456789012:cache-changes:sub",
-			SNS: events.SNSEntity{Type: "Notification", MessageID: msgID, TopicArn: "arn:aws:sns:us-east-1:123456789012:cache-changes",
-				Message: message, Timestamp: time.Now().UTC()},
+	record := func(msgID, message string) event.SNSEvent {
+		return event.SNSEvent{Records: []events.SNSRecord{{
+			SNS: events.SNSMessage{MessageID: msgID, Message: message, Timestamp: time.Now().UTC()},
 		}}}
 	}
 	if out, err := fn.Invoke(t.Context(), record("good", `{"entity":"product","id":"`+id+`"}`)); err != nil || string(out) != "{}" {
@@ -157,20 +155,24 @@ func TestSNSFunctionUnderTheEmulator(t *testing.T) {
 	}
 }
 
-func streamRecord(seq, name, id string, old, new map[string]events.DynamoDBAttributeValue) events.DynamoDBEventRecord {
-	return events.DynamoDBEventRecord{
+func streamRecord(seq, name, id string, old, new events.Image) event.DynamoDBEventRecord {
+	return event.DynamoDBEventRecord{
 		EventID: "ev-" + seq, EventName: name, EventVersion: "1.1", EventSource: "aws:dynamodb", AWSRegion: "us-east-1",
 		EventSourceArn: "arn:aws:dynamodb:us-east-1:123456789012:table/Products/stream/2026-11-29T12:00:00.000",
-		Change: events.DynamoDBStreamRecord{
-			ApproximateCreationDateTime: events.SecondsEpochTime{Time: time.Now().Truncate(time.Second)},
-			Keys:                        map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(id)},
+		Change: event.DynamoDBStreamRecord{
+			ApproximateCreationDateTime: time.Now().Unix(),
+			Keys:                        events.Image{"id": attr(id)},
 			OldImage:                    old, NewImage: new, SequenceNumber: seq, SizeBytes: 100, StreamViewType: "NEW_AND_OLD_IMAGES",
 		},
 	}
 }
 
-func item(id, category string) map[string]events.DynamoDBAttributeValue {
-	return map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(id), "category": events.NewStringAttribute(category)}
+func item(id, category string) events.Image {
+	return events.Image{"id": attr(id), "category": attr(category)}
+}
+
+func attr(s string) events.AttributeValue {
+	return events.AttributeValue{Type: events.TypeString, S: s}
 }
 
 func TestStreamFunctionUnderTheEmulator(t *testing.T) {
@@ -184,8 +186,8 @@ func TestStreamFunctionUnderTheEmulator(t *testing.T) {
 	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: append(env, "INVALIDATION_RULES="+streamRules)})
 
 	bad := streamRecord("300", "UPSERT", p1, nil, item(p1, catA))
-	noCategory := streamRecord("400", "INSERT", ns+"4", nil, map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(ns + "4")})
-	ev := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+	noCategory := streamRecord("400", "INSERT", ns+"4", nil, events.Image{"id": attr(ns + "4")})
+	ev := event.DynamoDBEvent{Records: []event.DynamoDBEventRecord{
 		streamRecord("100", "INSERT", p1, nil, item(p1, catA)),
 		streamRecord("200", "MODIFY", p2, item(p2, catA), item(p2, catB)),
 		bad,
@@ -205,25 +207,25 @@ func TestStreamFunctionUnderTheEmulator(t *testing.T) {
 func TestStreamFunctionAnswersBeforeItsTimeout(t *testing.T) {
 	cluster := testenv.StartCluster(t, "lambda-deadline", 7211)
 	fn := emulator(t, "stream-invalidate", cluster.Config, rie.Options{Timeout: 3 * time.Second})
-	var records []events.DynamoDBEventRecord
+	var records []event.DynamoDBEventRecord
 	for i := range 30 {
 		id := strconv.Itoa(i)
 		records = append(records, streamRecord(strconv.Itoa(1000+i), "MODIFY", id, item(id, "x"), item(id, "x")))
 	}
 	// The first invoke initialises the function while the cluster is whole.
-	if _, err := fn.Invoke(t.Context(), events.DynamoDBEvent{Records: records[:1]}); err != nil {
+	if _, err := fn.Invoke(t.Context(), event.DynamoDBEvent{Records: records[:1]}); err != nil {
 		t.Fatal(err)
 	}
 	cluster.StopNode(t, cluster.Ports[2])
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	out, err := fn.Invoke(ctx, events.DynamoDBEvent{Records: records})
+	out, err := fn.Invoke(ctx, event.DynamoDBEvent{Records: records})
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("invoke with a node down: %v after %v (want a response, not a timeout)", err, took)
 	}
-	var resp events.DynamoDBEventResponse
+	var resp event.BatchResponse
 	if err := json.Unmarshal(out, &resp); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +268,7 @@ func TestFunctionStartsWithoutTheCache(t *testing.T) {
 	nowhere.Endpoint = "127.0.0.1:1"
 	for _, tc := range []struct {
 		name   string
-		cfg    cacheconn.Config
+		cfg    elasticache.Config
 		env    []string
 		starts bool
 		reason string
@@ -280,15 +282,15 @@ func TestFunctionStartsWithoutTheCache(t *testing.T) {
 			var out lockedBuffer
 			// Records that fail for now are retried until the deadline: a short one.
 			fn := emulator(t, "sqs-invalidate", tc.cfg, rie.Options{Env: tc.env, Output: &out, Timeout: 3 * time.Second})
-			resp, err := fn.Invoke(t.Context(), events.SQSEvent{Records: []events.SQSMessage{sqsMessage("m1", `{"entity":"user","id":"1"}`)}})
+			resp, err := fn.Invoke(t.Context(), event.SQSEvent{Records: []event.SQSMessage{sqsMessage("m1", `{"entity":"user","id":"1"}`)}})
 			msg := `"msg":"cannot start"`
 			if tc.starts {
 				if err != nil || string(resp) != `{"batchItemFailures":[{"itemIdentifier":"m1"}]}` {
 					t.Fatalf("invoke: %s, %v; want an answer with the record to retry", resp, err)
 				}
 				msg = `"msg":"cannot connect to the cache: records fail for now and are retried"`
-			} else if err == nil {
-				t.Fatal("the invoke succeeded")
+			} else if err == nil || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("invoke: %v; want it failed with the reason", err)
 			}
 			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 				if s := out.String(); strings.Contains(s, msg) && strings.Contains(s, tc.reason) {

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/internal/testenv"
 )
 
@@ -34,7 +34,7 @@ type pollerProcess struct {
 	exited chan error
 }
 
-func startPoller(t *testing.T, q queue, cfg cacheconn.Config, env ...string) *pollerProcess {
+func startPoller(t *testing.T, q queue, cfg elasticache.Config, env ...string) *pollerProcess {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -184,7 +184,7 @@ func TestPollerKeepsMessagesWhileTheCacheIsDown(t *testing.T) {
 
 func TestPollerDrainsOnSIGTERM(t *testing.T) {
 	cluster := testenv.StartCluster(t, "poller-drain", 7231)
-	cache, err := cacheconn.New(cluster.Config)
+	cache, err := elasticache.New(cluster.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package invalidate_test
 import (
 	"fmt"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
-
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
@@ -24,9 +22,9 @@ entities:
 	}
 	update := events.Change{
 		Entity: "Products", ID: "42", Op: events.OpUpdate, Source: events.SourceDynamoDB, Table: "Products",
-		ItemKey:  map[string]lambdaevents.DynamoDBAttributeValue{"id": lambdaevents.NewStringAttribute("42")},
-		OldImage: map[string]lambdaevents.DynamoDBAttributeValue{"category": lambdaevents.NewStringAttribute("shoes")},
-		NewImage: map[string]lambdaevents.DynamoDBAttributeValue{"category": lambdaevents.NewStringAttribute("boots")},
+		ItemKey:  events.Image{"id": {Type: events.TypeString, S: "42"}},
+		OldImage: events.Image{"category": {Type: events.TypeString, S: "shoes"}},
+		NewImage: events.Image{"category": {Type: events.TypeString, S: "boots"}},
 	}
 	keys, _ := rules.Keys(&update, nil)
 	fmt.Println(keys)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
 	"github.com/invalidator-go/invalidator/internal/testenv"
 )
 
@@ -147,7 +147,7 @@ func owners(ctx context.Context, t *testing.T, c valkey.Client, keys []string) m
 
 func TestInvalidateWithANodeDown(t *testing.T) {
 	cluster := testenv.StartCluster(t, "node-down", 7201)
-	c, err := cacheconn.New(cluster.Config)
+	c, err := elasticache.New(cluster.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

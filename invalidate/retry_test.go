@@ -11,8 +11,8 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
 	"github.com/invalidator-go/invalidator/internal/fakes"
 	"github.com/invalidator-go/invalidator/internal/testenv"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -164,7 +164,7 @@ func TestNoPermissionFailsForGood(t *testing.T) {
 		t.Cleanup(func() { node.Do(context.Background(), node.B().AclDeluser().Username(name).Build()) })
 	}
 	cfg.Username, cfg.Password = name, password
-	limited, err := cacheconn.New(cfg)
+	limited, err := elasticache.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

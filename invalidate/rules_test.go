@@ -8,15 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
-
 	"github.com/invalidator-go/invalidator/events"
 )
 
-type av = lambdaevents.DynamoDBAttributeValue
+type av = events.AttributeValue
 
-func s(v string) av     { return lambdaevents.NewStringAttribute(v) }
-func ss(v ...string) av { return lambdaevents.NewStringSetAttribute(v) }
+func s(v string) av     { return av{Type: events.TypeString, S: v} }
+func ss(v ...string) av { return av{Type: events.TypeStringSet, SS: v} }
 
 func mustRules(t *testing.T, yaml string) *Rules {
 	t.Helper()
@@ -41,16 +39,16 @@ tables:
     - "cache:was:{old.category}"
 `
 
-func stream(op events.Op, old, new map[string]av) *events.Change {
+func stream(op events.Op, old, new events.Image) *events.Change {
 	return &events.Change{
 		Entity: "Products", ID: "p1", Op: op, Source: events.SourceDynamoDB, Table: "Products",
-		ItemKey: map[string]av{"id": s("p1")}, OldImage: old, NewImage: new,
+		ItemKey: events.Image{"id": s("p1")}, OldImage: old, NewImage: new,
 	}
 }
 
 func TestKeys(t *testing.T) {
 	r := mustRules(t, testRules)
-	brand := lambdaevents.NewMapAttribute(map[string]av{"name": s("Acme")})
+	brand := av{Type: events.TypeMap, M: events.Image{"name": s("Acme")}}
 	tests := []struct {
 		name string
 		c    *events.Change
@@ -66,15 +64,15 @@ func TestKeys(t *testing.T) {
 		{"default for a table without a rule", &events.Change{Entity: "Orders", ID: "o#1", Source: events.SourceDynamoDB, Table: "Orders"},
 			[]string{"cache:Orders:o#1"}},
 		{"update moves category and tags", stream(events.OpUpdate,
-			map[string]av{"id": s("p1"), "category": s("A"), "tags": ss("x", "y"), "brand": brand},
-			map[string]av{"id": s("p1"), "category": s("B"), "tags": ss("y", "z"), "brand": brand}),
+			events.Image{"id": s("p1"), "category": s("A"), "tags": ss("x", "y"), "brand": brand},
+			events.Image{"id": s("p1"), "category": s("B"), "tags": ss("y", "z"), "brand": brand}),
 			[]string{"cache:product:p1", "cache:category:A", "cache:category:B", "cache:tag:x", "cache:tag:y", "cache:tag:z",
 				"cache:brand:Acme", "cache:was:A"}},
 		{"insert has no old image", stream(events.OpCreate, nil,
-			map[string]av{"id": s("p1"), "category": s("B"), "tags": ss("z"), "brand": brand}),
+			events.Image{"id": s("p1"), "category": s("B"), "tags": ss("z"), "brand": brand}),
 			[]string{"cache:product:p1", "cache:category:B", "cache:tag:z", "cache:brand:Acme"}},
 		{"remove has no new image", stream(events.OpDelete,
-			map[string]av{"id": s("p1"), "category": s("A"), "tags": ss("x")}, nil),
+			events.Image{"id": s("p1"), "category": s("A"), "tags": ss("x")}, nil),
 			[]string{"cache:product:p1", "cache:category:A", "cache:tag:x", "cache:was:A"}},
 	}
 	for _, tt := range tests {
@@ -99,11 +97,11 @@ func TestKeysRefusesUnsafePlans(t *testing.T) {
 	}{
 		{"missing id", &events.Change{Entity: "user"}, "placeholder {id} is missing or empty"},
 		{"missing version", &events.Change{Entity: "versioned", ID: "1"}, "has no version"},
-		{"missing attribute", stream(events.OpUpdate, map[string]av{"id": s("p1")}, map[string]av{"id": s("p1")}),
+		{"missing attribute", stream(events.OpUpdate, events.Image{"id": s("p1")}, events.Image{"id": s("p1")}),
 			"placeholder {item.category} is missing from the item"},
-		{"empty attribute", stream(events.OpCreate, nil, map[string]av{"id": s("p1"), "category": s("")}),
+		{"empty attribute", stream(events.OpCreate, nil, events.Image{"id": s("p1"), "category": s("")}),
 			"placeholder {item.category} is empty"},
-		{"NULL attribute", stream(events.OpCreate, nil, map[string]av{"id": s("p1"), "category": lambdaevents.NewNullAttribute()}),
+		{"NULL attribute", stream(events.OpCreate, nil, events.Image{"id": s("p1"), "category": av{Type: events.TypeNull}}),
 			"the attribute is NULL"},
 		{"too long", &events.Change{Entity: "user", ID: strings.Repeat("x", 40)}, "longer than the maximum of 32"},
 		{"explicit key too long", &events.Change{Keys: []string{strings.Repeat("k", 33)}}, "longer than the maximum"},
@@ -183,7 +181,7 @@ func TestLoadRules(t *testing.T) {
 func TestKeysKeepWhatCanBePlanned(t *testing.T) {
 	r := mustRules(t, `tables: {T: ["cache:p:{key.id}", "cache:cat:{new.category}", "cache:tag:{item.tags}"]}`)
 	c := &events.Change{Source: events.SourceDynamoDB, Table: "T", Entity: "T", ID: "1", Op: events.OpUpdate,
-		ItemKey: map[string]av{"id": s("1")}, OldImage: map[string]av{"tags": ss("a")}, NewImage: map[string]av{"tags": ss("b")}}
+		ItemKey: events.Image{"id": s("1")}, OldImage: events.Image{"tags": ss("a")}, NewImage: events.Image{"tags": ss("b")}}
 	keys, err := r.Keys(c, nil)
 	if !errors.Is(err, ErrPlan) || !slices.Equal(keys, []string{"cache:p:1", "cache:tag:a", "cache:tag:b"}) {
 		t.Fatalf("keys %q, err %v: want the plannable keys and the error", keys, err)
@@ -192,19 +190,19 @@ func TestKeysKeepWhatCanBePlanned(t *testing.T) {
 
 func TestAbsentImagesAndEmptySets(t *testing.T) {
 	r := mustRules(t, `tables: {T: ["cache:old:{old.category}"], S: ["cache:tag:{item.tags}"]}`)
-	change := func(table string, op events.Op, old, new map[string]av) *events.Change {
+	change := func(table string, op events.Op, old, new events.Image) *events.Change {
 		return &events.Change{Source: events.SourceDynamoDB, Table: table, Entity: table, ID: "1", Op: op,
-			ItemKey: map[string]av{"id": s("1")}, OldImage: old, NewImage: new}
+			ItemKey: events.Image{"id": s("1")}, OldImage: old, NewImage: new}
 	}
-	if keys, err := r.Keys(change("T", events.OpCreate, nil, map[string]av{}), nil); err != nil || len(keys) != 0 {
+	if keys, err := r.Keys(change("T", events.OpCreate, nil, events.Image{}), nil); err != nil || len(keys) != 0 {
 		t.Fatalf("old. on INSERT: %q, %v; want no key and no error", keys, err)
 	}
 	// A MODIFY without its old image: the stream view type lacks it, and
 	// planning nothing would skip the old category's key.
-	if _, err := r.Keys(change("T", events.OpUpdate, nil, map[string]av{"category": s("x")}), nil); !errors.Is(err, ErrPlan) {
+	if _, err := r.Keys(change("T", events.OpUpdate, nil, events.Image{"category": s("x")}), nil); !errors.Is(err, ErrPlan) {
 		t.Fatalf("old. on MODIFY without OldImage: %v, want ErrPlan", err)
 	}
-	if _, err := r.Keys(change("S", events.OpCreate, nil, map[string]av{"tags": ss()}), nil); !errors.Is(err, ErrPlan) {
+	if _, err := r.Keys(change("S", events.OpCreate, nil, events.Image{"tags": ss()}), nil); !errors.Is(err, ErrPlan) {
 		t.Fatalf("empty set: %v, want ErrPlan", err)
 	}
 }

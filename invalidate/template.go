@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
-
 	"github.com/invalidator-go/invalidator/events"
 )
 
@@ -256,7 +254,7 @@ func (t *template) scalar(seg *segment, c *events.Change) (string, error) {
 // INSERT). Any other absent image is an error: the stream view type does
 // not carry what the rule needs, and planning nothing would skip keys.
 func (t *template) imageValues(seg *segment, c *events.Change) ([]string, error) {
-	var images []map[string]lambdaevents.DynamoDBAttributeValue
+	var images []events.Image
 	switch seg.src {
 	case srcKey:
 		images = append(images, c.ItemKey)
@@ -274,12 +272,12 @@ func (t *template) imageValues(seg *segment, c *events.Change) ([]string, error)
 			continue
 		}
 		present = true
-		av, ok := events.Lookup(image, seg.path)
+		av, ok := image.Lookup(seg.path)
 		if !ok {
 			continue
 		}
 		found = true
-		texts, err := events.AttributeText(av)
+		texts, err := av.Text()
 		if err != nil {
 			return nil, &PlanError{t.raw, "placeholder " + seg.text + ": " + err.Error()}
 		}

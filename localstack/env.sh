@@ -15,6 +15,10 @@ for dir in /usr/local/go/bin "$HOME/go/bin" "${PYENV_ROOT:-$HOME/.pyenv}/shims" 
 done
 export PATH
 
+# The Lambda Runtime Interface Emulator, which make setup builds: shared by
+# every stack, whatever its LOCAL_STATE.
+export RIE_BIN="${RIE_BIN:-$INVALIDATOR_ROOT/.local/bin/aws-lambda-rie}"
+
 # AWS: moto on one port, like LocalStack. Dummy credentials: moto accepts any,
 # and LocalStack takes a 12-digit key as the account, so both use this one.
 export MOTO_PORT="${MOTO_PORT:-4566}"

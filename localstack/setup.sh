@@ -3,7 +3,9 @@
 # Idempotent: on a machine that has everything it only checks.
 #   Go (the version go.mod names), gcc (go test -race), redis-server and
 #   redis-cli, openssl, curl, moto, the AWS CLI, cfn-lint, and the Lambda
-#   Runtime Interface Emulator (a go.mod tool, built once into the Go cache).
+#   Runtime Interface Emulator (built from source at RIE_VERSION into
+#   .local/bin: a dev tool, so not in go.mod, where services that import our
+#   packages would inherit its dependencies).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -51,6 +53,19 @@ ensure_moto
 python_tool aws awscli
 python_tool cfn-lint cfn-lint
 
-go mod download
-go tool -n aws-lambda-rie >/dev/null || die "could not build the Lambda Runtime Interface Emulator"
+RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
+RIE_MODULE=github.com/aws/aws-lambda-runtime-interface-emulator
+
+# install_rie builds the emulator at RIE_VERSION unless RIE_BIN already is it.
+install_rie() {
+  if [ -x "$RIE_BIN" ] && go version -m "$RIE_BIN" 2>/dev/null | grep -q "$RIE_MODULE[[:space:]]*$RIE_VERSION"; then
+    return
+  fi
+  say "building the Lambda Runtime Interface Emulator $RIE_VERSION"
+  GOBIN="$(dirname "$RIE_BIN")" go install "$RIE_MODULE/cmd/aws-lambda-rie@$RIE_VERSION" ||
+    die "could not build the Lambda Runtime Interface Emulator"
+}
+
+go mod download && (cd bench && go mod download)
+install_rie
 say "setup: $(go version | cut -d' ' -f3), $("$(cache_server_bin)" --version | cut -d' ' -f1-3), moto $(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null || echo '(version unknown)'), $(aws --version 2>&1 | cut -d' ' -f1), cfn-lint $(cfn-lint --version | cut -d' ' -f2)"

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/internal/testenv"
 )
 
@@ -243,7 +243,7 @@ func TestCacheRefusesWhatElastiCacheRefuses(t *testing.T) {
 	untrusted.CAFile = ""
 
 	for name, tc := range map[string]struct {
-		cfg  cacheconn.Config
+		cfg  elasticache.Config
 		want string
 	}{
 		"plaintext":             {plaintext, ""},
@@ -252,7 +252,7 @@ func TestCacheRefusesWhatElastiCacheRefuses(t *testing.T) {
 		"unknown CA":            {untrusted, "certificate"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			client, err := cacheconn.New(tc.cfg)
+			client, err := elasticache.New(tc.cfg)
 			if err == nil {
 				client.Close()
 				t.Fatal("connected, want a refusal")
@@ -265,7 +265,7 @@ func TestCacheRefusesWhatElastiCacheRefuses(t *testing.T) {
 }
 
 func TestWorkerUserMayOnlyDelete(t *testing.T) {
-	c, err := cacheconn.New(testenv.WorkerCacheConfig(t))
+	c, err := elasticache.New(testenv.WorkerCacheConfig(t))
 	if err != nil {
 		t.Fatalf("the worker user cannot connect: %v", err)
 	}

@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
-	"github.com/invalidator-go/invalidator/internal/replay"
-	"github.com/invalidator-go/invalidator/internal/worker"
+	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/frontend/replay"
+	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -128,7 +128,7 @@ func replayer(ctx context.Context, queue, endpoint, rules string) (*replay.Repla
 	if iam := cfg.Cache.IAM; iam != nil {
 		iam.Region, iam.Credentials = aws.Region, aws.Credentials
 	}
-	cache, err := cacheconn.New(cfg.Cache)
+	cache, err := elasticache.New(cfg.Cache)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/frontend/parking"
+	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/internal/fakes"
-	"github.com/invalidator-go/invalidator/internal/parking"
-	"github.com/invalidator-go/invalidator/internal/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 

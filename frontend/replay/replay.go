@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
@@ -23,8 +22,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/parking"
-	"github.com/invalidator-go/invalidator/internal/streams"
+	"github.com/invalidator-go/invalidator/frontend/parking"
+	"github.com/invalidator-go/invalidator/frontend/streams"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -199,7 +198,7 @@ func (r *Replayer) parked(ctx context.Context, p parking.Record) ([]invalidate.R
 }
 
 func snsRecord(raw []byte) invalidate.Record {
-	var rec lambdaevents.SNSEventRecord
+	var rec events.SNSRecord
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return invalidate.Record{Err: &events.DecodeError{Reason: "not an SNS record", Err: err}}
 	}
@@ -224,7 +223,7 @@ func (r *Replayer) streamRange(ctx context.Context, b lambdaStreamBatch) ([]inva
 	var records []invalidate.Record
 	err := streams.ReadRange(ctx, r.Streams, b.StreamARN, b.ShardID, b.Start, b.End, func(page []streamtypes.Record) error {
 		for _, rec := range page {
-			c, err := events.DecodeDynamoDB(streams.LambdaRecord(rec, b.StreamARN))
+			c, err := events.DecodeDynamoDB(streams.Record(rec, b.StreamARN))
 			records = append(records, invalidate.Record{ID: aws.ToString(rec.Dynamodb.SequenceNumber), Changes: []events.Change{c}, Err: err})
 		}
 		return nil
@@ -241,7 +240,10 @@ func (r *Replayer) streamRange(ctx context.Context, b lambdaStreamBatch) ([]inva
 // streamRecord reads one record, parked without its images, again from its
 // stream: its shard is not in the record, so each shard is asked.
 func (r *Replayer) streamRecord(ctx context.Context, content []byte) ([]invalidate.Record, error) {
-	var rec lambdaevents.DynamoDBEventRecord
+	var rec struct {
+		EventSourceArn string                          `json:"eventSourceARN"`
+		Change         struct{ SequenceNumber string } `json:"dynamodb"`
+	}
 	if err := json.Unmarshal(content, &rec); err != nil {
 		return nil, err
 	}

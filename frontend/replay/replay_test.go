@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -18,8 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/parking"
-	"github.com/invalidator-go/invalidator/internal/streams"
+	"github.com/invalidator-go/invalidator/frontend/lambda/event"
+	"github.com/invalidator-go/invalidator/frontend/parking"
+	"github.com/invalidator-go/invalidator/frontend/streams"
 	"github.com/invalidator-go/invalidator/internal/testenv"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
@@ -67,11 +67,11 @@ func TestReplayEveryKind(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sqsRecord, _ := json.Marshal(lambdaevents.SQSMessage{MessageId: "m-sqs", Body: `{"entity":"replay","id":"` + ns + `sqs"}`})
-	snsRecord, _ := json.Marshal(lambdaevents.SNSEventRecord{SNS: lambdaevents.SNSEntity{MessageID: "m-sns", Message: `{"entity":"replay","id":"` + ns + `sns"}`}})
-	truncated, _ := json.Marshal(lambdaevents.DynamoDBEventRecord{EventName: "INSERT", EventSourceArn: arn,
-		Change: lambdaevents.DynamoDBStreamRecord{SequenceNumber: aws.ToString(records[1].Dynamodb.SequenceNumber)}})
-	asyncPayload, _ := json.Marshal(lambdaevents.SNSEvent{Records: []lambdaevents.SNSEventRecord{{SNS: lambdaevents.SNSEntity{
+	sqsRecord, _ := json.Marshal(event.SQSMessage{MessageId: "m-sqs", Body: `{"entity":"replay","id":"` + ns + `sqs"}`})
+	snsRecord, _ := json.Marshal(events.SNSRecord{SNS: events.SNSMessage{MessageID: "m-sns", Message: `{"entity":"replay","id":"` + ns + `sns"}`}})
+	truncated, _ := json.Marshal(event.DynamoDBEventRecord{EventName: "INSERT", EventSourceArn: arn,
+		Change: event.DynamoDBStreamRecord{SequenceNumber: aws.ToString(records[1].Dynamodb.SequenceNumber)}})
+	asyncPayload, _ := json.Marshal(event.SNSEvent{Records: []events.SNSRecord{{SNS: events.SNSMessage{
 		MessageID: "m-async", Message: `{"entity":"replay","id":"` + ns + `async"}`}}}})
 	seq := aws.ToString(records[0].Dynamodb.SequenceNumber)
 	bodies := map[string]string{}

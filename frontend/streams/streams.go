@@ -1,7 +1,6 @@
-// Package streams reads DynamoDB streams through their API and gives the
-// records the shape Lambda delivers them in: for the local event source
-// mapping, and for replaying a range of records that a stream mapping gave
-// up on.
+// Package streams reads DynamoDB streams through their API and turns their
+// records into the decoder's: for replaying a range of records that a
+// stream mapping gave up on, and for the local event source mapping.
 package streams
 
 import (
@@ -9,10 +8,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/invalidator-go/invalidator/events"
 )
 
 // Client is what the package needs of a DynamoDB Streams client;
@@ -81,61 +81,54 @@ func ReadRange(ctx context.Context, c Client, streamARN, shardID, from, to strin
 	return nil
 }
 
-// LambdaRecord turns a record of the DynamoDB Streams API into the record
-// Lambda delivers.
-func LambdaRecord(r types.Record, streamARN string) events.DynamoDBEventRecord {
-	rec := events.DynamoDBEventRecord{
-		EventID: aws.ToString(r.EventID), EventName: string(r.EventName), EventVersion: aws.ToString(r.EventVersion),
-		EventSource: aws.ToString(r.EventSource), AWSRegion: aws.ToString(r.AwsRegion), EventSourceArn: streamARN,
-	}
+// Record turns a record of the DynamoDB Streams API into the one the
+// decoder takes.
+func Record(r types.Record, streamARN string) events.StreamRecord {
+	rec := events.StreamRecord{EventName: string(r.EventName), EventSourceARN: streamARN}
 	if d := r.Dynamodb; d != nil {
-		rec.Change = events.DynamoDBStreamRecord{
-			Keys: image(d.Keys), NewImage: image(d.NewImage), OldImage: image(d.OldImage),
-			SequenceNumber: aws.ToString(d.SequenceNumber), SizeBytes: aws.ToInt64(d.SizeBytes), StreamViewType: string(d.StreamViewType),
-		}
-		if d.ApproximateCreationDateTime != nil {
-			rec.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: *d.ApproximateCreationDateTime}
-		}
+		rec.Keys, rec.NewImage, rec.OldImage = image(d.Keys), image(d.NewImage), image(d.OldImage)
+		rec.SequenceNumber = aws.ToString(d.SequenceNumber)
+		rec.ApproximateCreationDateTime = aws.ToTime(d.ApproximateCreationDateTime)
 	}
 	return rec
 }
 
-func image(in map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
+func image(in map[string]types.AttributeValue) events.Image {
 	if in == nil {
 		return nil
 	}
-	out := make(map[string]events.DynamoDBAttributeValue, len(in))
+	out := make(events.Image, len(in))
 	for k, v := range in {
 		out[k] = attribute(v)
 	}
 	return out
 }
 
-func attribute(v types.AttributeValue) events.DynamoDBAttributeValue {
+func attribute(v types.AttributeValue) events.AttributeValue {
 	switch v := v.(type) {
 	case *types.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value)
+		return events.AttributeValue{Type: events.TypeString, S: v.Value}
 	case *types.AttributeValueMemberN:
-		return events.NewNumberAttribute(v.Value)
+		return events.AttributeValue{Type: events.TypeNumber, S: v.Value}
 	case *types.AttributeValueMemberB:
-		return events.NewBinaryAttribute(v.Value)
+		return events.AttributeValue{Type: events.TypeBinary, B: v.Value}
 	case *types.AttributeValueMemberBOOL:
-		return events.NewBooleanAttribute(v.Value)
+		return events.AttributeValue{Type: events.TypeBoolean, BOOL: v.Value}
 	case *types.AttributeValueMemberSS:
-		return events.NewStringSetAttribute(v.Value)
+		return events.AttributeValue{Type: events.TypeStringSet, SS: v.Value}
 	case *types.AttributeValueMemberNS:
-		return events.NewNumberSetAttribute(v.Value)
+		return events.AttributeValue{Type: events.TypeNumberSet, SS: v.Value}
 	case *types.AttributeValueMemberBS:
-		return events.NewBinarySetAttribute(v.Value)
+		return events.AttributeValue{Type: events.TypeBinarySet, BS: v.Value}
 	case *types.AttributeValueMemberM:
-		return events.NewMapAttribute(image(v.Value))
+		return events.AttributeValue{Type: events.TypeMap, M: image(v.Value)}
 	case *types.AttributeValueMemberL:
-		list := make([]events.DynamoDBAttributeValue, len(v.Value))
+		list := make([]events.AttributeValue, len(v.Value))
 		for i, e := range v.Value {
 			list[i] = attribute(e)
 		}
-		return events.NewListAttribute(list)
+		return events.AttributeValue{Type: events.TypeList, L: list}
 	default:
-		return events.NewNullAttribute()
+		return events.AttributeValue{Type: events.TypeNull}
 	}
 }

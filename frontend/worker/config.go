@@ -6,13 +6,13 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
 // Config is what every front end reads from its environment.
 type Config struct {
-	Cache cacheconn.Config // CACHE_*
+	Cache elasticache.Config // CACHE_*
 	Rules *invalidate.Rules
 	// FailureQueueURL is FAILURE_QUEUE_URL: where records that fail for
 	// good are parked, whole. Default none: they are handed back to their
@@ -32,7 +32,7 @@ type Config struct {
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
 	var err error
-	if c.Cache, err = cacheconn.FromEnv(getenv); err != nil {
+	if c.Cache, err = elasticache.FromEnv(getenv); err != nil {
 		return c, err
 	}
 	if c.Rules, err = invalidate.LoadRules(getenv); err != nil {

@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/invalidator-go/invalidator/elasticache"
 	decode "github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/frontend/lambda/event"
+	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/internal/fakes"
-	"github.com/invalidator-go/invalidator/internal/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -47,7 +47,7 @@ func testWorker(fail func(string, int) error, queues *fakes.SQS) *Worker {
 
 // received sends bodies to the fake queue, receives them, and returns the
 // Lambda payload of the batch.
-func received(t *testing.T, queues *fakes.SQS, bodies ...string) ([]byte, []events.SQSMessage) {
+func received(t *testing.T, queues *fakes.SQS, bodies ...string) ([]byte, []event.SQSMessage) {
 	t.Helper()
 	for _, b := range bodies {
 		queues.Send(testQueueURL, b)
@@ -56,9 +56,9 @@ func received(t *testing.T, queues *fakes.SQS, bodies ...string) ([]byte, []even
 	if err != nil || len(out.Messages) != len(bodies) {
 		t.Fatalf("receive: %d messages, %v", len(out.Messages), err)
 	}
-	var ev events.SQSEvent
+	var ev event.SQSEvent
 	for _, m := range out.Messages {
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body,
+		ev.Records = append(ev.Records, event.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body,
 			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: testQueueARN, AWSRegion: "us-east-1"})
 	}
 	payload, err := json.Marshal(ev)
@@ -100,7 +100,7 @@ func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
 	if len(p) != 1 || p[0].ID != msgs[1].MessageId || p[0].Source != decode.SourceSQS || !strings.Contains(p[0].Reason, "malformed JSON") {
 		t.Fatalf("parked %+v: want the poison message, with its reason", p)
 	}
-	var rec events.SQSMessage
+	var rec event.SQSMessage
 	if err := json.Unmarshal(p[0].Content(), &rec); err != nil || rec.Body != msgs[1].Body || rec.ReceiptHandle != msgs[1].ReceiptHandle {
 		t.Fatalf("parked content %s (%v): want the whole record", p[0].Content(), err)
 	}
@@ -129,21 +129,21 @@ func TestARecordThatCannotBeParkedIsRetried(t *testing.T) {
 	}
 }
 
-func streamPayload(t *testing.T, records ...events.DynamoDBEventRecord) []byte {
+func streamPayload(t *testing.T, records ...event.DynamoDBEventRecord) []byte {
 	t.Helper()
-	payload, err := json.Marshal(events.DynamoDBEvent{Records: records})
+	payload, err := json.Marshal(event.DynamoDBEvent{Records: records})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return payload
 }
 
-func streamRecord(seq, id string, table string) events.DynamoDBEventRecord {
-	return events.DynamoDBEventRecord{
+func streamRecord(seq, id string, table string) event.DynamoDBEventRecord {
+	return event.DynamoDBEventRecord{
 		EventName: "MODIFY", EventSource: "aws:dynamodb",
 		EventSourceArn: "arn:aws:dynamodb:us-east-1:123456789012:table/" + table + "/stream/2026-11-29T12:00:00.000",
-		Change: events.DynamoDBStreamRecord{SequenceNumber: seq,
-			Keys: map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(id)}},
+		Change: event.DynamoDBStreamRecord{SequenceNumber: seq,
+			Keys: decode.Image{"id": {Type: decode.TypeString, S: id}}},
 	}
 }
 
@@ -172,8 +172,8 @@ func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
 	queues := &fakes.SQS{}
 	w := testWorker(down, queues)
 	invoke := func(message string) error {
-		payload, _ := json.Marshal(events.SNSEvent{Records: []events.SNSEventRecord{{EventSource: "aws:sns",
-			SNS: events.SNSEntity{MessageID: "sns-1", Message: message, Timestamp: time.Now()}}}})
+		payload, _ := json.Marshal(event.SNSEvent{Records: []decode.SNSRecord{{
+			SNS: decode.SNSMessage{MessageID: "sns-1", Message: message, Timestamp: time.Now()}}}})
 		_, err := w.SNS(deadline(t), payload)
 		return err
 	}
@@ -184,7 +184,7 @@ func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
 		t.Fatalf("parked %+v", p)
 	}
 	err := invoke(`{"entity":"down","id":"1"}`)
-	if _, ok := errors.AsType[RecordsFailed](err); !ok || !strings.Contains(err.Error(), "sns-1") {
+	if failed := RecordsFailed(nil); !errors.As(err, &failed) || !strings.Contains(err.Error(), "sns-1") {
 		t.Fatalf("a message that fails for now: %v, want RecordsFailed naming it, so SNS retries", err)
 	}
 }
@@ -207,7 +207,7 @@ func TestAPanicParksTheBatchWithItsStack(t *testing.T) {
 // for good.
 func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
 	queues := &fakes.SQS{}
-	cfg := Config{Cache: cacheconn.Config{Endpoint: "127.0.0.1:1"}, Rules: invalidate.DefaultRules(), FailureQueueURL: failureURL}
+	cfg := Config{Cache: elasticache.Config{Endpoint: "127.0.0.1:1"}, Rules: invalidate.DefaultRules(), FailureQueueURL: failureURL}
 	w, err := Start("sqs-invalidate", cfg, queues)
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
 	queues := &fakes.SQS{}
 	w := testWorker(nil, queues)
 	w.opts.Park = parking.Queue{Client: refusing{queues, `"recordId":"201"`}, URL: failureURL}
-	var records []events.DynamoDBEventRecord
+	var records []event.DynamoDBEventRecord
 	for i := range 12 {
 		r := streamRecord(strconv.Itoa(201+i), "x", "t")
 		r.EventName = "UPSERT"

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	decode "github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
@@ -23,7 +21,7 @@ func (w *Worker) SNS(ctx context.Context, payload []byte) (struct{}, error) {
 		return struct{}{}, err
 	}
 	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
-		var rec events.SNSEventRecord
+		var rec decode.SNSRecord
 		if err := json.Unmarshal(*raw, &rec); err != nil {
 			return invalidate.Record{Err: &decode.DecodeError{Reason: "not an SNS record", Err: err}}
 		}
@@ -44,7 +42,7 @@ func (w *Worker) SNS(ctx context.Context, payload []byte) (struct{}, error) {
 }
 
 // RecordsFailed is the error of an invoke whose records are to be retried,
-// one line each; aws-lambda-go reports its type name as the errorType.
+// one line each; the runtime reports its type name as the errorType.
 type RecordsFailed []string
 
 func (e RecordsFailed) Error() string { return strings.Join(e, "; ") }

@@ -3,21 +3,20 @@ package worker
 import (
 	"context"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	decode "github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/frontend/lambda/event"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
 // SQS handles an SQS-triggered invoke from its raw payload, parsed once
-// (decode.SplitRecords): aws-lambda-go's decoding into its types would cost
-// several times all the rest. The response lists exactly the messages to
+// (decode.SplitRecords): decoding it into types with encoding/json would
+// cost several times all the rest. The response lists exactly the messages to
 // retry, so Lambda deletes the others — done, or parked in the failure
 // queue — and the failed ones come back to be tried again: after a
 // backoff that grows with their receive count, when the worker has
 // Queues, else after the queue's visibility timeout.
-func (w *Worker) SQS(ctx context.Context, payload []byte) (events.SQSEventResponse, error) {
-	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+func (w *Worker) SQS(ctx context.Context, payload []byte) (event.BatchResponse, error) {
+	resp := event.BatchResponse{BatchItemFailures: []event.BatchItemFailure{}}
 	raws, err := decode.SplitRecords(payload)
 	if err != nil {
 		// Not an SQS event at all: fail the invoke, and Lambda retries it.
@@ -31,7 +30,7 @@ func (w *Worker) SQS(ctx context.Context, payload []byte) (events.SQSEventRespon
 	var retry []receipt
 	for i, fate := range fates {
 		if fate == Retry {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rep.Results[i].Record})
+			resp.BatchItemFailures = append(resp.BatchItemFailures, event.BatchItemFailure{ItemIdentifier: rep.Results[i].Record})
 			retry = append(retry, receiptOf(raws[i]))
 		}
 	}

@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	decode "github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/frontend/lambda/event"
 	"github.com/invalidator-go/invalidator/internal/fakes"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
@@ -73,7 +72,7 @@ func TestSQSHandlerInProcess(t *testing.T) {
 	secret := "do-not-log-this-body"
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	payload, err := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{
+	payload, err := json.Marshal(event.SQSEvent{Records: []event.SQSMessage{
 		{MessageId: "ok", Body: `{"entity":"user","id":"1"}`},
 		{MessageId: "bad", Body: `{"entity":"user","id":"1","` + secret + `":` + strings.Repeat("[", 3)},
 	}})

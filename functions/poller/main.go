@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/internal/poller"
-	"github.com/invalidator-go/invalidator/internal/worker"
+	"github.com/invalidator-go/invalidator/frontend/poller"
+	"github.com/invalidator-go/invalidator/frontend/worker"
 )
 
 func main() {

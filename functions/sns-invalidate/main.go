@@ -2,6 +2,9 @@
 // when its record fails, so the asynchronous invoke is retried.
 package main
 
-import "github.com/invalidator-go/invalidator/internal/worker"
+import (
+	"github.com/invalidator-go/invalidator/frontend/lambda"
+	"github.com/invalidator-go/invalidator/frontend/worker"
+)
 
-func main() { worker.Lambda("sns-invalidate", (*worker.Worker).SNS) }
+func main() { lambda.Start("sns-invalidate", (*worker.Worker).SNS) }

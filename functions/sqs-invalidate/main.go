@@ -2,6 +2,9 @@
 // the failed messages as batch item failures.
 package main
 
-import "github.com/invalidator-go/invalidator/internal/worker"
+import (
+	"github.com/invalidator-go/invalidator/frontend/lambda"
+	"github.com/invalidator-go/invalidator/frontend/worker"
+)
 
-func main() { worker.Lambda("sqs-invalidate", (*worker.Worker).SQS) }
+func main() { lambda.Start("sqs-invalidate", (*worker.Worker).SQS) }

@@ -2,6 +2,9 @@
 // it reports the sequence numbers of the failed records.
 package main
 
-import "github.com/invalidator-go/invalidator/internal/worker"
+import (
+	"github.com/invalidator-go/invalidator/frontend/lambda"
+	"github.com/invalidator-go/invalidator/frontend/worker"
+)
 
-func main() { worker.Lambda("stream-invalidate", (*worker.Worker).DynamoDB) }
+func main() { lambda.Start("stream-invalidate", (*worker.Worker).DynamoDB) }

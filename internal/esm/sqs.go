@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/invalidator-go/invalidator/frontend/lambda/event"
 )
 
 // SQSMapping feeds a queue to a function, as Lambda's SQS event source
@@ -64,17 +65,17 @@ func (m *SQSMapping) Run(ctx context.Context) error {
 
 // deliver invokes the function with one batch and deletes what succeeded.
 func (m *SQSMapping) deliver(ctx context.Context, log *slog.Logger, sourceARN string, msgs []types.Message) {
-	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
+	ev := event.SQSEvent{Records: make([]event.SQSMessage, len(msgs))}
 	for i, msg := range msgs {
-		ev.Records[i] = events.SQSMessage{
+		ev.Records[i] = event.SQSMessage{
 			MessageId: aws.ToString(msg.MessageId), ReceiptHandle: aws.ToString(msg.ReceiptHandle),
-			Body: aws.ToString(msg.Body), Md5OfBody: aws.ToString(msg.MD5OfBody), Attributes: msg.Attributes,
+			Body: aws.ToString(msg.Body), MD5OfBody: aws.ToString(msg.MD5OfBody), Attributes: msg.Attributes,
 			EventSource: "aws:sqs", EventSourceARN: sourceARN, AWSRegion: "us-east-1",
 		}
 	}
 	failed := map[string]bool{}
 	out, err := m.Function.Invoke(ctx, ev)
-	var resp events.SQSEventResponse
+	var resp event.BatchResponse
 	if err == nil {
 		err = json.Unmarshal(out, &resp)
 	}

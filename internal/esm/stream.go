@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/internal/streams"
+	"github.com/invalidator-go/invalidator/frontend/lambda/event"
+	"github.com/invalidator-go/invalidator/frontend/streams"
 )
 
 // StreamMapping feeds a DynamoDB stream to a function, as Lambda's stream
@@ -188,12 +188,12 @@ func (m *StreamMapping) checkpoint(log *slog.Logger, shardID string, r types.Rec
 // failed ones in stream order (Lambda restarts from the first, the lowest),
 // and whether the invoke failed as a whole.
 func (m *StreamMapping) deliver(ctx context.Context, log *slog.Logger, records []types.Record) (failed []int, whole bool) {
-	ev := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, len(records))}
+	ev := event.DynamoDBEvent{Records: make([]event.DynamoDBEventRecord, len(records))}
 	for i, r := range records {
-		ev.Records[i] = streams.LambdaRecord(r, m.StreamARN)
+		ev.Records[i] = lambdaRecord(r, m.StreamARN)
 	}
 	out, err := m.Function.Invoke(ctx, ev)
-	var resp events.DynamoDBEventResponse
+	var resp event.BatchResponse
 	if err == nil {
 		err = json.Unmarshal(out, &resp)
 	}
@@ -244,4 +244,24 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// lambdaRecord turns a record of the DynamoDB Streams API into the one
+// Lambda delivers.
+func lambdaRecord(r types.Record, streamARN string) event.DynamoDBEventRecord {
+	rec := streams.Record(r, streamARN)
+	out := event.DynamoDBEventRecord{
+		EventID: aws.ToString(r.EventID), EventName: rec.EventName, EventVersion: aws.ToString(r.EventVersion),
+		EventSource: aws.ToString(r.EventSource), AWSRegion: aws.ToString(r.AwsRegion), EventSourceArn: streamARN,
+		Change: event.DynamoDBStreamRecord{
+			Keys: rec.Keys, NewImage: rec.NewImage, OldImage: rec.OldImage, SequenceNumber: rec.SequenceNumber,
+		},
+	}
+	if t := rec.ApproximateCreationDateTime; !t.IsZero() {
+		out.Change.ApproximateCreationDateTime = t.Unix()
+	}
+	if d := r.Dynamodb; d != nil {
+		out.Change.SizeBytes, out.Change.StreamViewType = aws.ToInt64(d.SizeBytes), string(d.StreamViewType)
+	}
+	return out
 }

@@ -46,22 +46,19 @@ type Options struct {
 	Output io.Writer
 }
 
-// Binary returns the emulator's path: $RIE_BIN, or the go.mod tool built by
-// `go tool -n aws-lambda-rie` (run in the module), asked once per process.
+// Binary returns the emulator's path: $RIE_BIN, else aws-lambda-rie on
+// PATH. make setup installs it, at the version it names, where env.sh
+// points RIE_BIN.
 func Binary() (string, error) {
 	if bin := os.Getenv("RIE_BIN"); bin != "" {
 		return bin, nil
 	}
-	return toolBinary()
-}
-
-var toolBinary = sync.OnceValues(func() (string, error) {
-	out, err := exec.Command("go", "tool", "-n", "aws-lambda-rie").Output()
+	bin, err := exec.LookPath("aws-lambda-rie")
 	if err != nil {
-		return "", fmt.Errorf("go tool -n aws-lambda-rie: %w", err)
+		return "", errors.New("no Lambda Runtime Interface Emulator: run make setup, and . localstack/env.sh")
 	}
-	return strings.TrimSpace(string(out)), nil
-})
+	return bin, nil
+}
 
 // Start runs bootstrap under a new emulator on free loopback ports and
 // waits until it accepts invokes. The function initialises on the first

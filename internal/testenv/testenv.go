@@ -23,7 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/elasticache"
 )
 
 const howToStart = "start the local stack with `make up` and run tests with `make test` (or `. localstack/env.sh` first)"
@@ -45,9 +45,13 @@ func Unavailable(t testing.TB, why string) {
 }
 
 // Getenv returns a variable of the stack's environment, or stops the test
-// when it is unset.
+// when it is unset. Every way into the stack starts here, so that -short
+// skips every test that needs it, running or not.
 func Getenv(t testing.TB, key string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the local stack: not with -short")
+	}
 	v := os.Getenv(key)
 	if v == "" {
 		Unavailable(t, key+" is not set")
@@ -115,9 +119,10 @@ func Table(t testing.TB) (string, string) {
 }
 
 // CacheConfig returns the worker's cache configuration for the local cluster.
-func CacheConfig(t testing.TB) cacheconn.Config {
+func CacheConfig(t testing.TB) elasticache.Config {
 	t.Helper()
-	cfg, err := cacheconn.FromEnv(os.Getenv)
+	Getenv(t, "CACHE_ENDPOINT")
+	cfg, err := elasticache.FromEnv(os.Getenv)
 	if err != nil {
 		Unavailable(t, err.Error())
 	}
@@ -127,7 +132,7 @@ func CacheConfig(t testing.TB) cacheconn.Config {
 // WorkerCacheConfig is CacheConfig logged in as the worker's own user,
 // which may run only what the worker needs (WORKER_ACL in env.sh): tests
 // of the worker's binaries use it, so a command the user lacks fails them.
-func WorkerCacheConfig(t testing.TB) cacheconn.Config {
+func WorkerCacheConfig(t testing.TB) elasticache.Config {
 	t.Helper()
 	cfg := CacheConfig(t)
 	cfg.Username, cfg.Password = Getenv(t, "WORKER_USERNAME"), Getenv(t, "WORKER_PASSWORD")
@@ -138,7 +143,7 @@ func WorkerCacheConfig(t testing.TB) cacheconn.Config {
 // closed when the test ends.
 func Cache(t testing.TB) valkey.Client {
 	t.Helper()
-	client, err := cacheconn.New(CacheConfig(t))
+	client, err := elasticache.New(CacheConfig(t))
 	if err != nil {
 		Unavailable(t, "the cache cluster is not answering: "+err.Error())
 	}
@@ -150,7 +155,7 @@ func Cache(t testing.TB) valkey.Client {
 // stack's own script, so a test may stop its nodes without disturbing the
 // tests that share the stack's cluster.
 type Cluster struct {
-	Config cacheconn.Config
+	Config elasticache.Config
 	Ports  []int
 	env    []string
 	state  string

@@ -26,9 +26,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/internal/esm"
 	"github.com/invalidator-go/invalidator/internal/rie"
-	"github.com/invalidator-go/invalidator/internal/worker"
 )
 
 type settings struct {

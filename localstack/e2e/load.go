@@ -20,7 +20,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/writethrough"
 )
 
@@ -81,7 +81,7 @@ func newLoad(ctx context.Context, e env) (*load, error) {
 	if err != nil {
 		return nil, err
 	}
-	cache, err := cacheconn.New(e.cache)
+	cache, err := elasticache.New(e.cache)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/invalidator-go/invalidator/internal/cacheconn"
+	"github.com/invalidator-go/invalidator/elasticache"
 )
 
 // env is the e2e stack's environment, as localstack/env.sh exports it.
@@ -23,7 +23,7 @@ type env struct {
 	topicARN, queueURL, rawQueue   string
 	failureQueue, dlq, table       string
 	cachePorts                     []int
-	cache                          cacheconn.Config // the ACL user of readers and checks
+	cache                          elasticache.Config // the ACL user of readers and checks
 	workerUser, workerPassword, ca string
 }
 
@@ -48,7 +48,7 @@ func loadEnv() (env, error) {
 		return e, errors.New("CACHE_PORTS: want the three ports of the e2e cluster")
 	}
 	var err error
-	e.cache, err = cacheconn.FromEnv(os.Getenv)
+	e.cache, err = elasticache.FromEnv(os.Getenv)
 	return e, err
 }
 

@@ -1,0 +1,51 @@
+package events
+
+import (
+	"errors"
+	"strconv"
+)
+
+// ErrInvalid is wrapped by every decoding error: the record can never be
+// handled as it is, and belongs in a dead-letter queue once retries end.
+var ErrInvalid = errors.New("invalid change event")
+
+// DecodeError says which record could not be decoded and why.
+type DecodeError struct {
+	Record string // message ID or sequence number
+	Reason string
+	Err    error // the underlying error, if any
+}
+
+func (e *DecodeError) Error() string {
+	msg := "record " + strconv.Quote(e.Record) + ": " + e.Reason
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap exposes ErrInvalid and the underlying error to errors.Is and As.
+func (e *DecodeError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalid}
+	}
+	return []error{ErrInvalid, e.Err}
+}
+
+// fieldError is a reason found deep in a body; the record decoder turns it
+// into a DecodeError naming the record.
+type fieldError struct {
+	reason string
+	err    error
+}
+
+func (e *fieldError) Error() string { return e.reason }
+
+func invalid(reason string) error { return &fieldError{reason: reason} }
+
+func recordError(record string, err error) error {
+	if fe := (*fieldError)(nil); errors.As(err, &fe) {
+		return &DecodeError{Record: record, Reason: fe.reason, Err: fe.err}
+	}
+	return &DecodeError{Record: record, Reason: "malformed JSON", Err: err}
+}
