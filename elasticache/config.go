@@ -23,9 +23,8 @@ type Config struct {
 	// CAFile names a PEM file of the certificate authorities to trust
 	// (CACHE_CA_FILE), for local stacks. Default: for an *.amazonaws.com
 	// endpoint the Amazon Trust Services roots built in, which ElastiCache's
-	// certificates chain to; for any other the system roots. Either way the
-	// system pool is not loaded for AWS, which saves about 10 ms of cold
-	// start.
+	// certificates chain to; for any other the system roots. For AWS the
+	// system pool is never loaded, which would slow every cold start.
 	CAFile string
 	// Username and Password log in as an ACL user (CACHE_USERNAME,
 	// CACHE_PASSWORD, default none: the server's default user).

@@ -18,7 +18,7 @@ const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","
 // counting the failed records sent to the failure queue: CloudWatch
 // Logs turns it into metrics without any API call from the function. The
 // line's shape is fixed, so it is written directly: json.Marshal of maps
-// cost 0.1–0.2 ms at the first invoke of every cold start.
+// slowed the first invoke of every cold start (bench/README.md).
 func writeEMF(w io.Writer, namespace, function, source string, m invalidate.Metrics, parked int, now time.Time) error {
 	b := make([]byte, 0, 640)
 	b = append(b, `{"_aws":{"Timestamp":`...)
