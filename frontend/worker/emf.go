@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	decode "github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -19,7 +20,7 @@ const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","
 // Logs turns it into metrics without any API call from the function. The
 // line's shape is fixed, so it is written directly: json.Marshal of maps
 // slowed the first invoke of every cold start (bench/README.md).
-func writeEMF(w io.Writer, namespace, function, source string, m invalidate.Metrics, parked int, now time.Time) error {
+func writeEMF(w io.Writer, namespace, function string, source decode.Source, m invalidate.Metrics, parked int, now time.Time) error {
 	b := make([]byte, 0, 640)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
@@ -28,7 +29,7 @@ func writeEMF(w io.Writer, namespace, function, source string, m invalidate.Metr
 	b = append(b, `,"Dimensions":[["Function","Source"]],"Metrics":`+emfMetrics+`}]},"Function":`...)
 	b = appendString(b, function)
 	b = append(b, `,"Source":`...)
-	b = appendString(b, source)
+	b = appendString(b, string(source))
 	for _, metric := range []struct {
 		name  string
 		value int64

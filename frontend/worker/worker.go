@@ -213,7 +213,7 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 	w.opts.Logger.Info("batch", "source", source, "records", m.Records, "failed", m.Failed, "parked", parked,
 		"keys_deleted", m.KeysDeleted, "keys_absent", m.KeysAbsent, "keys_failed", m.KeysFailed,
 		"max_lag_ms", m.MaxLag.Milliseconds(), "duration_ms", took.Milliseconds())
-	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, string(source), m, parked, time.Now()); err != nil {
+	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, source, m, parked, time.Now()); err != nil {
 		w.opts.Logger.Error("cannot write metrics", "error", err.Error())
 	}
 }

@@ -22,7 +22,7 @@ func TestEMFLine(t *testing.T) {
 	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond}
 	// The function name is escaped as JSON wants, whatever it holds.
 	function := "sqs-\"invalidate\"\\\n\x01é"
-	if err := writeEMF(&buf, "Invalidator", function, "sqs", m, 1, time.UnixMilli(1795953600000)); err != nil {
+	if err := writeEMF(&buf, "Invalidator", function, decode.SourceSQS, m, 1, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {
