@@ -110,7 +110,7 @@ func (f *fakeAPI) posted() []posted {
 // fake's 410 once they are out.
 func (f *fakeAPI) serveAll(t *testing.T, h Handler) []posted {
 	t.Helper()
-	err := f.client().loop(t.Context(), h, true)
+	err := f.client().loop(h, true, nil)
 	if err == nil || !strings.Contains(err.Error(), "status 410") {
 		t.Fatalf("loop: %v, want the fake's 410 after its last event", err)
 	}

@@ -27,35 +27,81 @@ type Handler func(ctx context.Context, payload []byte) ([]byte, error)
 var errPanicked = errors.New("lambdaruntime: the handler panicked; exiting so that Lambda starts a fresh process")
 
 // run serves invokes with n loops at once until one fails, then waits for
-// the others' invokes in flight and returns that failure. n is more than 1
-// only where Lambda sends several invokes to one process
-// (AWS_LAMBDA_MAX_CONCURRENCY, on managed instances).
+// the invokes in flight and returns that failure. n is more than 1 only
+// where Lambda sends several invokes to one process
+// (AWS_LAMBDA_MAX_CONCURRENCY, on managed instances). A loop waiting for
+// an event is left waiting: the process exits, and an event handed out
+// then fails as it would with any runtime that exits.
 func run(c *client, h Handler, n int) error {
 	if n <= 1 {
-		return c.loop(context.Background(), h, true)
+		return c.loop(h, true, nil)
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil) // a loop has cancelled it already: for vet
-	var wg sync.WaitGroup
+	f := &flight{}
+	f.idle.L = &f.mu
+	failed := make(chan error, n)
 	for range n {
-		wg.Go(func() { cancel(c.loop(ctx, h, false)) })
+		go func() { failed <- c.loop(h, false, f) }()
 	}
-	wg.Wait()
-	return context.Cause(ctx)
+	err := <-failed
+	f.stop()
+	return err
+}
+
+// flight counts the invokes in flight, so that a failure waits for them.
+type flight struct {
+	mu      sync.Mutex
+	busy    int
+	stopped bool
+	idle    sync.Cond
+}
+
+// start counts an invoke in, unless the loops are stopping.
+func (f *flight) start() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.stopped {
+		f.busy++
+	}
+	return !f.stopped
+}
+
+func (f *flight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.busy--; f.busy == 0 {
+		f.idle.Broadcast()
+	}
+}
+
+// stop lets no invoke start, and waits for those in flight.
+func (f *flight) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	for f.busy > 0 {
+		f.idle.Wait()
+	}
 }
 
 // loop serves one invoke after the other until it cannot go on: the
-// runtime API failed, or the handler panicked. Cancelling ctx stops it at
-// its next wait for an event. traceEnv sets _X_AMZN_TRACE_ID, which is
-// only right with one invoke at a time.
-func (c *client) loop(ctx context.Context, h Handler, traceEnv bool) error {
+// runtime API failed, or the handler panicked. With f, it stops before an
+// invoke once f is stopping. traceEnv sets _X_AMZN_TRACE_ID, which is only
+// right with one invoke at a time.
+func (c *client) loop(h Handler, traceEnv bool, f *flight) error {
 	var payload bytes.Buffer
 	for {
-		hdr, err := c.nextInvoke(ctx, &payload)
+		hdr, err := c.nextInvoke(context.Background(), &payload)
 		if err != nil {
 			return err
 		}
-		if err := c.invoke(hdr, payload.Bytes(), h, traceEnv); err != nil {
+		if f != nil && !f.start() {
+			return nil
+		}
+		err = c.invoke(hdr, payload.Bytes(), h, traceEnv)
+		if f != nil {
+			f.done()
+		}
+		if err != nil {
 			return err
 		}
 	}

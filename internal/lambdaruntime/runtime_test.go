@@ -170,10 +170,10 @@ func TestPanic(t *testing.T) {
 	stderr = &traceback
 	t.Cleanup(func() { stderr = os.Stderr })
 	f := newFakeAPI(t, event{id: "req-1"}, event{id: "req-2"})
-	err := f.client().loop(t.Context(), func(ctx context.Context, payload []byte) ([]byte, error) {
+	err := f.client().loop(func(ctx context.Context, payload []byte) ([]byte, error) {
 		panicking()
 		return nil, nil
-	}, true)
+	}, true, nil)
 	if !errors.Is(err, errPanicked) {
 		t.Fatalf("loop: %v, want errPanicked", err)
 	}
@@ -208,9 +208,9 @@ func TestPanicNil(t *testing.T) {
 	stderr = new(bytes.Buffer)
 	t.Cleanup(func() { stderr = os.Stderr })
 	f := newFakeAPI(t, event{id: "req-1"})
-	err := f.client().loop(t.Context(), func(ctx context.Context, payload []byte) ([]byte, error) {
+	err := f.client().loop(func(ctx context.Context, payload []byte) ([]byte, error) {
 		panic(nil)
-	}, true)
+	}, true, nil)
 	if posts := f.posted(); !errors.Is(err, errPanicked) || len(posts) != 1 || posts[0].errorType != "PanicNilError" {
 		t.Errorf("loop: %v, posted %q, want panic(nil) reported as a PanicNilError", err, posts)
 	}
@@ -236,7 +236,7 @@ func TestRuntimeAPIFailures(t *testing.T) {
 	t.Run("unreachable", func(t *testing.T) {
 		f := newFakeAPI(t)
 		f.srv.Close()
-		err := f.client().loop(t.Context(), nil, true)
+		err := f.client().loop(nil, true, nil)
 		if err == nil || !strings.Contains(err.Error(), "get next invoke") {
 			t.Errorf("loop: %v, want the failed GET", err)
 		}
@@ -244,9 +244,9 @@ func TestRuntimeAPIFailures(t *testing.T) {
 	t.Run("response refused", func(t *testing.T) {
 		f := newFakeAPI(t, event{id: "req-1"}, event{id: "req-2"})
 		f.status = http.StatusRequestEntityTooLarge
-		err := f.client().loop(t.Context(), func(ctx context.Context, payload []byte) ([]byte, error) {
+		err := f.client().loop(func(ctx context.Context, payload []byte) ([]byte, error) {
 			return []byte("big"), nil
-		}, true)
+		}, true, nil)
 		if err == nil || !strings.Contains(err.Error(), "status 413") || len(f.events) != 1 {
 			t.Errorf("loop: %v, want it ended by the 413", err)
 		}
@@ -255,9 +255,9 @@ func TestRuntimeAPIFailures(t *testing.T) {
 		captureLog(t)
 		f := newFakeAPI(t, event{id: "req-1"}, event{id: "req-2"})
 		f.status = http.StatusInternalServerError
-		err := f.client().loop(t.Context(), func(ctx context.Context, payload []byte) ([]byte, error) {
+		err := f.client().loop(func(ctx context.Context, payload []byte) ([]byte, error) {
 			return nil, errors.New("failed")
-		}, true)
+		}, true, nil)
 		if err == nil || !strings.Contains(err.Error(), "status 500") || len(f.events) != 1 {
 			t.Errorf("loop: %v, want it ended by the 500", err)
 		}
@@ -308,7 +308,10 @@ func TestConcurrentPanic(t *testing.T) {
 	captureLog(t)
 	stderr = new(bytes.Buffer)
 	t.Cleanup(func() { stderr = os.Stderr })
-	f := newFake(t, true, event{id: "slow"}, event{id: "panics"}) // then waits
+	f := newFake(t, true, event{id: "slow"}) // then waits
+	// run leaves the loop that waits for an event waiting; the end of the
+	// events lets it go, before the server closes.
+	t.Cleanup(func() { close(f.events) })
 	reported := make(chan struct{})
 	f.onPost = func(p posted) {
 		if p.path == "invocation/panics/error" {
@@ -319,6 +322,7 @@ func TestConcurrentPanic(t *testing.T) {
 		if RequestID(ctx) == "panics" {
 			panic("boom")
 		}
+		f.events <- event{id: "panics"} // while this one is in flight
 		<-reported
 		return []byte("done"), nil
 	}, 2)
