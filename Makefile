@@ -56,7 +56,7 @@ bench: setup build ## measure against references in the same run; prints BENCH <
 E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=4600 AWS_ENDPOINT_URL=http://127.0.0.1:4600 \
 	CACHE_PORTS="7301 7302 7303" CACHE_ENDPOINT=127.0.0.1:7301 CACHE_CA_FILE=$(CURDIR)/.local/e2e/tls/ca.crt VISIBILITY_TIMEOUT=60
 # What env.sh derives from the endpoint, should the calling shell have it.
-E2E_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL
+E2E_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL
 
 e2e: setup build ## the pipeline under faults, on a stack of its own; prints E2E <name> <value>, fails on a stale or lost invalidation
 	$(E2E_UNSET) && export $(E2E_ENV) && $(ENV) && bash localstack/up.sh >/dev/null && \

@@ -37,8 +37,17 @@ func (n node) get(path ...string) node {
 	return node{cur}
 }
 
-func (n node) ok() bool       { return n.Node != nil }
-func (n node) value() string  { return map[bool]string{true: n.Value}[n.ok()] }
+func (n node) ok() bool      { return n.Node != nil }
+func (n node) value() string { return map[bool]string{true: n.Value}[n.ok()] }
+
+// text is the node as YAML, intrinsic functions and all, for a look inside.
+func (n node) text() string {
+	if !n.ok() {
+		return ""
+	}
+	b, _ := yaml.Marshal(n.Node)
+	return string(b)
+}
 func (n node) items() []node  { return n.children(yaml.SequenceNode, 1) }
 func (n node) values() []node { return n.children(yaml.MappingNode, 2) }
 
@@ -128,8 +137,42 @@ func TestEveryBatchSourceReportsItemFailures(t *testing.T) {
 			}
 		}
 	}
-	if batchSources != 2 {
-		t.Fatalf("%d SQS/stream event sources, want 2", batchSources)
+	if batchSources != 3 {
+		t.Fatalf("%d SQS/stream event sources, want 3: the queue, the second deletes and the stream", batchSources)
+	}
+}
+
+// TestSecondDeletes: every function may schedule second deletes, the SQS
+// function consumes them, and what cannot be delivered is kept for replay.
+func TestSecondDeletes(t *testing.T) {
+	tpl := loadTemplate(t)
+	if v := tpl.get("Parameters", "SecondDeleteDelay", "Default").value(); v != "2" {
+		t.Errorf("SecondDeleteDelay defaults to %s, want 2 s", v)
+	}
+	if v := tpl.get("Globals", "Function", "Environment", "Variables", "SECOND_DELETE_DELAY").text(); !strings.Contains(v, "SecondDeleteDelay") {
+		t.Errorf("SECOND_DELETE_DELAY = %q, want the parameter", v)
+	}
+	queue := tpl.get("Resources", "SecondDeleteQueue", "Properties")
+	if !strings.Contains(queue.get("RedrivePolicy", "deadLetterTargetArn").text(), "FailureQueue") {
+		t.Error("second deletes that cannot be delivered must go to the failure queue, for replay")
+	}
+	for name, fn := range functions(t, tpl) {
+		if v := fn.get("Properties", "Environment", "Variables", "SECOND_DELETE_QUEUE_URL").text(); !strings.Contains(v, "SecondDeleteQueue") {
+			t.Errorf("%s: SECOND_DELETE_QUEUE_URL = %q, want the delay queue", name, v)
+		}
+		sends := false
+		for _, p := range fn.get("Properties", "Policies").items() {
+			for _, st := range p.get("Statement").items() {
+				sends = sends || st.get("Action").value() == "sqs:SendMessage" && strings.Contains(st.get("Resource").text(), "SecondDeleteQueue")
+			}
+		}
+		if !sends {
+			t.Errorf("%s may not send to the delay queue: its records would fail", name)
+		}
+	}
+	ev := tpl.get("Resources", "SqsInvalidateFunction", "Properties", "Events", "SecondDelete", "Properties")
+	if !strings.Contains(ev.get("Queue").text(), "SecondDeleteQueue") {
+		t.Error("the SQS function does not consume the delay queue")
 	}
 }
 
@@ -301,11 +344,12 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		local[m[1]] = m[2]
 	}
 	for resource, want := range map[string]struct{ prop, env string }{
-		"Topic":           {"TopicName", "TOPIC_NAME"},
-		"Queue":           {"QueueName", "QUEUE_NAME"},
-		"DeadLetterQueue": {"QueueName", "DLQ_NAME"},
-		"FailureQueue":    {"QueueName", "FAILURE_QUEUE_NAME"},
-		"ExampleTable":    {"TableName", "TABLE_NAME"},
+		"Topic":             {"TopicName", "TOPIC_NAME"},
+		"Queue":             {"QueueName", "QUEUE_NAME"},
+		"DeadLetterQueue":   {"QueueName", "DLQ_NAME"},
+		"FailureQueue":      {"QueueName", "FAILURE_QUEUE_NAME"},
+		"SecondDeleteQueue": {"QueueName", "SECOND_DELETE_QUEUE_NAME"},
+		"ExampleTable":      {"TableName", "TABLE_NAME"},
 	} {
 		name := strings.ReplaceAll(tpl.get("Resources", resource, "Properties", want.prop).value(), "${NamePrefix}", "")
 		if name == "" || name != local[want.env] {

@@ -89,6 +89,7 @@ type fields struct {
 	detailType, detail, time []byte // EventBridge envelope
 	entity, id, op, version  field  // change message
 	keys, occurredAt         field
+	secondDelete             field
 	msgBuf                   *[]byte // from messageBuffers, until release
 }
 
@@ -141,6 +142,8 @@ func collect(raw []byte) (f fields, err error) {
 			f.keys = field{value, kind}
 		case "occurredAt":
 			f.occurredAt = field{value, kind}
+		case "secondDelete":
+			f.secondDelete = field{value, kind}
 		}
 		return end, nil
 	})
@@ -271,6 +274,18 @@ func (f *fields) change(env envelope) (c Change, err error) {
 			return c, &fieldError{reason: "occurredAt is not RFC 3339", err: err}
 		}
 		c.OccurredAt = t
+	}
+	if f.secondDelete.raw != nil {
+		switch f.secondDelete.kind {
+		case jsonscan.True:
+			c.SecondDelete = true
+		case jsonscan.False:
+		default:
+			return c, invalid("secondDelete must be true or false, not " + f.secondDelete.kind.String())
+		}
+		if c.SecondDelete && len(c.Keys) == 0 {
+			return c, invalid("a second delete needs keys")
+		}
 	}
 	if c.Entity == "" && len(c.Keys) == 0 {
 		return c, invalid("a change needs an entity or keys")

@@ -42,6 +42,10 @@ type Change struct {
 	// Keys, when not empty, are the exact cache keys to invalidate, replacing
 	// the rules.
 	Keys []string
+	// SecondDelete marks a worker's own second delete of Keys, sent through
+	// its delay queue ("secondDelete": true): deleted again, never delayed
+	// a third time.
+	SecondDelete bool
 	// OccurredAt is when the change happened, as precisely as the event
 	// tells: the change's own occurredAt, else its envelope's time, else when
 	// the queue received it. Zero when unknown.

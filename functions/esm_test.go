@@ -154,3 +154,29 @@ func TestFailingStreamRecordIsParked(t *testing.T) {
 		t.Fatalf("parked %+v, want the bad stream record, whole", p)
 	}
 }
+
+// TestSecondDeleteUnderTheEmulator: a key filled again after its change was
+// invalidated — a load that read the source before the change — is deleted
+// again, through the delay queue, which the same function consumes.
+func TestSecondDeleteUnderTheEmulator(t *testing.T) {
+	c := testenv.Cache(t)
+	q, again := newQueue(t, 30*time.Second, 100), newQueue(t, 30*time.Second, 100)
+	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{
+		"SECOND_DELETE_QUEUE_URL=" + again.URL, "SECOND_DELETE_DELAY=2s"}})
+	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
+	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: again.URL, Function: fn}).Run)
+	key := "cache:product:" + rand.Text()
+	setKeys(t, c, key)
+	start := time.Now()
+	sendRaw(t, q, `{"entity":"product","id":"`+strings.TrimPrefix(key, "cache:product:")+`"}`)
+	eventually(t, 5*time.Second, "the first delete did not come", gone(t, c, key))
+	setKeys(t, c, key) // a stale fill, landing after the invalidation
+	eventually(t, 10*time.Second, "the second delete did not come", gone(t, c, key))
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("deleted again after %v, want no sooner than the 2 s delay", took)
+	}
+	eventually(t, 10*time.Second, "the delay queue was not emptied", func() bool { return messages(t, again.URL) == 0 })
+	if n := messages(t, q.DLQ) + messages(t, again.DLQ); n != 0 {
+		t.Fatalf("%d messages dead-lettered, want none", n)
+	}
+}

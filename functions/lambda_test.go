@@ -23,9 +23,11 @@ import (
 
 const streamRules = `tables: {Products: ["cache:product:{key.id}", "cache:category:{item.category}"]}`
 
+// emulator runs function name under the emulator. It sends no second
+// deletes unless opts.Env names a delay queue: the stack's own is shared.
 func emulator(t *testing.T, name string, cfg elasticache.Config, opts rie.Options) *rie.Emulator {
 	t.Helper()
-	opts.Env = append(opts.Env, cfg.Env()...)
+	opts.Env = append(append([]string{"SECOND_DELETE_QUEUE_URL="}, opts.Env...), cfg.Env()...)
 	e, err := rie.Start(binary(name), opts)
 	if err != nil {
 		t.Fatal(err)

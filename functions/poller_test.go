@@ -44,7 +44,9 @@ func startPoller(t *testing.T, q queue, cfg elasticache.Config, env ...string) *
 	l.Close()
 	p := &pollerProcess{health: health, exited: make(chan error, 1)}
 	p.cmd = exec.Command(binary("poller"))
-	p.cmd.Env = append(append(append(os.Environ(), cfg.Env()...), env...),
+	// No second deletes unless env names a delay queue: the stack's own is
+	// shared.
+	p.cmd.Env = append(append(append(os.Environ(), "SECOND_DELETE_QUEUE_URL="), append(cfg.Env(), env...)...),
 		"QUEUE_URL="+q.URL, "HEALTH_ADDR="+health, "POLLER_VISIBILITY_TIMEOUT=2s", "POLLER_WAIT_TIME=1s")
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {

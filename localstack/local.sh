@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the worker on the local stack, in the foreground, until Ctrl-C:
-#   - the poller, consuming cache-invalidation (SNS envelopes);
+#   - the poller, consuming cache-invalidation (SNS envelopes) and the second
+#     deletes of cache-invalidation-again;
 #   - the Lambda functions under the Runtime Interface Emulator, fed by the
 #     local event source mapping driver from cache-invalidation-raw and the
 #     Products stream.

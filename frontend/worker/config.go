@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -19,6 +20,14 @@ type Config struct {
 	// source like those that fail for now, and reach its DLQ or on-failure
 	// destination once its retries are spent.
 	FailureQueueURL string
+	// SecondDeleteQueueURL is SECOND_DELETE_QUEUE_URL: the delay queue of
+	// second deletes, which the SQS function and the poller consume too.
+	// Default none: one delete.
+	SecondDeleteQueueURL string
+	// SecondDeleteDelay is SECOND_DELETE_DELAY: how long after a record's
+	// keys are deleted they are deleted again, in whole seconds up to 15
+	// minutes. Default 2s; 0 turns second deletes off.
+	SecondDeleteDelay time.Duration
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
 	// Namespace is METRICS_NAMESPACE, default "Invalidator": a CloudWatch
@@ -39,9 +48,22 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	if c.FailureQueueURL = getenv("FAILURE_QUEUE_URL"); c.FailureQueueURL != "" {
-		if u, err := url.Parse(c.FailureQueueURL); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-			return c, fmt.Errorf("FAILURE_QUEUE_URL=%q: want the queue's URL, like https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-failures", c.FailureQueueURL)
+		if err := checkQueueURL("FAILURE_QUEUE_URL", c.FailureQueueURL); err != nil {
+			return c, err
 		}
+	}
+	if c.SecondDeleteQueueURL = getenv("SECOND_DELETE_QUEUE_URL"); c.SecondDeleteQueueURL != "" {
+		if err := checkQueueURL("SECOND_DELETE_QUEUE_URL", c.SecondDeleteQueueURL); err != nil {
+			return c, err
+		}
+	}
+	c.SecondDeleteDelay = 2 * time.Second
+	if v := getenv("SECOND_DELETE_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > 15*time.Minute || d%time.Second != 0 {
+			return c, fmt.Errorf("SECOND_DELETE_DELAY=%q: want whole seconds from 0 (off) to 15m, like 2s", v)
+		}
+		c.SecondDeleteDelay = d
 	}
 	if v := getenv("LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -52,6 +74,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("METRICS_NAMESPACE=%q: want up to 255 of A-Z a-z 0-9 . - _ / # : and space, not beginning with AWS/", c.Namespace)
 	}
 	return c, nil
+}
+
+// checkQueueURL says what is wrong with the queue URL in variable key.
+func checkQueueURL(key, v string) error {
+	if u, err := url.Parse(v); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("%s=%q: want the queue's URL, like https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-failures", key, v)
+	}
+	return nil
 }
 
 // validNamespace says whether CloudWatch accepts ns as a namespace.

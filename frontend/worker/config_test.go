@@ -23,6 +23,12 @@ func TestLoadConfig(t *testing.T) {
 		{"long namespace", "METRICS_NAMESPACE", strings.Repeat("n", 256), "METRICS_NAMESPACE"},
 		{"no endpoint", "CACHE_ENDPOINT", "", "CACHE_ENDPOINT"},
 		{"bad rules", "INVALIDATION_RULES", "entities: {user: [\"\"]}", "INVALIDATION_RULES"},
+		{"second delete queue", "SECOND_DELETE_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/again", ""},
+		{"second delete queue not a URL", "SECOND_DELETE_QUEUE_URL", "again", "SECOND_DELETE_QUEUE_URL"},
+		{"second delete off", "SECOND_DELETE_DELAY", "0s", ""},
+		{"second delete later", "SECOND_DELETE_DELAY", "15m", ""},
+		{"second delete too late", "SECOND_DELETE_DELAY", "16m", "SECOND_DELETE_DELAY"},
+		{"second delete in milliseconds", "SECOND_DELETE_DELAY", "1500ms", "SECOND_DELETE_DELAY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{tc.key: tc.value}

@@ -13,15 +13,17 @@ import (
 // top-level member of the line, or CloudWatch drops it.
 const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","Unit":"Count"},{"Name":"ParkedRecords","Unit":"Count"},` +
 	`{"Name":"KeysDeleted","Unit":"Count"},{"Name":"KeysAbsent","Unit":"Count"},` +
-	`{"Name":"KeysFailed","Unit":"Count"},{"Name":"MaxLag","Unit":"Milliseconds"}]`
+	`{"Name":"KeysFailed","Unit":"Count"},{"Name":"MaxLag","Unit":"Milliseconds"},` +
+	`{"Name":"SecondDeletesScheduled","Unit":"Count"},{"Name":"SecondDeleteRefills","Unit":"Count"}]`
 
 // writeEMF writes one CloudWatch Embedded Metric Format line, parked
-// counting the failed records sent to the failure queue: CloudWatch
+// counting the failed records sent to the failure queue, second the second
+// deletes scheduled and the keys they found filled again: CloudWatch
 // Logs turns it into metrics without any API call from the function. The
 // line's shape is fixed, so it is written directly: json.Marshal of maps
 // slowed the first invoke of every cold start (bench/README.md).
-func writeEMF(w io.Writer, namespace, function string, source decode.Source, m invalidate.Metrics, parked int, now time.Time) error {
-	b := make([]byte, 0, 640)
+func writeEMF(w io.Writer, namespace, function string, source decode.Source, m invalidate.Metrics, parked int, second secondDeletes, now time.Time) error {
+	b := make([]byte, 0, 768)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
 	b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)
@@ -36,6 +38,7 @@ func writeEMF(w io.Writer, namespace, function string, source decode.Source, m i
 	}{
 		{"Records", int64(m.Records)}, {"FailedRecords", int64(m.Failed)}, {"ParkedRecords", int64(parked)}, {"KeysDeleted", int64(m.KeysDeleted)},
 		{"KeysAbsent", int64(m.KeysAbsent)}, {"KeysFailed", int64(m.KeysFailed)}, {"MaxLag", m.MaxLag.Milliseconds()},
+		{"SecondDeletesScheduled", int64(second.scheduled)}, {"SecondDeleteRefills", int64(second.present)},
 	} {
 		b = append(b, `,"`+metric.name+`":`...)
 		b = strconv.AppendInt(b, metric.value, 10)

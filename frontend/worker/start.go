@@ -43,6 +43,13 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	} else {
 		logger.Warn("no FAILURE_QUEUE_URL: records that fail for good are handed back to their source, to be retried until its DLQ or on-failure destination takes them")
 	}
+	switch {
+	case cfg.SecondDeleteDelay == 0:
+	case cfg.SecondDeleteQueueURL != "":
+		opts.SecondDelete = DelayQueue{Client: queues, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay}
+	default:
+		logger.Warn("no SECOND_DELETE_QUEUE_URL: keys are deleted once, and a fill that read the source before a change may outlive its invalidation")
+	}
 	w := New(invalidate.New(conn, invalidate.Options{Rules: cfg.Rules}), opts)
 	w.conn = conn
 	return w, nil

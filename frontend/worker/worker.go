@@ -38,6 +38,10 @@ type Options struct {
 	// to come back after a backoff (SQS function only). Default none: they
 	// come back after the queue's visibility timeout.
 	Queues Queues
+	// SecondDelete deletes the keys of every record done a second time,
+	// later. A record whose keys it cannot schedule fails for now. Default
+	// none: one delete.
+	SecondDelete SecondDeleter
 }
 
 // Parker sends records that failed for good to the failure queue and says
@@ -104,7 +108,9 @@ func (f Fate) String() string { return [...]string{"done", "parked", "retry"}[f]
 // or it would be parked twice.
 func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) (invalidate.Report, []Fate) {
 	start := time.Now()
-	rep := w.process(ctx, source, batch)
+	again := make([]bool, batch.Len)
+	rep := w.process(ctx, source, markSecondDeletes(batch, again))
+	second := w.scheduleSecondDeletes(ctx, &rep, again)
 	fates := make([]Fate, len(rep.Results))
 	var park []int
 	ordered, parks := source == events.SourceDynamoDB, w.opts.Park != nil && content != nil
@@ -132,7 +138,7 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	} else {
 		w.park(ctx, source, rep.Results, park, fates, content)
 	}
-	w.log(ctx, source, rep, fates, time.Since(start))
+	w.log(ctx, source, rep, fates, second, time.Since(start))
 	return rep, fates
 }
 
@@ -191,7 +197,7 @@ func failAll(batch invalidate.Batch, err error) invalidate.Report {
 	return rep
 }
 
-func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, took time.Duration) {
+func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, second secondDeletes, took time.Duration) {
 	m := rep.Metrics
 	parked := 0
 	debug := w.opts.Logger.Enabled(ctx, slog.LevelDebug)
@@ -212,8 +218,9 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 	}
 	w.opts.Logger.Info("batch", "source", source, "records", m.Records, "failed", m.Failed, "parked", parked,
 		"keys_deleted", m.KeysDeleted, "keys_absent", m.KeysAbsent, "keys_failed", m.KeysFailed,
+		"second_deletes_scheduled", second.scheduled, "second_delete_keys", second.keys, "second_delete_refills", second.present,
 		"max_lag_ms", m.MaxLag.Milliseconds(), "duration_ms", took.Milliseconds())
-	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, source, m, parked, time.Now()); err != nil {
+	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, source, m, parked, second, time.Now()); err != nil {
 		w.opts.Logger.Error("cannot write metrics", "error", err.Error())
 	}
 }

@@ -1,5 +1,6 @@
 // Command poller consumes the invalidation queue for as long as it runs, for
 // ECS and EC2: long polling, deletes only what succeeded, drains on SIGTERM.
+// With second deletes it consumes their delay queue too.
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/invalidator-go/invalidator/frontend/poller"
 	"github.com/invalidator-go/invalidator/frontend/worker"
@@ -47,5 +49,12 @@ func run(ctx context.Context) error {
 	}
 	defer w.Close()
 	opts.Logger = slog.Default()
-	return poller.Run(ctx, queues, w, opts)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return poller.Run(ctx, queues, w, opts) })
+	if cfg.SecondDeleteQueueURL != "" { // consumed even when off: what is left in it
+		again := opts
+		again.QueueURL, again.HealthAddr = cfg.SecondDeleteQueueURL, "" // one health endpoint
+		g.Go(func() error { return poller.Run(ctx, queues, w, again) })
+	}
+	return g.Wait()
 }

@@ -107,7 +107,10 @@ func (f *SQS) Messages(url string) []Message {
 }
 
 // Send puts a message in queue url and returns its ID.
-func (f *SQS) Send(url, body string) string {
+func (f *SQS) Send(url, body string) string { return f.send(url, body, 0) }
+
+// send puts a message in queue url, visible after delay.
+func (f *SQS) send(url, body string, delay time.Duration) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.queues == nil {
@@ -116,16 +119,17 @@ func (f *SQS) Send(url, body string) string {
 	f.serial++
 	id := fmt.Sprintf("msg-%d", f.serial)
 	now := time.Now()
-	f.queues[url] = append(f.queues[url], &Message{ID: id, Body: body, Sent: now, VisibleAt: now})
+	f.queues[url] = append(f.queues[url], &Message{ID: id, Body: body, Sent: now, VisibleAt: now.Add(delay)})
 	return id
 }
 
-// SendMessage is sqs.Client's.
+// SendMessage is sqs.Client's, DelaySeconds included.
 func (f *SQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	if err := f.fail("SendMessage"); err != nil {
 		return nil, err
 	}
-	return &sqs.SendMessageOutput{MessageId: aws.String(f.Send(aws.ToString(in.QueueUrl), aws.ToString(in.MessageBody)))}, nil
+	id := f.send(aws.ToString(in.QueueUrl), aws.ToString(in.MessageBody), time.Duration(in.DelaySeconds)*time.Second)
+	return &sqs.SendMessageOutput{MessageId: aws.String(id)}, nil
 }
 
 // ReceiveMessage is sqs.Client's, long polling included.

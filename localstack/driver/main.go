@@ -32,17 +32,18 @@ import (
 )
 
 type settings struct {
-	queue, table, dlq, bin, state string
-	timeout                       time.Duration
-	sqsBatch, streamBatch         int
-	retries                       int
-	maxAge                        time.Duration
-	bisect, latest                bool
+	queue, again, table, dlq, bin, state string
+	timeout                              time.Duration
+	sqsBatch, streamBatch                int
+	retries                              int
+	maxAge                               time.Duration
+	bisect, latest                       bool
 }
 
 func main() {
 	var s settings
 	flag.StringVar(&s.queue, "queue", os.Getenv("RAW_QUEUE_URL"), "queue feeding sqs-invalidate (none: no SQS mapping) [RAW_QUEUE_URL]")
+	flag.StringVar(&s.again, "again-queue", os.Getenv("SECOND_DELETE_QUEUE_URL"), "delay queue of second deletes, feeding sqs-invalidate too (none: no mapping) [SECOND_DELETE_QUEUE_URL]")
 	flag.StringVar(&s.table, "table", os.Getenv("TABLE_NAME"), "table whose stream feeds stream-invalidate (none: no stream mapping) [TABLE_NAME]")
 	flag.StringVar(&s.dlq, "on-failure", os.Getenv("FAILURE_QUEUE_URL"), "on-failure destination of the stream mapping [FAILURE_QUEUE_URL]")
 	flag.StringVar(&s.bin, "bin", "bin", "directory of the built functions (make build)")
@@ -69,18 +70,25 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 	if err != nil {
 		return err
 	}
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
 	mappings := 0
 	opts := rie.Options{Output: os.Stdout, Timeout: s.timeout}
-	if s.queue != "" {
+	if s.queue != "" || s.again != "" {
+		// One emulator takes one invoke at a time: both mappings share it,
+		// as both share the function in AWS.
 		fn, err := rie.Start(filepath.Join(s.bin, "sqs-invalidate", "bootstrap"), opts)
 		if err != nil {
 			return err
 		}
 		defer fn.Stop()
-		m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: s.queue, Function: fn, BatchSize: int32(s.sqsBatch), Logger: log}
-		go func() { errs <- m.Run(ctx) }()
-		mappings++
+		for _, url := range []string{s.queue, s.again} {
+			if url == "" {
+				continue
+			}
+			m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Function: fn, BatchSize: int32(s.sqsBatch), Logger: log}
+			go func() { errs <- m.Run(ctx) }()
+			mappings++
+		}
 	}
 	if s.table != "" {
 		desc, err := dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)})
@@ -110,7 +118,7 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 	if mappings == 0 {
 		return errors.New("nothing to drive: give -queue or -table")
 	}
-	log.Info("driver started", "queue", s.queue, "table", s.table)
+	log.Info("driver started", "queue", s.queue, "again_queue", s.again, "table", s.table)
 	for range mappings {
 		if err := <-errs; err != nil {
 			return err

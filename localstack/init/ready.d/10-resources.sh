@@ -18,6 +18,7 @@ queue="${QUEUE_NAME:-cache-invalidation}"
 dlq="${DLQ_NAME:-cache-invalidation-dlq}"
 failures="${FAILURE_QUEUE_NAME:-cache-invalidation-failures}"
 raw_queue="${RAW_QUEUE_NAME:-cache-invalidation-raw}"
+again="${SECOND_DELETE_QUEUE_NAME:-cache-invalidation-again}"
 table="${TABLE_NAME:-Products}"
 # As template.yaml: QueueMaxReceiveCount, and 6 x the function timeout.
 max_receive_count="${MAX_RECEIVE_COUNT:-100}"
@@ -43,10 +44,12 @@ queue_arn() { # URL -> ARN
 
 # Attribute values that are themselves JSON travel as strings inside JSON;
 # python3 does the quoting because awscli needs it anyway.
-queue_attributes() { # policy-json redrive-json|"" -> --attributes JSON
+queue_attributes() { # policy-json|"" redrive-json|"" visibility -> --attributes JSON
   python3 - "$@" <<'PY'
 import json, sys
-attrs = {"Policy": sys.argv[1], "VisibilityTimeout": sys.argv[3], "MessageRetentionPeriod": "1209600"}
+attrs = {"VisibilityTimeout": sys.argv[3], "MessageRetentionPeriod": "1209600"}
+if sys.argv[1]:
+    attrs["Policy"] = sys.argv[1]
 if sys.argv[2]:
     attrs["RedrivePolicy"] = sys.argv[2]
 print(json.dumps(attrs))
@@ -89,6 +92,12 @@ for name in "$queue" "$raw_queue"; do
   if [ "$name" = "$raw_queue" ]; then subscribe "$arn" true; else subscribe "$arn" false; fi
 done
 
+# Second deletes: what cannot be delivered goes to the failure queue, for
+# invalidator replay, as in template.yaml.
+again_url=$(queue_url "$again")
+again_redrive=$(printf '{"deadLetterTargetArn":"%s","maxReceiveCount":"%s"}' "$(queue_arn "$failures_url")" "$max_receive_count")
+awscli sqs set-queue-attributes --queue-url "$again_url" --attributes "$(queue_attributes "" "$again_redrive" "$visibility_timeout")"
+
 if ! awscli dynamodb describe-table --table-name "$table" --query Table.TableName >/dev/null 2>&1; then
   awscli dynamodb create-table --table-name "$table" \
     --attribute-definitions AttributeName=id,AttributeType=S \
@@ -104,5 +113,6 @@ echo "  topic       $topic_arn"
 echo "  queue       $(queue_url "$queue") (DLQ $dlq after $max_receive_count receives)"
 echo "  raw queue   $(queue_url "$raw_queue") (RawMessageDelivery=true)"
 echo "  dlq         $dlq_url"
+echo "  again       $again_url (second deletes, delayed; failures after $max_receive_count receives)"
 echo "  failures    $failures_url (records parked by the worker, and what the stream and SNS paths give up on)"
 echo "  table       $table, stream $stream_arn"

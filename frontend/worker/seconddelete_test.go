@@ -1,0 +1,137 @@
+package worker
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/invalidator-go/invalidator/frontend/parking"
+	"github.com/invalidator-go/invalidator/internal/fakes"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+const delayURL = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-again"
+
+// againWorker is testWorker with second deletes through the fake SQS, its
+// batch log lines in logs.
+func againWorker(queues *fakes.SQS, cache *fakes.Cache, logs io.Writer) *Worker {
+	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	return New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
+		Park: parking.Queue{Client: queues, URL: failureURL}, Queues: queues,
+		SecondDelete: DelayQueue{Client: queues, URL: delayURL, Delay: 2 * time.Second}})
+}
+
+// delayed returns the second-delete messages in the fake delay queue.
+func delayed(t *testing.T, queues *fakes.SQS) (msgs []fakes.Message, keys []string) {
+	t.Helper()
+	for _, m := range queues.Messages(delayURL) {
+		var body struct {
+			Keys         []string
+			SecondDelete bool
+		}
+		if err := json.Unmarshal([]byte(m.Body), &body); err != nil || !body.SecondDelete {
+			t.Fatalf("not a second delete (%v): %s", err, m.Body)
+		}
+		msgs, keys = append(msgs, m), append(keys, body.Keys...)
+	}
+	slices.Sort(keys)
+	return msgs, keys
+}
+
+func TestKeysAreDeletedAgainLater(t *testing.T) {
+	queues := &fakes.SQS{}
+	w := againWorker(queues, &fakes.Cache{}, io.Discard)
+	payload, _ := received(t, queues, `{"entity":"user","id":"1"}`, `{"keys":["cache:a","cache:b"]}`, `{"entity":"user","id":"1"}`)
+	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("response %+v, %v: want every message done", resp, err)
+	}
+	msgs, keys := delayed(t, queues)
+	if !slices.Equal(keys, []string{"cache:a", "cache:b", "cache:user:1"}) {
+		t.Fatalf("second deletes of %q, want each key once", keys)
+	}
+	if hidden := msgs[0].VisibleAt.Sub(msgs[0].Sent); hidden != 2*time.Second {
+		t.Fatalf("second delete hidden for %v, want the delay", hidden)
+	}
+}
+
+func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
+	queues := &fakes.SQS{}
+	var logs logLines
+	w := againWorker(queues, &fakes.Cache{}, &logs)
+	payload, _ := received(t, queues, `{"keys":["cache:a","cache:b"],"secondDelete":true}`)
+	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("response %+v, %v", resp, err)
+	}
+	if msgs, _ := delayed(t, queues); len(msgs) != 0 {
+		t.Fatalf("%d messages delayed, want none: a second delete is the last", len(msgs))
+	}
+	// The fake cache finds every key: both were filled again.
+	if line := logs.batch(t); line["second_delete_keys"] != 2.0 || line["second_delete_refills"] != 2.0 {
+		t.Fatalf("batch line %v: want 2 keys deleted again, both refills", line)
+	}
+}
+
+func TestARecordWhoseSecondDeleteCannotBeSentIsRetried(t *testing.T) {
+	queues := &fakes.SQS{}
+	w := againWorker(queues, &fakes.Cache{}, io.Discard)
+	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"user","id":"2"}`)
+	queues.Fail = func(op string) error {
+		if op == "SendMessage" {
+			return errors.New("throttled")
+		}
+		return nil
+	}
+	resp, err := w.SQS(deadline(t), payload)
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	if err != nil || !slices.Equal(failed, []string{msgs[0].MessageId, msgs[1].MessageId}) {
+		t.Fatalf("failed %q, %v: want both messages retried, their second deletes unsent", failed, err)
+	}
+	if p := parked(t, queues); len(p) != 0 {
+		t.Fatalf("parked %+v: a send that failed is for now, not for good", p)
+	}
+}
+
+func TestSecondDeletesAreChunked(t *testing.T) {
+	keys := make([]string, 1200)
+	for i := range keys {
+		keys[i] = "cache:item:" + strconv.Itoa(i)
+	}
+	chunks := chunkKeys(keys)
+	if len(chunks) != 3 || len(chunks[0]) != maxDelayKeys || len(chunks[2]) != 200 {
+		t.Fatalf("%d chunks, want 500 + 500 + 200 keys", len(chunks))
+	}
+	long := make([]string, 3)
+	for i := range long {
+		long[i] = string(make([]byte, 100<<10))
+	}
+	if chunks := chunkKeys(long); len(chunks) != 3 {
+		t.Fatalf("three keys of 100 KiB in %d messages, want one each", len(chunks))
+	}
+}
+
+// logLines holds a worker's JSON log lines.
+type logLines struct{ bytes.Buffer }
+
+// batch returns the batch line.
+func (l *logLines) batch(t *testing.T) map[string]any {
+	t.Helper()
+	sc := bufio.NewScanner(bytes.NewReader(l.Bytes()))
+	for sc.Scan() {
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "batch" {
+			return line
+		}
+	}
+	t.Fatalf("no batch line in %s", l.String())
+	return nil
+}
