@@ -9,7 +9,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -27,10 +26,24 @@ type faultResult struct {
 	probes []probeResult
 }
 
+// staleCounts are the values found older than their source, by reader.
+type staleCounts struct {
+	writethrough, naive, replica int
+	notes                        []string
+}
+
+// race is a run without faults, its second delete off (delay 0) or on.
+type race struct {
+	delay   time.Duration
+	drained bool
+	stale   staleCounts
+}
+
 // results is what a run counts once drained.
 type results struct {
 	changes, poisonSent, reads, readErrors int64
-	staleWritethrough, staleNaive          int
+	stale                                  staleCounts
+	races                                  []race
 	validParked, poisonUnparked            int
 	lost                                   map[string]int
 	lag                                    map[string][]time.Duration
@@ -105,58 +118,71 @@ func (l *load) check(ctx context.Context, logs []string) (results, error) {
 			r.lag[path] = append(r.lag[path], max(0, at.Sub(c.at)))
 		}
 	}
-	if err := l.stale(ctx, &r); err != nil {
+	if r.stale, err = l.stale(ctx); err != nil {
 		return r, err
 	}
+	r.notes = append(r.notes, r.stale.notes...)
 	return r, l.parked(ctx, &r, poisons)
 }
 
-// stale compares every cached entry with its source.
-func (l *load) stale(ctx context.Context, r *results) error {
+// stale compares every cached entry of the load's entities with its source.
+func (l *load) stale(ctx context.Context) (r staleCounts, err error) {
 	if err := l.cache.Do(ctx, l.cache.B().Ping().Build()).Error(); err != nil {
-		return fmt.Errorf("the cache does not answer the check: %w", err)
+		return r, fmt.Errorf("the cache does not answer the check: %w", err)
 	}
 	errAbsent := errors.New("absent")
 	absent := func(context.Context) (item, error) { return item{}, errAbsent }
 	// Never refreshed early nor renewed: the check only looks.
 	look := writethrough.New[item](l.cache, writethrough.Options[item]{TTL: time.Hour, Beta: -1})
+	// A lease left, or a value that no longer decodes, is no stale value:
+	// Get then asks the loader.
+	writethroughStale := func(key string, source item) (bool, error) {
+		n, err := l.cache.Do(ctx, l.cache.B().Exists().Key(key).Build()).AsInt64()
+		if err != nil || n == 0 {
+			return false, err
+		}
+		v, err := look.Get(ctx, key, absent)
+		return err == nil && v.Version < source.Version, nil
+	}
 	for i := range entities {
-		for _, e := range []struct{ entity, id string }{{"product", "p-" + strconv.Itoa(i)}, {"user", "u-" + strconv.Itoa(i)}} {
+		for _, entity := range []string{"product", "user"} {
+			id := l.id(entity, i)
 			var source item
-			var err error
-			if e.entity == "product" {
-				source, err = l.sourceProduct(ctx, e.id)
+			if entity == "product" {
+				source, err = l.sourceProduct(ctx, id)
 			} else {
-				source = l.sourceUser(e.id)
+				source = l.sourceUser(id)
 			}
 			if err != nil {
-				return err
+				return r, err
 			}
-			key := "cache:" + e.entity + ":" + e.id
-			if n, err := l.cache.Do(ctx, l.cache.B().Exists().Key(key).Build()).AsInt64(); err != nil {
-				return err
-			} else if n > 0 {
-				// A lease left, or a value that no longer decodes, is no
-				// stale value: Get then asks the loader.
-				if v, err := look.Get(ctx, key, absent); err == nil && v.Version < source.Version {
-					r.staleWritethrough++
-					r.notes = append(r.notes, fmt.Sprintf("stale writethrough %s: version %d, the source has %d", key, v.Version, source.Version))
+			for _, c := range []struct {
+				key   string
+				count *int
+			}{{"cache:" + entity + ":" + id, &r.writethrough}, {"replica:" + entity + ":" + id, &r.replica}} {
+				stale, err := writethroughStale(c.key, source)
+				if err != nil {
+					return r, err
+				}
+				if stale {
+					*c.count++
+					r.notes = append(r.notes, fmt.Sprintf("stale %s: the source has version %d", c.key, source.Version))
 				}
 			}
-			raw, err := l.cache.Do(ctx, l.cache.B().Get().Key("naive:"+e.entity+":"+e.id).Build()).AsBytes()
+			raw, err := l.cache.Do(ctx, l.cache.B().Get().Key("naive:"+entity+":"+id).Build()).AsBytes()
 			if valkey.IsValkeyNil(err) {
 				continue
 			}
 			var v item
 			if err != nil || json.Unmarshal(raw, &v) != nil {
-				return fmt.Errorf("naive key of %s %s: %v", e.entity, e.id, err)
+				return r, fmt.Errorf("naive key of %s %s: %v", entity, id, err)
 			}
 			if v.Version < source.Version {
-				r.staleNaive++
+				r.naive++
 			}
 		}
 	}
-	return nil
+	return r, nil
 }
 
 var poisonMarker = regexp.MustCompile(`e2e-poison-\d+`)
@@ -232,8 +258,9 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 	line("changes", r.changes)
 	line("reads", r.reads)
 	line("read_errors", r.readErrors)
-	line("stale_writethrough", r.staleWritethrough)
-	line("stale_naive", r.staleNaive)
+	line("stale_writethrough", r.stale.writethrough)
+	line("stale_naive", r.stale.naive)
+	line("stale_replica", r.stale.replica)
 	line("valid_parked", r.validParked)
 	line("lost", lost)
 	line("poison_sent", r.poisonSent)
@@ -256,10 +283,27 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 	}
 	line("drained", drained)
 	line("recovered", recovered)
+	// The races side by side: what the second delete prevents.
+	racesOK := true
+	for _, race := range r.races {
+		name := "race_second_delete_" + race.delay.String()
+		if race.delay == 0 {
+			name = "race_second_delete_off"
+		}
+		line(name+"_stale_writethrough", race.stale.writethrough)
+		line(name+"_stale_naive", race.stale.naive)
+		line(name+"_stale_replica", race.stale.replica)
+		line(name+"_drained", race.drained)
+		if race.delay > 0 {
+			racesOK = racesOK && race.drained && race.stale.writethrough+race.stale.naive+race.stale.replica == 0
+			r.notes = append(r.notes, race.stale.notes...)
+		}
+	}
 	for _, n := range r.notes {
 		fmt.Println("  " + n)
 	}
-	ok := r.staleWritethrough == 0 && r.validParked == 0 && lost == 0 && r.poisonUnparked == 0 && recovered
+	stale := r.stale.writethrough + r.stale.naive + r.stale.replica
+	ok := stale == 0 && racesOK && r.validParked == 0 && lost == 0 && r.poisonUnparked == 0 && recovered
 	fmt.Println(map[bool]string{true: "E2E PASS", false: "E2E FAIL"}[ok])
 	return ok
 }

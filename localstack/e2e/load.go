@@ -62,10 +62,14 @@ type load struct {
 	sns   *sns.Client
 	sqs   *sqs.Client
 
-	products, users *writethrough.Cache[item]
+	prefix string // of every ID the load writes and reads
+	poison bool   // one write in a hundred is poison
+
+	products, users, replicas *writethrough.Cache[item]
 
 	mu       sync.Mutex
-	versions map[string]int64 // "product:p-1" and "user:u-1" → the source's version
+	versions map[string]int64   // "product:p-1" and "user:u-1" → the source's version
+	history  map[string][]stamp // the same, each version since when, for the replica
 	changes  []change
 	poisons  []poisoned
 
@@ -76,7 +80,15 @@ type load struct {
 	writeCtx, readCtx context.Context
 }
 
-func newLoad(ctx context.Context, e env) (*load, error) {
+// stamp is a version of an entity and when the source took it.
+type stamp struct {
+	at      time.Time
+	version int64
+}
+
+// newLoad prepares a load whose IDs begin with prefix, poison among its
+// writes or not.
+func newLoad(ctx context.Context, e env, prefix string, poison bool) (*load, error) {
 	aws, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, err
@@ -87,17 +99,21 @@ func newLoad(ctx context.Context, e env) (*load, error) {
 	}
 	opts := writethrough.Options[item]{TTL: time.Hour, VersionOf: func(v item) int64 { return v.Version }}
 	l := &load{env: e, cache: cache, db: dynamodb.NewFromConfig(aws), sns: sns.NewFromConfig(aws), sqs: sqs.NewFromConfig(aws),
-		products: writethrough.New[item](cache, opts), users: writethrough.New[item](cache, opts), versions: map[string]int64{}}
+		prefix: prefix, poison: poison, products: writethrough.New[item](cache, opts), users: writethrough.New[item](cache, opts),
+		replicas: writethrough.New[item](cache, opts), versions: map[string]int64{}, history: map[string][]stamp{}}
 	for i := range entities {
-		id := "p-" + strconv.Itoa(i)
+		id := l.id("product", i)
 		if err := l.putProduct(ctx, id, 1, true); err != nil {
 			return nil, err
 		}
-		l.versions["product:"+id] = 1
-		l.versions["user:u-"+strconv.Itoa(i)] = 1
+		l.record("product", id, 1, time.Time{})
+		l.record("user", l.id("user", i), 1, time.Time{})
 	}
 	return l, nil
 }
+
+// id is the ID of the n-th entity of a kind: p-1, or u-1 for users.
+func (l *load) id(entity string, n int) string { return l.prefix + entity[:1] + "-" + strconv.Itoa(n) }
 
 func (l *load) putProduct(ctx context.Context, id string, version int64, category bool) error {
 	it := map[string]ddbtypes.AttributeValue{
@@ -110,8 +126,8 @@ func (l *load) putProduct(ctx context.Context, id string, version int64, categor
 }
 
 // start runs two writers (products through the stream, users through SNS)
-// and readers of both entities, cache-aside through writethrough and
-// through the usual recipe.
+// and readers of both entities, cache-aside through writethrough, through
+// the usual recipe, and through writethrough reading a lagging replica.
 func (l *load) start(ctx context.Context) {
 	l.writeCtx, l.stopW = context.WithCancel(ctx)
 	l.readCtx, l.stopR = context.WithCancel(ctx)
@@ -122,6 +138,8 @@ func (l *load) start(ctx context.Context) {
 		l.readers.Go(func() { l.read(l.readCtx, "user", l.cachedUser) })
 		l.readers.Go(func() { l.read(l.readCtx, "product", l.naiveProduct) })
 		l.readers.Go(func() { l.read(l.readCtx, "user", l.naiveUser) })
+		l.readers.Go(func() { l.read(l.readCtx, "product", l.replicaRead("product")) })
+		l.readers.Go(func() { l.read(l.readCtx, "user", l.replicaRead("user")) })
 	}
 }
 
@@ -143,7 +161,7 @@ func (l *load) stopReaders() {
 func (l *load) write(ctx context.Context, one func(ctx context.Context, poison int) error) {
 	for n := 0; ctx.Err() == nil; n++ {
 		poison := -1
-		if n%100 == 50 {
+		if l.poison && n%100 == 50 {
 			poison = n / 100
 		}
 		if err := one(ctx, poison); err == nil {
@@ -159,10 +177,22 @@ func (l *load) next(entity, id string) int64 {
 	return l.versions[entity+":"+id] + 1
 }
 
-func (l *load) wrote(entity, id string, version int64, c change) {
+// record notes that the source holds version of an entity since at, the
+// start of its write: what moto takes to answer is no replica lag.
+func (l *load) record(entity, id string, version int64, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.history[entity+":"+id]) == 0 {
+		at = time.Time{} // the first version, since always
+	}
 	l.versions[entity+":"+id] = version
+	l.history[entity+":"+id] = append(l.history[entity+":"+id], stamp{at, version})
+}
+
+// wrote notes a change written, to be invalidated.
+func (l *load) wrote(c change) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.changes = append(l.changes, c)
 }
 
@@ -190,13 +220,14 @@ func (l *load) writeProduct(ctx context.Context, poison int) error {
 		l.poisoned(poisoned{marker: marker, paths: []string{pathStream}})
 		return nil
 	}
-	id := "p-" + strconv.Itoa(rand.N(entities))
+	id := l.id("product", rand.N(entities))
 	v := l.next("product", id)
 	at := time.Now() // lag counts from the start of the write: moto may answer late
 	if err := l.putProduct(ctx, id, v, true); err != nil {
 		return err
 	}
-	l.wrote("product", id, v, change{marker: "e2e:mark:product:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathStream}, at: at})
+	l.record("product", id, v, at)
+	l.wrote(change{marker: "e2e:mark:product:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathStream}, at: at})
 	return nil
 }
 
@@ -231,12 +262,10 @@ func (l *load) writeUser(ctx context.Context, poison int) error {
 		l.poisoned(poisoned{marker: marker, paths: []string{pathPoller, pathSQS}})
 		return nil
 	}
-	id := "u-" + strconv.Itoa(rand.N(entities))
+	id := l.id("user", rand.N(entities))
 	v := l.next("user", id)
-	l.mu.Lock()
-	l.versions["user:"+id] = v // the write, before its event
-	l.mu.Unlock()
 	at := time.Now()
+	l.record("user", id, v, at) // the write, before its event
 	msg, _ := json.Marshal(map[string]any{"entity": "user", "id": id, "version": v, "occurredAt": at.UTC().Format(time.RFC3339Nano)})
 	// The source has changed: a producer that loses the event makes a stale
 	// cache no invalidator can mend, so this one insists.
@@ -247,17 +276,16 @@ func (l *load) writeUser(ctx context.Context, poison int) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	l.wrote("user", id, v, change{marker: "e2e:mark:user:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathPoller, pathSQS}, at: at})
+	l.wrote(change{marker: "e2e:mark:user:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathPoller, pathSQS}, at: at})
 	return nil
 }
 
 // read reads random keys of entity, one every 20-50 ms, each within 3 s,
 // as a service's requests would.
 func (l *load) read(ctx context.Context, entity string, get func(ctx context.Context, id string) error) {
-	prefix := entity[:1] + "-"
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		if err := get(rctx, prefix+strconv.Itoa(rand.N(entities))); err != nil && ctx.Err() == nil {
+		if err := get(rctx, l.id(entity, rand.N(entities))); err != nil && ctx.Err() == nil {
 			l.readErrors.Add(1)
 		}
 		cancel()
@@ -266,19 +294,42 @@ func (l *load) read(ctx context.Context, entity string, get func(ctx context.Con
 	}
 }
 
-// slowly returns after a load time: mostly milliseconds, now and then over
-// a second, as real loads are.
+// slowly returns after a load time of 0.1 to 1.5 s, a slow service's: the
+// longer a load, the likelier a change lands during it.
 func slowly(ctx context.Context) {
-	var d time.Duration
-	switch p := rand.N(100); {
-	case p < 80:
-		d = time.Millisecond + rand.N(50*time.Millisecond)
-	case p < 95:
-		d = 100*time.Millisecond + rand.N(400*time.Millisecond)
-	default:
-		d = time.Second + rand.N(500*time.Millisecond)
+	sleep(ctx, 100*time.Millisecond+rand.N(1400*time.Millisecond))
+}
+
+// maxReplicaLag is how far behind the source the replica may be.
+const maxReplicaLag = 500 * time.Millisecond
+
+// replicaRead reads entities through writethrough, loading them from a
+// replica of the source lagging up to maxReplicaLag, as DynamoDB's default
+// GetItem or a read replica may: a load after an invalidation can still
+// read the version before it.
+func (l *load) replicaRead(entity string) func(ctx context.Context, id string) error {
+	return func(ctx context.Context, id string) error {
+		_, err := l.replicas.Get(ctx, "replica:"+entity+":"+id, func(ctx context.Context) (item, error) {
+			it := l.replica(entity, id, time.Now().Add(-rand.N(maxReplicaLag)))
+			slowly(ctx)
+			return it, nil
+		})
+		return err
 	}
-	sleep(ctx, d)
+}
+
+// replica is the entity as the source held it at t.
+func (l *load) replica(entity, id string, t time.Time) item {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	it := item{ID: id}
+	for _, s := range l.history[entity+":"+id] {
+		if s.at.After(t) {
+			break
+		}
+		it.Version = s.version
+	}
+	return it
 }
 
 // sourceProduct reads a product from the table, strongly.
@@ -416,36 +467,46 @@ func (l *load) timeInvalidation(ctx context.Context, key string, send func(conte
 	return time.Since(start), errors.New("not invalidated within 30 s")
 }
 
-// drain waits until both queues are empty and a change sent through the
-// stream last is invalidated — the stream is done with all before it.
+// drain waits until the queues are empty, second deletes included, and a
+// change sent through the stream last is invalidated — the stream is done
+// with all before it; then until the second deletes that change brought
+// are done too.
 func (l *load) drain(ctx context.Context, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
-	for _, q := range []string{l.env.queueURL, l.env.rawQueue} {
-		for l.messages(ctx, q) != 0 {
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return false
+	empty := func() bool {
+		for _, q := range []string{l.env.queueURL, l.env.rawQueue, l.env.againQueue} {
+			for l.messages(ctx, q) != 0 {
+				if time.Now().After(deadline) || ctx.Err() != nil {
+					return false
+				}
+				sleep(ctx, 500*time.Millisecond)
 			}
-			sleep(ctx, 500*time.Millisecond)
 		}
+		return true
+	}
+	if !empty() {
+		return false
 	}
 	_, err := l.timeInvalidation(ctx, "cache:product:drained", func(ctx context.Context) error { return l.putProduct(ctx, "drained", 1, true) })
-	return err == nil
+	sleep(ctx, time.Second) // for the function to send the second delete after its first
+	return err == nil && empty()
 }
 
-// messages counts a queue's messages, visible or not, reading until two
-// reads agree: moto counts the two kinds in separate passes.
+// messages counts a queue's messages, visible, in flight or delayed,
+// reading until two reads agree: moto counts the kinds in separate passes.
 func (l *load) messages(ctx context.Context, queue string) int {
 	last := -1
 	for range 10 {
 		out, err := l.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queue),
 			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
 		if err != nil {
 			return -1
 		}
 		visible, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
 		hidden, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
-		if n := visible + hidden; n == last {
+		delayed, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)])
+		if n := visible + hidden + delayed; n == last {
 			return n
 		} else {
 			last = n

@@ -3,11 +3,12 @@
 // faults injected — a cache node killed and restarted empty, one restarted
 // with its data, every node frozen, the whole cache down, the poller
 // stopped and restarted, the driver killed and restarted, poison messages
-// all along — and then the count of what went wrong. It prints
-// E2E <name> <value> lines, and exits non-zero when a writethrough key is
-// stale, a valid change was parked or lost, a poison message was not
-// parked, or a path did not invalidate a fresh change within 5 s of a
-// fault's end.
+// all along — and then the count of what went wrong. Then two races without
+// faults, on entities of their own, with the second delete off and on, show
+// the stale values it prevents. It prints E2E <name> <value> lines, and
+// exits non-zero when a key is stale with the second delete on, a valid
+// change was parked or lost, a poison message was not parked, or a path did
+// not invalidate a fresh change within 5 s of a fault's end.
 package main
 
 import (
@@ -22,12 +23,12 @@ import (
 
 // plan is how long each part of a run lasts.
 type plan struct {
-	warmup, steady, nodeDown, freeze, cacheDown, restart time.Duration
+	warmup, steady, nodeDown, freeze, cacheDown, restart, race time.Duration
 }
 
 var (
-	full  = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second}
-	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second}
+	full  = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second, race: 30 * time.Second}
+	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second, race: 15 * time.Second}
 )
 
 // recoveryLimit is how soon after a fault's end every path must invalidate
@@ -37,6 +38,9 @@ const recoveryLimit = 5 * time.Second
 func main() {
 	isShort := flag.Bool("short", false, "the CI form: shorter outages and pauses, under 3 minutes")
 	bin := flag.String("bin", "bin", "directory of the built worker (make build)")
+	// Loads take up to 1.5 s and the replica lags up to 0.5 s: as the
+	// README advises, the delay is longer than the two together.
+	secondDelete := flag.Duration("second-delete", 3*time.Second, "SECOND_DELETE_DELAY of the run and of its race with the second delete on")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -44,7 +48,7 @@ func main() {
 	if *isShort {
 		p = short
 	}
-	ok, err := run(ctx, p, *bin)
+	ok, err := run(ctx, p, *bin, *secondDelete)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
@@ -54,18 +58,18 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, p plan, bin string) (bool, error) {
+func run(ctx context.Context, p plan, bin string, secondDelete time.Duration) (bool, error) {
 	start := time.Now()
 	env, err := loadEnv()
 	if err != nil {
 		return false, err
 	}
-	s, err := newStack(ctx, env, bin)
+	s, err := newStack(ctx, env, bin, secondDelete)
 	if err != nil {
 		return false, err
 	}
 	defer s.stop()
-	l, err := newLoad(ctx, env)
+	l, err := newLoad(ctx, env, "", true)
 	if err != nil {
 		return false, err
 	}
@@ -97,7 +101,40 @@ func run(ctx context.Context, p plan, bin string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	for _, delay := range []time.Duration{0, secondDelete} {
+		race, err := runRace(ctx, env, s, p.race, delay, start)
+		if err != nil {
+			return false, err
+		}
+		r.races = append(r.races, race)
+	}
 	return r.print(faults, drained, time.Since(start)), nil
+}
+
+// runRace restarts the worker with second deletes delay after the first
+// (0: off), runs writers and readers without faults on entities of their
+// own for d, drains, and counts the stale values left.
+func runRace(ctx context.Context, env env, s *stack, d, delay time.Duration, start time.Time) (race, error) {
+	r := race{delay: delay}
+	if err := s.setSecondDelete(delay); err != nil {
+		return r, err
+	}
+	name := map[bool]string{true: "off", false: "on"}[delay == 0]
+	l, err := newLoad(ctx, env, "race-"+name+"-", false)
+	if err != nil {
+		return r, err
+	}
+	progress := startProgress(start, l)
+	defer progress.stop()
+	progress.phase("race, second delete " + name)
+	l.start(ctx)
+	sleep(ctx, d)
+	progress.phase("race, second delete " + name + ", draining")
+	l.stopWriters()
+	r.drained = l.drain(ctx, time.Minute)
+	l.stopReaders()
+	r.stale, err = l.stale(ctx)
+	return r, err
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -22,6 +22,7 @@ type env struct {
 	root, state                    string
 	topicARN, queueURL, rawQueue   string
 	failureQueue, dlq, table       string
+	againQueue                     string // of second deletes
 	cachePorts                     []int
 	cache                          elasticache.Config // the ACL user of readers and checks
 	workerUser, workerPassword, ca string
@@ -30,9 +31,9 @@ type env struct {
 func loadEnv() (env, error) {
 	e := env{root: os.Getenv("INVALIDATOR_ROOT"), state: os.Getenv("LOCAL_STATE"), topicARN: os.Getenv("TOPIC_ARN"),
 		queueURL: os.Getenv("QUEUE_URL"), rawQueue: os.Getenv("RAW_QUEUE_URL"), failureQueue: os.Getenv("FAILURE_QUEUE_URL"),
-		dlq: os.Getenv("DLQ_URL"), table: os.Getenv("TABLE_NAME"), workerUser: os.Getenv("WORKER_USERNAME"),
+		dlq: os.Getenv("DLQ_URL"), table: os.Getenv("TABLE_NAME"), againQueue: os.Getenv("SECOND_DELETE_QUEUE_URL"), workerUser: os.Getenv("WORKER_USERNAME"),
 		workerPassword: os.Getenv("WORKER_PASSWORD"), ca: os.Getenv("CACHE_CA_FILE")}
-	for _, v := range []string{e.root, e.state, e.topicARN, e.queueURL, e.rawQueue, e.failureQueue, e.dlq, e.table, e.workerUser} {
+	for _, v := range []string{e.root, e.state, e.topicARN, e.queueURL, e.rawQueue, e.failureQueue, e.dlq, e.table, e.workerUser, e.againQueue} {
 		if v == "" {
 			return e, errors.New("the e2e stack's environment is missing: run make e2e")
 		}
@@ -53,13 +54,14 @@ func loadEnv() (env, error) {
 }
 
 // rules are the worker's: every change deletes its cache-aside keys, its
-// naive-recipe keys, and a marker key naming its version, by which the
-// run tells which changes were invalidated, by which path and when.
+// naive-recipe keys, its replica readers' keys, and a marker key naming its
+// version, by which the run tells which changes were invalidated, by which
+// path and when.
 const rules = `
 entities:
-  user: ["cache:user:{id}", "naive:user:{id}", "e2e:mark:user:{id}:{version}"]
+  user: ["cache:user:{id}", "naive:user:{id}", "replica:user:{id}", "e2e:mark:user:{id}:{version}"]
 tables:
-  TABLE: ["cache:product:{key.id}", "naive:product:{key.id}", "e2e:mark:product:{key.id}:{new.version}", "cache:category:{item.category}"]
+  TABLE: ["cache:product:{key.id}", "naive:product:{key.id}", "replica:product:{key.id}", "e2e:mark:product:{key.id}:{new.version}", "cache:category:{item.category}"]
 `
 
 // stack is the worker under test: the poller, and the driver running the
@@ -69,7 +71,9 @@ type stack struct {
 	poller, driver *proc
 }
 
-func newStack(ctx context.Context, e env, bin string) (*stack, error) {
+// newStack starts the worker, its second deletes secondDelete after the
+// first (0: off).
+func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration) (*stack, error) {
 	logs := filepath.Join(e.state, "logs")
 	// A run starts afresh: no checkpoints of an earlier stream, no old logs.
 	for _, dir := range []string{logs, filepath.Join(e.state, "esm")} {
@@ -89,7 +93,8 @@ func newStack(ctx context.Context, e env, bin string) (*stack, error) {
 		return nil, err
 	}
 	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=" + e.workerPassword, "LOG_LEVEL=debug",
-		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table)}
+		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table),
+		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String()}
 	s := &stack{env: e,
 		poller: &proc{name: "poller", path: filepath.Join(bin, "poller", "poller"), log: filepath.Join(logs, "poller.log"),
 			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
@@ -107,6 +112,19 @@ func newStack(ctx context.Context, e env, bin string) (*stack, error) {
 		}
 	}
 	return s, nil
+}
+
+// setSecondDelete restarts the poller and the driver with second deletes
+// delay after the first (0: off).
+func (s *stack) setSecondDelete(delay time.Duration) error {
+	s.stop()
+	for _, p := range []*proc{s.poller, s.driver} {
+		p.env = append(p.env, "SECOND_DELETE_DELAY="+delay.String()) // the last one counts
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *stack) stop() {
