@@ -239,6 +239,11 @@ func decodeChange(raw []byte, env envelope) (Change, error) {
 // change interprets the fields of a change message.
 func (f *fields) change(env envelope) (c Change, err error) {
 	c = Change{Source: env.source, OccurredAt: env.occurredAt}
+	// What is missing first: another kind of event (an S3 notification in
+	// EventBridge) fails for that, not for a field it happens to share.
+	if f.entity.raw == nil && f.keys.raw == nil {
+		return c, invalid("a change needs an entity or keys: this is no change message")
+	}
 	if f.entity.raw != nil {
 		if c.Entity, err = nonEmptyText("entity", f.entity.raw, f.entity.kind); err != nil {
 			return c, err

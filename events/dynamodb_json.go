@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -96,7 +97,7 @@ func decodeStreamRecord(data []byte, i int, sr *StreamRecord) (int, error) {
 				if kind != jsonscan.Number || perr != nil {
 					return end, invalid("ApproximateCreationDateTime must be a number of seconds")
 				}
-				sr.ApproximateCreationDateTime = time.Unix(0, int64(secs*float64(time.Second)))
+				sr.ApproximateCreationDateTime = epochTime(secs)
 			}
 		}
 		return end, err
@@ -264,4 +265,22 @@ func binaryText(value []byte, kind jsonscan.Kind) ([]byte, error) {
 		return nil, invalid("a binary attribute must be a base64 string")
 	}
 	return b, nil
+}
+
+// epochTime reads a time in seconds since the epoch, as streams write it,
+// or in milliseconds or microseconds, as some producers do: a value past
+// the year 5138 in seconds is taken as the finer unit. What is absurd in
+// any unit — negative, not finite — is no time at all, never an overflow.
+func epochTime(v float64) time.Time {
+	const maxSeconds = 1e11
+	for range 2 {
+		if v > maxSeconds {
+			v /= 1000
+		}
+	}
+	if !(v > 0 && v <= maxSeconds) { // NaN too
+		return time.Time{}
+	}
+	secs := math.Floor(v)
+	return time.Unix(int64(secs), int64((v-secs)*1e9))
 }

@@ -162,7 +162,7 @@ func TestSQSPathsAgree(t *testing.T) {
 func TestSQSJSONNamesBrokenRecords(t *testing.T) {
 	for _, tc := range []struct{ raw, id, reason string }{
 		{`{"body":7,"messageId":"m1"}`, "m1", "body must be a string"},
-		{`{"messageId":"m2"}`, "m2", "body must be a string"},
+		{`{"messageId":"m2"}`, "m2", "has no body"},
 		{`{"messageId":"m3","body":"{\"entity\":\"user\",\"id\":\"1\"}","attributes":{"SentTimestamp":"\u0031\u0030"}}`, "m3", ""},
 		{`{"messageId":5,"body":"{}"}`, "", "messageId must be a string"},
 		{`[]`, "", "want object"},
@@ -234,5 +234,33 @@ func TestDynamoDBJSONLimits(t *testing.T) {
 	broken := `{"eventName":7,"dynamodb":{"Keys":{"id":{"X":"1"}},"SequenceNumber":"43"}}`
 	if seq, _, err := DecodeDynamoDBJSON([]byte(broken)); seq != "43" || err == nil {
 		t.Fatalf("broken record: seq %q, err %v", seq, err)
+	}
+}
+
+// TestSplitRecordsRefusesWhatIsNoEvent: a payload without Records is no
+// event, and fails its invoke; an empty batch is one.
+func TestSplitRecordsRefusesWhatIsNoEvent(t *testing.T) {
+	for _, payload := range []string{`{}`, `{"detail-type":"Object Created","detail":{}}`, `{"records":[]}`} {
+		if _, err := SplitRecords([]byte(payload)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no Records") {
+			t.Errorf("%s: err %v, want no Records", payload, err)
+		}
+	}
+	if raws, err := SplitRecords([]byte(`{"Records":[]}`)); err != nil || len(raws) != 0 {
+		t.Errorf("an empty batch: %d records, %v", len(raws), err)
+	}
+}
+
+func TestCreationTimeInAnyUnit(t *testing.T) {
+	want := time.Unix(1795953600, 0)
+	for _, tc := range []struct {
+		value float64
+		want  time.Time
+	}{
+		{1795953600, want}, {1795953600000, want}, {1795953600000000, want}, {1795953600.5, want.Add(500 * time.Millisecond)},
+		{-1, time.Time{}}, {0, time.Time{}}, {1e300, time.Time{}},
+	} {
+		if got := epochTime(tc.value); !got.Equal(tc.want) {
+			t.Errorf("epochTime(%v) = %v, want %v", tc.value, got, tc.want)
+		}
 	}
 }

@@ -1,6 +1,10 @@
 package events
 
-import "github.com/invalidator-go/invalidator/internal/jsonscan"
+import (
+	"errors"
+
+	"github.com/invalidator-go/invalidator/internal/jsonscan"
+)
 
 // SplitRecords returns the raw records of a Lambda event payload as Lambda
 // delivers it ({"Records":[...]}: SQS, SNS, DynamoDB Streams), undecoded and
@@ -9,12 +13,19 @@ import "github.com/invalidator-go/invalidator/internal/jsonscan"
 // one: a record broken inside fails alone, by its ID. Decoding the payload
 // with encoding/json into typed records first costs several times the time
 // and memory of all the rest (bench/README.md).
+//
+// A payload without Records is no event at all — a misrouted trigger, a
+// manual invoke, an on-failure record sent to the wrong function — and an
+// error, so that the invoke fails rather than pass as an empty batch.
 func SplitRecords(payload []byte) ([][]byte, error) {
-	var records [][]byte
+	records := [][]byte{}
 	err := jsonscan.MemberElements(payload, "Records", func(rec []byte, _ jsonscan.Kind) error {
 		records = append(records, rec)
 		return nil
 	})
+	if errors.Is(err, jsonscan.ErrNoMember) {
+		return nil, &DecodeError{Reason: "not a Lambda event: no Records"}
+	}
 	if err != nil {
 		return nil, recordError("", err)
 	}

@@ -61,7 +61,11 @@ func DecodeSQSJSON(raw []byte) (string, []Change, error) {
 		first = cmp.Or(first, err)
 		return end, nil
 	})
-	if err = cmp.Or(err, first); err == nil && bodyKind != jsonscan.String {
+	switch err = cmp.Or(err, first); {
+	case err != nil:
+	case bodyKind == jsonscan.Invalid:
+		err = invalid("the record has no body")
+	case bodyKind != jsonscan.String:
 		err = invalid("body must be a string, not " + bodyKind.String())
 	}
 	if err != nil {

@@ -33,7 +33,7 @@ func (w *Worker) DynamoDB(ctx context.Context, payload []byte) (event.BatchRespo
 	rep, fates := w.Handle(ctx, decode.SourceDynamoDB, batch, func(i int) []byte { return raws[i] })
 	for i, fate := range fates {
 		if fate == Retry {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, event.BatchItemFailure{ItemIdentifier: rep.Results[i].Record})
+			resp.Retry(rep.Results[i].Record)
 		}
 	}
 	return resp, nil

@@ -268,3 +268,15 @@ func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
 		t.Fatalf("%d parked, want the nine beside 201 in its chunk", len(p))
 	}
 }
+
+func TestEachFailedIdentifierOnce(t *testing.T) {
+	queues := &fakes.SQS{}
+	payload, _ := json.Marshal(event.SQSEvent{Records: []event.SQSMessage{
+		{MessageId: "twice", Body: `{"entity":"down","id":"1"}`},
+		{MessageId: "twice", Body: `{"entity":"down","id":"2"}`},
+	}})
+	resp, err := testWorker(down, queues).SQS(deadline(t), payload)
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "twice" {
+		t.Fatalf("response %+v, %v: want the shared identifier once", resp, err)
+	}
+}

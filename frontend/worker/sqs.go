@@ -30,7 +30,7 @@ func (w *Worker) SQS(ctx context.Context, payload []byte) (event.BatchResponse, 
 	var retry []receipt
 	for i, fate := range fates {
 		if fate == Retry {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, event.BatchItemFailure{ItemIdentifier: rep.Results[i].Record})
+			resp.Retry(rep.Results[i].Record)
 			retry = append(retry, receiptOf(raws[i]))
 		}
 	}

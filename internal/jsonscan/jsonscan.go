@@ -14,6 +14,9 @@ import (
 // ErrSyntax is wrapped by every error about malformed JSON.
 var ErrSyntax = errors.New("invalid JSON")
 
+// ErrNoMember is MemberElements' error for an object without the member.
+var ErrNoMember = errors.New("no such member")
+
 // maxDepth matches encoding/json, which refuses deeper nesting.
 const maxDepth = 10000
 
@@ -93,19 +96,26 @@ func Members(data []byte, fn func(key, value []byte, kind Kind) error) error {
 // strings and brackets are followed to find where each ends, but what is
 // inside an object or array element is left for fn to validate, as the
 // decoders of such elements do anyway. In valid JSON they are the elements
-// Elements gives. A member key that is not an array is an error.
+// Elements gives. A member key that is not an array is an error, and so is
+// an object without it: ErrNoMember.
 func MemberElements(data []byte, key string, fn func(value []byte, kind Kind) error) error {
-	return Walk(data, func(k []byte, i int) (int, error) {
+	found := false
+	err := Walk(data, func(k []byte, i int) (int, error) {
 		if string(k) != key {
 			_, end, err := ValueAt(data, i)
 			return end, err
 		}
+		found = true
 		if i >= len(data) || data[i] != '[' {
 			_, kind, _ := Value(data[i:])
 			return i, syntaxErr(i, key+" must be an array, not "+kind.String())
 		}
 		return elements(data, skipSpace(data, i+1), 1, skimValue, fn)
 	})
+	if err == nil && !found {
+		err = ErrNoMember
+	}
+	return err
 }
 
 // Walk walks the object that is all of data, validating it, and calls value

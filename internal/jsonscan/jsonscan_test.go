@@ -220,15 +220,23 @@ func FuzzMemberElements(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var got, want [][]byte
 		err := MemberElements(data, "a", func(value []byte, _ Kind) error { got = append(got, value); return nil })
+		found := false
 		wantErr := Members(data, func(key, value []byte, kind Kind) error {
 			if string(key) != "a" {
 				return nil
 			}
+			found = true
 			if kind != Array {
 				return errors.New("not an array")
 			}
 			return Elements(value, func(value []byte, _ Kind) error { want = append(want, value); return nil })
 		})
+		if wantErr == nil && !found {
+			if !errors.Is(err, ErrNoMember) {
+				t.Fatalf("MemberElements(%q) = %v, want ErrNoMember", data, err)
+			}
+			return
+		}
 		if wantErr == nil && (err != nil || !slices.EqualFunc(got, want, bytes.Equal)) {
 			t.Fatalf("MemberElements(%q) = %q, %v; Members and Elements %q", data, got, err, want)
 		}
