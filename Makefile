@@ -52,9 +52,11 @@ bench: setup build ## measure against references in the same run; prints BENCH <
 
 # The e2e run gets a stack of its own, beside make local's: moto on 4600, a
 # cluster on 7301-7303, state under .local/e2e. The raw queue's visibility
-# is six times the 10 s function timeout the run gives the driver.
+# is six times the 10 s function timeout the run gives the driver; the
+# worker may delete the keys of every kind of reader the run has.
 E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=4600 AWS_ENDPOINT_URL=http://127.0.0.1:4600 \
-	CACHE_PORTS="7301 7302 7303" CACHE_ENDPOINT=127.0.0.1:7301 CACHE_CA_FILE=$(CURDIR)/.local/e2e/tls/ca.crt VISIBILITY_TIMEOUT=60
+	CACHE_PORTS="7301 7302 7303" CACHE_ENDPOINT=127.0.0.1:7301 CACHE_CA_FILE=$(CURDIR)/.local/e2e/tls/ca.crt VISIBILITY_TIMEOUT=60 \
+	WORKER_KEYS="cache:* naive:* replica:* e2e:mark:*"
 # What env.sh derives from the endpoint, should the calling shell have it.
 E2E_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL
 

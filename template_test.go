@@ -373,7 +373,19 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 	if acl == nil {
 		t.Fatal("no WORKER_ACL in env.sh")
 	}
-	access := strings.Fields(tpl.get("Resources", "CacheUser", "Properties", "AccessString").value())
+	// AccessString is !Sub [string, {Patterns: the CacheKeyPatterns}].
+	sub := tpl.get("Resources", "CacheUser", "Properties", "AccessString").items()
+	if len(sub) != 2 {
+		t.Fatal("the cache user's AccessString is not a !Sub of the key patterns")
+	}
+	access := strings.Fields(sub[0].Value)
+	if !slices.Contains(access, "~${Patterns}") || !strings.Contains(sub[1].text(), "CacheKeyPatterns") {
+		t.Errorf("the cache user's keys are not CacheKeyPatterns: %s", sub[0].Value)
+	}
+	keys := regexp.MustCompile(`export WORKER_KEYS="\$\{WORKER_KEYS:-([^}]*)\}"`).FindStringSubmatch(string(data))
+	if keys == nil || strings.Join(strings.Fields(keys[1]), ",") != tpl.get("Parameters", "CacheKeyPatterns", "Default").value() {
+		t.Errorf("WORKER_KEYS %v locally, want the template's CacheKeyPatterns", keys)
+	}
 	for _, rule := range strings.Fields(acl[1]) {
 		if !slices.Contains(access, rule) {
 			t.Errorf("the ElastiCache user lacks %q, which the worker is tested with", rule)

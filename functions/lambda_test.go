@@ -97,7 +97,7 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 	c := testenv.Cache(t)
 	ns := rand.Text()
 	key := func(id string) string { return "cache:product:" + ns + id }
-	setKeys(t, c, key("raw"), key("sns"), key("eb"), key("a1"), key("a2"), "explicit:"+ns)
+	setKeys(t, c, key("raw"), key("sns"), key("eb"), key("a1"), key("a2"), "cache:explicit:"+ns, "session:"+ns)
 	failures, env := failureQueue(t)
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
 
@@ -106,7 +106,8 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 		sqsMessage("sns", snsEnvelope(`{"entity":"product","id":"`+ns+`sns","op":"update"}`)),
 		sqsMessage("eventbridge", `{"version":"0","id":"1","detail-type":"ProductChanged","source":"catalog","time":"2026-11-29T12:00:00Z","detail":{"entity":"product","id":"`+ns+`eb"}}`),
 		sqsMessage("array", `[{"entity":"product","id":"`+ns+`a1"},{"entity":"product","id":"`+ns+`a2"}]`),
-		sqsMessage("explicit", `{"keys":["explicit:`+ns+`"]}`),
+		sqsMessage("explicit", `{"keys":["cache:explicit:`+ns+`"]}`),
+		sqsMessage("session", `{"keys":["session:`+ns+`"]}`), // outside the rules' keys (cache:*)
 		sqsMessage("not-json", `<xml/>`),
 		sqsMessage("no-id", `{"entity":"product"}`),
 		sqsMessage("bad-op", snsEnvelope(`{"entity":"product","id":"1","op":"upsert"}`)),
@@ -115,10 +116,13 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 	if failed := batchFailures(t, fn, ev); len(failed) != 0 {
 		t.Fatalf("batch item failures = %q, want none: the bad messages are parked", failed)
 	}
-	requireGone(t, c, key("raw"), key("sns"), key("eb"), key("a1"), key("a2"), "explicit:"+ns)
-	p := parked(t, failures, 3)
-	if ids := parkedIDs(p); !slices.Equal(ids, []string{"bad-op", "no-id", "not-json"}) {
-		t.Fatalf("parked %q, want the three bad messages", ids)
+	requireGone(t, c, key("raw"), key("sns"), key("eb"), key("a1"), key("a2"), "cache:explicit:"+ns)
+	if n := missing(t, c, []string{"session:" + ns}); n != 0 {
+		t.Fatal("a key outside the allowed ones was deleted")
+	}
+	p := parked(t, failures, 4)
+	if ids := parkedIDs(p); !slices.Equal(ids, []string{"bad-op", "no-id", "not-json", "session"}) {
+		t.Fatalf("parked %q, want the four bad messages", ids)
 	}
 	for _, r := range p {
 		var rec event.SQSMessage

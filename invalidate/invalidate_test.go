@@ -97,7 +97,7 @@ func TestInvalidateBeyondTheArgumentLimit(t *testing.T) {
 	c := testenv.Cache(t)
 	keys := make([]string, 5000) // one record, more keys than a request may carry arguments
 	for i := range keys {
-		keys[i] = "big:" + strconv.Itoa(i)
+		keys[i] = "cache:big:" + strconv.Itoa(i)
 	}
 	setKeys(ctx, t, c, keys)
 	rep := New(Valkey(c), Options{}).Invalidate(ctx, Decoded([]Record{{ID: "big", Changes: []events.Change{{Keys: keys}}}}))

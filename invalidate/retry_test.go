@@ -150,7 +150,8 @@ type panicky struct{}
 func (panicky) Unlink(context.Context, []string, []invalidate.KeyStatus) []error { panic("cache bug") }
 
 // TestNoPermissionFailsForGood runs against the stack: a user that may not
-// touch a key gets NOPERM, which no retry can change.
+// touch a key gets NOPERM, which no retry can change, should the rules have
+// let the key through.
 func TestNoPermissionFailsForGood(t *testing.T) {
 	admin := testenv.Cache(t)
 	cfg := testenv.CacheConfig(t)
@@ -171,7 +172,12 @@ func TestNoPermissionFailsForGood(t *testing.T) {
 	defer limited.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	rep := invalidate.New(invalidate.Valkey(limited), invalidate.Options{}).Invalidate(ctx, invalidate.Decoded([]invalidate.Record{
+	// The rules allow every key: the server's ACL alone refuses.
+	everything, err := invalidate.ParseRules([]byte(`allowedKeys: ["*"]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := invalidate.New(invalidate.Valkey(limited), invalidate.Options{Rules: everything}).Invalidate(ctx, invalidate.Decoded([]invalidate.Record{
 		{ID: "denied", Changes: []events.Change{{Keys: []string{"denied:1", "allowed:1"}}}},
 	}))
 	res := rep.Results[0]

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -24,6 +25,7 @@ const DefaultMaxKeyBytes = 1024
 //
 //	default: ["cache:{entity}:{id}"]          # changes without a rule
 //	maxKeyBytes: 1024
+//	allowedKeys: ["cache:*"]                  # what may be deleted at all
 //	entities:                                 # change messages, by entity
 //	  product: ["cache:product:{id}", "cache:{product:{id}}:reviews", "cache:product-list"]
 //	tables:                                   # DynamoDB stream records, by table
@@ -35,6 +37,14 @@ type RulesConfig struct {
 	Default []string `json:"default,omitempty"`
 	// MaxKeyBytes is the longest key allowed, in bytes. Default 1024.
 	MaxKeyBytes int `json:"maxKeyBytes,omitempty"`
+	// AllowedKeys are the patterns of the keys the worker may delete,
+	// planned or given in a change's keys, as Valkey's ACL key patterns
+	// read them (* and ? only): give the cache user the same ones. A key
+	// outside them fails its record, for good. Default: each template's
+	// literal text up to its first placeholder, then * ("cache:*" for the
+	// default rules); a template that begins with a placeholder allows
+	// every key.
+	AllowedKeys []string `json:"allowedKeys,omitempty"`
 	// Entities maps an entity to the templates of its change messages.
 	Entities map[string][]string `json:"entities,omitempty"`
 	// Tables maps a DynamoDB table to the templates of its stream records,
@@ -50,6 +60,7 @@ type Rules struct {
 	entities    map[string][]template
 	tables      map[string][]template
 	maxKeyBytes int
+	allowed     allowed
 }
 
 // DefaultRules returns the rules used when none are configured: every change
@@ -83,12 +94,36 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 			return nil, err
 		}
 	}
+	sets := [][]template{r.defaults}
 	for _, name := range sortedKeys(cfg.Tables) {
 		if r.tables[name], err = compile("tables."+name, cfg.Tables[name], true); err != nil {
 			return nil, err
 		}
+		sets = append(sets, r.tables[name])
 	}
+	for _, name := range sortedKeys(cfg.Entities) {
+		sets = append(sets, r.entities[name])
+	}
+	if cfg.AllowedKeys == nil {
+		r.allowed = derive(sets...)
+		return r, nil
+	}
+	if len(cfg.AllowedKeys) == 0 {
+		return nil, fmt.Errorf("%w: allowedKeys is empty: no key could ever be deleted", ErrConfig)
+	}
+	for _, p := range cfg.AllowedKeys {
+		if err := checkPattern(p); err != nil {
+			return nil, err
+		}
+	}
+	r.allowed = allowed{patterns: cfg.AllowedKeys}
 	return r, nil
+}
+
+// AllowedKeys returns the patterns of the keys the rules may delete, and
+// whether they were derived from the templates rather than given.
+func (r *Rules) AllowedKeys() (patterns []string, derived bool) {
+	return r.allowed.patterns, r.allowed.derived
 }
 
 func compile(where string, raws []string, allowImages bool) ([]template, error) {
@@ -176,13 +211,18 @@ func (r *Rules) Keys(c *events.Change, dst []string) ([]string, error) {
 	}
 	kept := dst[:start]
 	for _, k := range dst[start:] {
-		if len(k) > r.maxKeyBytes {
+		switch {
+		case len(k) > r.maxKeyBytes:
 			if first == nil {
 				first = &PlanError{Reason: "key of " + strconv.Itoa(len(k)) + " bytes is longer than the maximum of " + strconv.Itoa(r.maxKeyBytes)}
 			}
-			continue
+		case !r.allowed.permits(k):
+			if first == nil {
+				first = &PlanError{Reason: "key " + strconv.Quote(truncateKey(k)) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
+			}
+		default:
+			kept = append(kept, k)
 		}
-		kept = append(kept, k)
 	}
 	return kept, first
 }
@@ -199,4 +239,12 @@ func (r *Rules) templatesFor(c *events.Change) []template {
 		return r.defaults
 	}
 	return ts
+}
+
+// truncateKey keeps an error message short: a key may be long.
+func truncateKey(k string) string {
+	if len(k) > 100 {
+		return strings.ToValidUTF8(k[:100], "") + "…"
+	}
+	return k
 }

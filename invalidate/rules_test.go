@@ -59,7 +59,7 @@ func TestKeys(t *testing.T) {
 			[]string{"cache:product:42", "cache:{product:42}:reviews", "cache:products:list"}},
 		{"escaped brace", &events.Change{Entity: "opaque", ID: "7"}, []string{"cache:{id}:7"}},
 		{"version", &events.Change{Entity: "versioned", ID: "7", Version: 3, HasVersion: true}, []string{"cache:v:7:3"}},
-		{"explicit keys replace rules", &events.Change{Entity: "product", ID: "42", Keys: []string{"a", "{b}"}}, []string{"a", "{b}"}},
+		{"explicit keys replace rules", &events.Change{Entity: "product", ID: "42", Keys: []string{"cache:a", "cache:{b}"}}, []string{"cache:a", "cache:{b}"}},
 		{"IDs are data", &events.Change{Entity: "user", ID: "*  {x}\r\n"}, []string{"cache:user:*  {x}\r\n"}},
 		{"default for a table without a rule", &events.Change{Entity: "Orders", ID: "o#1", Source: events.SourceDynamoDB, Table: "Orders"},
 			[]string{"cache:Orders:o#1"}},
@@ -214,5 +214,57 @@ func BenchmarkDefaultKey(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		keys, _ = rules.Keys(&c, keys[:0])
+	}
+}
+
+func TestKeysOutsideTheAllowedOnesFail(t *testing.T) {
+	derived, err := ParseRules([]byte(`entities: {product: ["cache:product:{id}", "cache:{product:{id}}:reviews", "lists:products"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if patterns, isDerived := derived.AllowedKeys(); !isDerived || strings.Join(patterns, " ") != "cache:* lists:products" {
+		t.Fatalf("derived %q (%v), want cache:* and the literal key", patterns, isDerived)
+	}
+	given, err := ParseRules([]byte(`{allowedKeys: ["cache:product:*", "cache:?:x"], default: ["{entity}:{id}"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		rules *Rules
+		keys  []string
+		kept  []string
+	}{
+		{derived, []string{"cache:product:1", "session:abc", "lists:products"}, []string{"cache:product:1", "lists:products"}},
+		{derived, []string{"lists:products:2"}, nil},
+		{given, []string{"cache:product:1", "cache:a:x", "cache:ab:x", "cache:user:1"}, []string{"cache:product:1", "cache:a:x"}},
+	} {
+		kept, err := tc.rules.Keys(&events.Change{Entity: "product", Keys: tc.keys}, nil)
+		wantErr := len(kept) != len(tc.keys)
+		if !slices.Equal(kept, tc.kept) || wantErr != errors.Is(err, ErrPlan) || wantErr && !strings.Contains(err.Error(), "outside the allowed keys") {
+			t.Errorf("%q: kept %q, %v; want %q", tc.keys, kept, err, tc.kept)
+		}
+	}
+	// A planned key is held to them too: {entity} may be anything.
+	if _, err := given.Keys(&events.Change{Entity: "session", ID: "1"}, nil); !errors.Is(err, ErrPlan) {
+		t.Errorf("session:1 planned: %v, want ErrPlan", err)
+	}
+	for _, bad := range []string{`allowedKeys: []`, `allowedKeys: [""]`, `allowedKeys: ["cache:[ab]*"]`} {
+		if _, err := ParseRules([]byte(bad)); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", bad, err)
+		}
+	}
+}
+
+func TestGlobMatch(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"*", "", true}, {"cache:*", "cache:", true}, {"cache:*", "cach", false}, {"a*b*c", "axxbyyc", true},
+		{"a*b*c", "axxbyy", false}, {"?", "", false}, {"a?c", "abc", true}, {"*:x", "a:b:x", true}, {"ab", "abc", false},
+	} {
+		if got := globMatch(tc.pattern, tc.s); got != tc.want {
+			t.Errorf("globMatch(%q, %q) = %v", tc.pattern, tc.s, got)
+		}
 	}
 }

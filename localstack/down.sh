@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stops everything the local stack started (every pidfile under .local/run:
 # moto, the cluster nodes, workers and emulators started by make local, and
-# the private clusters of tests and benchmarks under .local/*/run) and
+# the private clusters of tests under .local/*/run, not the stacks of make
+# e2e and make bench) and
 # removes the clusters' node state, so the next up.sh starts clean.
 # Certificates are kept. Safe to run when nothing is running.
 set -euo pipefail
@@ -14,8 +15,10 @@ shopt -s nullglob
 read -ra ports <<<"$CACHE_PORTS"
 [ -f "$RUN_DIR/moto.pid" ] && ports+=("$MOTO_PORT") # a LocalStack we reused is not ours to stop
 pids=()
-# Private clusters of tests and benchmarks keep their state one level down.
+# Private clusters of tests keep their state one level down. The stacks of
+# make e2e and make bench run beside this one, and their targets stop them.
 for pidfile in "$RUN_DIR"/*.pid "$LOCAL_STATE"/*/run/*.pid; do
+  case "$pidfile" in "$LOCAL_STATE"/e2e/run/* | "$LOCAL_STATE"/bench/run/*) continue ;; esac
   pid=$(cat "$pidfile")
   if [[ "$pid" =~ ^[0-9]+$ ]] && kill -TERM "$pid" 2>/dev/null; then
     pids+=("$pid")
@@ -29,7 +32,10 @@ done
 # functions with them: nothing of another stack (make e2e beside make local)
 # is touched.
 
-rm -rf "$CACHE_DIR" "$LOCAL_STATE"/*/cache
+for dir in "$LOCAL_STATE"/*/cache; do
+  case "$dir" in "$LOCAL_STATE"/e2e/* | "$LOCAL_STATE"/bench/*) ;; *) rm -rf "$dir" ;; esac
+done
+rm -rf "$CACHE_DIR"
 for port in "${ports[@]}"; do
   wait_until 5 port_closed "$port" ||
     die "port $port is still in use by a process this stack did not start"

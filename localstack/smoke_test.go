@@ -271,12 +271,16 @@ func TestWorkerUserMayOnlyDelete(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := t.Context()
-	if err := c.Do(ctx, c.B().Unlink().Key("smoke:worker").Build()).Error(); err != nil {
+	if err := c.Do(ctx, c.B().Unlink().Key("cache:smoke:worker").Build()).Error(); err != nil {
 		t.Fatalf("UNLINK as the worker: %v", err)
 	}
+	// Its keys are the rules' (WORKER_KEYS): nothing else, even to delete.
+	if err := c.Do(ctx, c.B().Unlink().Key("session:smoke").Build()).Error(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Errorf("UNLINK session:smoke as the worker: %v, want NOPERM", err)
+	}
 	for name, cmd := range map[string]valkey.Completed{
-		"GET":      c.B().Get().Key("smoke:worker").Build(),
-		"SET":      c.B().Set().Key("smoke:worker").Value("x").Build(),
+		"GET":      c.B().Get().Key("cache:smoke:worker").Build(),
+		"SET":      c.B().Set().Key("cache:smoke:worker").Value("x").Build(),
 		"FLUSHALL": c.B().Flushall().Build(),
 	} {
 		if err := c.Do(ctx, cmd).Error(); err == nil || !strings.Contains(err.Error(), "NOPERM") {

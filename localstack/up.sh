@@ -93,10 +93,19 @@ enable-debug-command local
 # ACL users can only be declared in a config file.
 user default off
 user $CACHE_USERNAME on >$CACHE_PASSWORD ~* &* +@all
-user $WORKER_USERNAME on >$WORKER_PASSWORD ~* $WORKER_ACL$(worker_acl_extra)
+user $WORKER_USERNAME on >$WORKER_PASSWORD $(worker_keys) $WORKER_ACL$(worker_acl_extra)
 masteruser $CACHE_USERNAME
 masterauth $CACHE_PASSWORD
 EOF
+}
+
+# worker_keys is WORKER_KEYS as ACL key patterns, ~cache:* and so on; read
+# into an array, so that no pattern is expanded as a file name.
+worker_keys() {
+  local patterns p out=""
+  read -ra patterns <<<"$WORKER_KEYS"
+  for p in "${patterns[@]}"; do out+="~$p "; done
+  printf '%s' "${out% }"
 }
 
 # Valkey knows CLIENT SETINFO, which valkey-go sends when it connects.

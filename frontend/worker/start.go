@@ -36,6 +36,12 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 		return nil, err
 	}
 	tune(&opt)
+	if patterns, derived := cfg.Rules.AllowedKeys(); derived {
+		logger.Info("the rules name no allowedKeys: only keys matching the templates' literal prefixes are deleted; give the cache user the same patterns",
+			"allowed_keys", patterns)
+	} else {
+		logger.Info("allowed keys", "allowed_keys", patterns)
+	}
 	conn := newConnection(opt, cfg.Cache.Endpoint, logger)
 	opts := Options{Name: name, Logger: logger, Namespace: cfg.Namespace, Queues: queues}
 	if cfg.FailureQueueURL != "" {
