@@ -73,22 +73,20 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 	errs := make(chan error, 3)
 	mappings := 0
 	opts := rie.Options{Output: os.Stdout, Timeout: s.timeout}
-	if s.queue != "" || s.again != "" {
-		// One emulator takes one invoke at a time: both mappings share it,
-		// as both share the function in AWS.
+	// One emulator per mapping: an emulator takes one invoke at a time, and
+	// in AWS the two mappings invoke the function side by side.
+	for _, url := range []string{s.queue, s.again} {
+		if url == "" {
+			continue
+		}
 		fn, err := rie.Start(filepath.Join(s.bin, "sqs-invalidate", "bootstrap"), opts)
 		if err != nil {
 			return err
 		}
 		defer fn.Stop()
-		for _, url := range []string{s.queue, s.again} {
-			if url == "" {
-				continue
-			}
-			m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Function: fn, BatchSize: int32(s.sqsBatch), Logger: log}
-			go func() { errs <- m.Run(ctx) }()
-			mappings++
-		}
+		m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Function: fn, BatchSize: int32(s.sqsBatch), Logger: log}
+		go func() { errs <- m.Run(ctx) }()
+		mappings++
 	}
 	if s.table != "" {
 		desc, err := dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)})
