@@ -65,7 +65,7 @@ e2e: setup build ## the pipeline under faults, on a stack of its own; prints E2E
 	  { go run ./localstack/e2e $(E2E_FLAGS); status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
 
 e2e-short: E2E_FLAGS := -short
-e2e-short: e2e ## make e2e with shorter outages, under 3 minutes (CI)
+e2e-short: e2e ## make e2e with shorter outages and races, about 4 minutes (CI)
 
 lint: ## gofmt, go vet, shellcheck (when installed) and cfn-lint
 	$(ENV) && test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

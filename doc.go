@@ -1,7 +1,8 @@
 // Package invalidator is the root of the invalidator module: event-driven
 // cache invalidation for services on AWS with ElastiCache Serverless for
-// Valkey. The code lives in its packages — events (decoding), invalidate
-// (rules and deletes), writethrough (the services' library), recipes,
-// functions (the Lambda functions and the poller) — and the deployment in
-// template.yaml, whose safety properties this package's tests check.
+// Valkey. The code lives in its packages — for services: events (decoding),
+// invalidate (rules and deletes), writethrough (their library), elasticache
+// (connecting), recipes; frontend (the worker, the poller, the Lambda
+// runtime wrapper, replay) and functions (their mains) — and the deployment
+// in template.yaml, whose safety properties this package's tests check.
 package invalidator

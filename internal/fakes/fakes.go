@@ -1,6 +1,3 @@
-// Package fakes holds an invalidate.Cache and an SQS in memory, for the
-// tests that need nothing running (go test -short): the worker, the poller
-// and the invalidator's own logic.
 package fakes
 
 import (

@@ -36,7 +36,7 @@ var (
 const recoveryLimit = 5 * time.Second
 
 func main() {
-	isShort := flag.Bool("short", false, "the CI form: shorter outages and pauses, under 3 minutes")
+	isShort := flag.Bool("short", false, "the CI form: shorter outages, pauses and races, about 4 minutes")
 	bin := flag.String("bin", "bin", "directory of the built worker (make build)")
 	// Loads take up to 1.5 s and the replica lags up to 0.5 s: as the
 	// README advises, the delay is longer than the two together.
