@@ -280,3 +280,20 @@ func TestEachFailedIdentifierOnce(t *testing.T) {
 		t.Fatalf("response %+v, %v: want the shared identifier once", resp, err)
 	}
 }
+
+// TestAPayloadThatIsNoEventFailsTheInvoke: a misrouted trigger or a manual
+// invoke is not acknowledged as an empty batch.
+func TestAPayloadThatIsNoEventFailsTheInvoke(t *testing.T) {
+	w := testWorker(nil, &fakes.SQS{})
+	for _, payload := range []string{`{}`, `{"detail-type":"Object Created","detail":{}}`, `[]`} {
+		if _, err := w.SQS(deadline(t), []byte(payload)); err == nil {
+			t.Errorf("SQS %s: no error", payload)
+		}
+		if _, err := w.DynamoDB(deadline(t), []byte(payload)); err == nil {
+			t.Errorf("DynamoDB %s: no error", payload)
+		}
+		if _, err := w.SNS(deadline(t), []byte(payload)); err == nil {
+			t.Errorf("SNS %s: no error", payload)
+		}
+	}
+}

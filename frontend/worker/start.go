@@ -99,6 +99,10 @@ func tune(opt *valkey.ClientOption) {
 	// call wait. The default 1,024 slots are each a mutex, two conditions
 	// and a channel, made at connect.
 	opt.RingScaleEachConn = 4
+	// While a slot migrates a command may bounce between its two nodes
+	// (MOVED, ASK); past a few redirects the key fails for now, and the
+	// invalidator tries it again after a backoff instead of spinning.
+	opt.ClusterOption.MaxMovedRedirections = 8
 }
 
 // Connect waits, until ctx ends, for the attempt to connect in flight.

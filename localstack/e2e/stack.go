@@ -185,6 +185,10 @@ func (s *stack) faults(p plan) []fault {
 			}
 			return s.cacheUp(ctx)
 		}},
+		{"slots-migrated", func(ctx context.Context) error {
+			// Redirects (MOVED, ASK) while 2,000 slots and their keys move.
+			return s.reshard(ctx, ports[0], ports[1], 2000)
+		}},
 		{"cache-down", func(ctx context.Context) error {
 			for _, port := range ports {
 				if err := s.shutdown(ctx, port); err != nil {
@@ -212,16 +216,51 @@ func (s *stack) kill(port int, sig syscall.Signal) error {
 
 // shutdown stops the node on port after saving its data, which it loads
 // again when it restarts.
-func (s *stack) shutdown(ctx context.Context, port int) error {
+// cli is the cache's CLI run against the node on port as the admin user.
+func (s *stack) cli(ctx context.Context, port int, args ...string) (*exec.Cmd, error) {
 	cli, err := exec.LookPath("valkey-cli")
 	if err != nil {
 		if cli, err = exec.LookPath("redis-cli"); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	cmd := exec.CommandContext(ctx, cli, "--tls", "--cacert", s.env.ca, "-h", "127.0.0.1", "-p", strconv.Itoa(port),
-		"--user", s.env.cache.Username, "--no-auth-warning", "SHUTDOWN", "SAVE")
+	cmd := exec.CommandContext(ctx, cli, append([]string{"--tls", "--cacert", s.env.ca, "-h", "127.0.0.1", "-p", strconv.Itoa(port),
+		"--user", s.env.cache.Username, "--no-auth-warning"}, args...)...)
 	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+s.env.cache.Password)
+	return cmd, nil
+}
+
+// reshard moves n slots, keys and all, from the node on port from to the
+// node on port to, as scaling the cache does, while the load runs.
+func (s *stack) reshard(ctx context.Context, from, to, n int) error {
+	ids := map[int]string{}
+	for _, port := range []int{from, to} {
+		cmd, err := s.cli(ctx, port, "CLUSTER", "MYID")
+		if err != nil {
+			return err
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("CLUSTER MYID on %d: %w", port, err)
+		}
+		ids[port] = strings.TrimSpace(string(out))
+	}
+	cmd, err := s.cli(ctx, from, "--cluster", "reshard", "127.0.0.1:"+strconv.Itoa(from), "--cluster-from", ids[from],
+		"--cluster-to", ids[to], "--cluster-slots", strconv.Itoa(n), "--cluster-yes", "--cluster-pipeline", "20")
+	if err != nil {
+		return err
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("reshard: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func (s *stack) shutdown(ctx context.Context, port int) error {
+	cmd, err := s.cli(ctx, port, "SHUTDOWN", "SAVE")
+	if err != nil {
+		return err
+	}
 	// The node closes the connection as it goes: the command's own status
 	// says nothing; the port closing does.
 	_ = cmd.Run()
