@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/invalidator-go/invalidator/frontend/lambda/event"
 	"github.com/invalidator-go/invalidator/internal/fakes"
 )
 
@@ -45,25 +46,24 @@ type nilWriter struct{}
 
 func (nilWriter) Write(p []byte) (int, error) { return len(p), nil }
 
+// named is a batch answer's records to retry.
+func named(resp event.BatchResponse, err error) ([]string, error) {
+	var ids []string
+	for _, r := range resp.BatchItemFailures {
+		ids = append(ids, r.ItemIdentifier)
+	}
+	return ids, err
+}
+
 func FuzzSQSFrontEnd(f *testing.F) {
 	fuzzFrontEnd(f, "sqs*.json", func(w *Worker, ctx context.Context, payload []byte) ([]string, error) {
-		resp, err := w.SQS(ctx, payload)
-		var ids []string
-		for _, r := range resp.BatchItemFailures {
-			ids = append(ids, r.ItemIdentifier)
-		}
-		return ids, err
+		return named(w.SQS(ctx, payload))
 	})
 }
 
 func FuzzStreamFrontEnd(f *testing.F) {
 	fuzzFrontEnd(f, "dynamodb*.json", func(w *Worker, ctx context.Context, payload []byte) ([]string, error) {
-		resp, err := w.DynamoDB(ctx, payload)
-		var ids []string
-		for _, r := range resp.BatchItemFailures {
-			ids = append(ids, r.ItemIdentifier)
-		}
-		return ids, err
+		return named(w.DynamoDB(ctx, payload))
 	})
 }
 
