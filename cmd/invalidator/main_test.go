@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -63,8 +64,22 @@ func TestReplayExitStatus(t *testing.T) {
 	}
 	send(`{"entity":"user","id":"` + rand.Text() + `"}`)
 	send(`{"entity":"user"}`)
-	if code, lines := replay(); code != 1 || len(lines) != 3 || lines[2]["replayed"] != 2.0 || lines[2]["failed"] != 1.0 {
-		t.Fatalf("exit %d, output %v: want 1, two messages and a summary", code, lines)
+	// A send may land twice (at least once, and moto under load does):
+	// count what was replayed rather than expect two lines.
+	code, lines := replay()
+	var passed, failed float64
+	for _, l := range lines[:len(lines)-1] {
+		if l["deleted"] == true {
+			passed++
+		} else if !strings.Contains(fmt.Sprint(l["error"]), "placeholder {id}") {
+			t.Fatalf("line %v: want the bad message's reason", l)
+		} else {
+			failed++
+		}
+	}
+	summary := lines[len(lines)-1]
+	if code != 1 || passed < 1 || failed < 1 || summary["replayed"] != passed+failed || summary["failed"] != failed {
+		t.Fatalf("exit %d, output %v: want 1, each message and a summary", code, lines)
 	}
 	// The bad message is left: purge it, and all passes.
 	if _, err := c.PurgeQueue(t.Context(), &sqs.PurgeQueueInput{QueueUrl: q.QueueUrl}); err != nil {
