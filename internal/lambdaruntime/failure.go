@@ -11,11 +11,11 @@ import (
 	"strings"
 )
 
-// failure is an invoke's error as the runtime API takes it, and as
-// aws-lambda-go sent it.
 // stderr is where panics' tracebacks go; tests take them.
 var stderr io.Writer = os.Stderr
 
+// failure is an invoke's error as the runtime API takes it, and as
+// aws-lambda-go sent it.
 type failure struct {
 	Message    string  `json:"errorMessage"`
 	Type       string  `json:"errorType"`
