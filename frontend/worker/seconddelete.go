@@ -99,7 +99,7 @@ func chunkKeys(keys []string) [][]string {
 	return chunks
 }
 
-// secondDeletes counts a batch's second deletes.
+// secondDeletes counts a batch's second deletes, in distinct keys.
 type secondDeletes struct {
 	scheduled int // keys sent to be deleted again
 	keys      int // keys of second deletes deleted now
@@ -127,9 +127,14 @@ func markSecondDeletes(batch invalidate.Batch, again []bool) invalidate.Batch {
 func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Report, again []bool) (n secondDeletes) {
 	owners := map[string][]int{}
 	var keys []string
+	seen := map[string]bool{} // a key two second deletes share counts once
 	for i, res := range rep.Results {
 		if again[i] {
 			for _, k := range res.Keys {
+				if seen[k.Key] {
+					continue
+				}
+				seen[k.Key] = true
 				n.keys++
 				if k.Status == invalidate.KeyDeleted {
 					n.present++
