@@ -130,11 +130,11 @@ func failureQueue(t *testing.T) (url string, env []string) {
 }
 
 // parked receives the parked records of a failure queue, waiting until
-// there are want of them or 10 s have passed.
+// there are want of them or 20 s have passed: moto slows under the load of every test at once.
 func parked(t *testing.T, url string, want int) []parking.Record {
 	t.Helper()
 	var records []parking.Record
-	for deadline := time.Now().Add(10 * time.Second); len(records) < want && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(20 * time.Second); len(records) < want && time.Now().Before(deadline); {
 		out, err := testenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 600})
 		if err != nil {

@@ -88,7 +88,7 @@ func TestSNSToSQSToTheFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the published change did not invalidate its key", gone(t, c, key))
-	eventually(t, 5*time.Second, "the message was not deleted", func() bool { return messages(t, q.URL) == 0 })
+	eventually(t, 15*time.Second, "the message was not deleted", func() bool { return messages(t, q.URL) == 0 })
 }
 
 // TestPoisonMessageIsParked: a message that can never be decoded is
@@ -113,13 +113,13 @@ func TestPoisonMessageIsParked(t *testing.T) {
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
 	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
 
-	eventually(t, 5*time.Second, "the good messages of the batch were not processed", gone(t, c, good...))
+	eventually(t, 15*time.Second, "the good messages of the batch were not processed", gone(t, c, good...))
 	p := parked(t, failures, 1)
 	var rec event.SQSMessage
 	if len(p) != 1 || json.Unmarshal(p[0].Content(), &rec) != nil || rec.Body != entries[2] || !strings.Contains(p[0].Reason, "malformed JSON") {
 		t.Fatalf("parked %+v, want the poison message, whole, and why", p)
 	}
-	eventually(t, 5*time.Second, "the queue was not emptied", func() bool { return messages(t, q.URL) == 0 })
+	eventually(t, 15*time.Second, "the queue was not emptied", func() bool { return messages(t, q.URL) == 0 })
 	if n := messages(t, q.DLQ); n != 0 {
 		t.Fatalf("%d messages in the DLQ, want none", n)
 	}
@@ -169,7 +169,7 @@ func TestSecondDeleteUnderTheEmulator(t *testing.T) {
 	setKeys(t, c, key)
 	start := time.Now()
 	sendRaw(t, q, `{"entity":"product","id":"`+strings.TrimPrefix(key, "cache:product:")+`"}`)
-	eventually(t, 5*time.Second, "the first delete did not come", gone(t, c, key))
+	eventually(t, 15*time.Second, "the first delete did not come", gone(t, c, key))
 	setKeys(t, c, key) // a stale fill, landing after the invalidation
 	eventually(t, 10*time.Second, "the second delete did not come", gone(t, c, key))
 	if took := time.Since(start); took < 2*time.Second {

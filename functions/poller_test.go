@@ -205,7 +205,7 @@ func TestPollerDrainsOnSIGTERM(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	sendRaw(t, q, `{"entity":"user","id":"1"}`, `{"entity":"user","id":"2"}`)
-	eventually(t, 5*time.Second, "the poller did not take both messages", func() bool { return inFlight(t, q.URL) == 2 && p.succeeded() == 0 })
+	eventually(t, 15*time.Second, "the poller did not take both messages", func() bool { return inFlight(t, q.URL) == 2 && p.succeeded() == 0 })
 	time.Sleep(500 * time.Millisecond)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
