@@ -2,6 +2,7 @@
 // does one job, takes flags with environment fallbacks, answers --help, and
 // exits non-zero when it fails.
 //
+//	invalidator keys      the keys an event's records plan, touching nothing
 //	invalidator replay    re-invalidate what the failure queue (or a DLQ) holds
 package main
 
@@ -19,6 +20,7 @@ type verb struct {
 }
 
 var verbs = []verb{
+	{"keys", "print the keys the rules plan for an event's records, touching nothing", keysVerb},
 	{"replay", "re-invalidate what the failure queue (or a DLQ) holds, and delete what passes", replayVerb},
 }
 

@@ -26,6 +26,8 @@ func TestVerbsAndHelp(t *testing.T) {
 		{[]string{"nope"}, 2, `unknown verb "nope"`},
 		{[]string{"replay", "--help"}, 0, "usage: invalidator replay"},
 		{[]string{"replay", "--queue", ""}, 2, "no queue"},
+		{[]string{"keys", "--help"}, 0, "usage: invalidator keys"},
+		{[]string{"keys", "no-such-file.json"}, 2, "no-such-file.json"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(tc.args, &stdout, &stderr); code != tc.code || !strings.Contains(stdout.String()+stderr.String(), tc.out) {

@@ -106,17 +106,12 @@ flags:
 // replayer connects to the queue, the stream and the cache as the worker
 // would from this environment.
 func replayer(ctx context.Context, queue, endpoint, rules string) (*replay.Replayer, func(), error) {
-	getenv := func(key string) string {
-		switch {
-		case key == "CACHE_ENDPOINT":
+	getenv := ruleEnv(rules, func(key string) string {
+		if key == "CACHE_ENDPOINT" {
 			return endpoint
-		case key == "INVALIDATION_RULES_FILE":
-			return rules
-		case key == "INVALIDATION_RULES" && rules != "":
-			return ""
 		}
 		return os.Getenv(key)
-	}
+	})
 	cfg, err := worker.LoadConfig(getenv)
 	if err != nil {
 		return nil, nil, err
