@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -66,10 +67,13 @@ flags:
 		if *asJSON {
 			line, _ := json.Marshal(out)
 			fmt.Fprintf(stdout, "%s\n", line)
-		} else if out.Error != "" {
-			fmt.Fprintf(stdout, "%s\t%s\terror: %s\n", out.Record, strings.Join(out.Keys, " "), out.Error)
 		} else {
-			fmt.Fprintf(stdout, "%s\t%s\n", out.Record, strings.Join(out.Keys, " "))
+			id := cmp.Or(out.Record, "-") // a bare message has no ID
+			if out.Error != "" {
+				fmt.Fprintf(stdout, "%s\t%s\terror: %s\n", id, strings.Join(out.Keys, " "), out.Error)
+			} else {
+				fmt.Fprintf(stdout, "%s\t%s\n", id, strings.Join(out.Keys, " "))
+			}
 		}
 	}
 	return status
