@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,13 +10,14 @@ import (
 	"strings"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
 func keysVerb(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	rulesFile := fs.String("rules", os.Getenv("INVALIDATION_RULES_FILE"), "the worker's rules file, else INVALIDATION_RULES [INVALIDATION_RULES_FILE]")
+	rulesFile := rulesFlag(fs)
 	asJSON := fs.Bool("json", false, "one JSON object per record on stdout")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: invalidator keys [flags] [FILE|-]
@@ -32,11 +32,8 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parse(fs, args); !ok {
+		return code
 	}
 	in := io.Reader(os.Stdin)
 	if name := fs.Arg(0); name != "" && name != "-" {
@@ -131,27 +128,18 @@ func records(data []byte) []invalidate.Record {
 	return out
 }
 
-// record decodes one record of a Lambda payload, by its source's shape.
+// record decodes one record of a Lambda payload as the function for its
+// source, told by its shape, does.
 func record(raw []byte) invalidate.Record {
 	var members map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &members)
 	switch {
 	case members["dynamodb"] != nil:
-		seq, c, err := events.DecodeDynamoDBJSON(raw)
-		if err != nil {
-			return invalidate.Record{ID: seq, Err: err}
-		}
-		return invalidate.Record{ID: seq, Changes: []events.Change{c}}
+		return worker.Decode(events.SourceDynamoDB, raw)
 	case members["Sns"] != nil:
-		var rec events.SNSRecord
-		if err := json.Unmarshal(raw, &rec); err != nil {
-			return invalidate.Record{Err: &events.DecodeError{Reason: "not an SNS record", Err: err}}
-		}
-		changes, err := events.DecodeSNS(rec)
-		return invalidate.Record{ID: rec.SNS.MessageID, Changes: changes, Err: err}
+		return worker.Decode(events.SourceSNS, raw)
 	default:
-		id, changes, err := events.DecodeSQSJSON(raw)
-		return invalidate.Record{ID: id, Changes: changes, Err: err}
+		return worker.Decode(events.SourceSQS, raw)
 	}
 }
 

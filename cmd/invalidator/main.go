@@ -7,6 +7,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +45,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "invalidator: unknown verb %q\n\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// parse parses a verb's flags; when it is not ok the verb returns code:
+// 0 after --help, 2 after a bad flag.
+func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
+}
+
+// rulesFlag is the --rules flag of the verbs that plan keys.
+func rulesFlag(fs *flag.FlagSet) *string {
+	return fs.String("rules", os.Getenv("INVALIDATION_RULES_FILE"), "the worker's rules file, else INVALIDATION_RULES [INVALIDATION_RULES_FILE]")
 }
 
 func usage(w io.Writer) {

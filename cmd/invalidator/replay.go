@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,7 +26,7 @@ func replayVerb(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	queue := fs.String("queue", os.Getenv("FAILURE_QUEUE_URL"), "the queue to replay: the failure queue, or a DLQ [FAILURE_QUEUE_URL]")
 	endpoint := fs.String("cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
-	rules := fs.String("rules", os.Getenv("INVALIDATION_RULES_FILE"), "the worker's rules file, else INVALIDATION_RULES [INVALIDATION_RULES_FILE]")
+	rules := rulesFlag(fs)
 	keep := fs.Bool("keep", false, "leave replayed messages in the queue")
 	most := fs.Int("max", 0, "replay at most this many messages (default all)")
 	asJSON := fs.Bool("json", false, "one JSON object per message on stdout, then a summary object")
@@ -45,11 +44,8 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parse(fs, args); !ok {
+		return code
 	}
 	if *queue == "" {
 		fmt.Fprintln(stderr, "invalidator replay: no queue: give --queue or FAILURE_QUEUE_URL")

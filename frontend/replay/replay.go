@@ -17,6 +17,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/frontend/streams"
+	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -159,7 +160,7 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 		}
 		records := make([]invalidate.Record, len(raws))
 		for i, raw := range raws {
-			records[i] = snsRecord(raw)
+			records[i] = worker.Decode(events.SourceSNS, raw)
 		}
 		return records, nil
 	default:
@@ -174,29 +175,16 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 func (r *Replayer) parked(ctx context.Context, p parking.Record) ([]invalidate.Record, error) {
 	content := p.Content()
 	switch p.Source {
-	case events.SourceSQS:
-		id, changes, err := events.DecodeSQSJSON(content)
-		return []invalidate.Record{{ID: id, Changes: changes, Err: err}}, nil
-	case events.SourceSNS:
-		return []invalidate.Record{snsRecord(content)}, nil
 	case events.SourceDynamoDB:
 		if p.Truncated {
 			return r.streamRecord(ctx, content)
 		}
-		seq, c, err := events.DecodeDynamoDBJSON(content)
-		return []invalidate.Record{{ID: seq, Changes: []events.Change{c}, Err: err}}, nil
+		return []invalidate.Record{worker.Decode(p.Source, content)}, nil
+	case events.SourceSQS, events.SourceSNS:
+		return []invalidate.Record{worker.Decode(p.Source, content)}, nil
 	default:
 		return nil, fmt.Errorf("parked record from an unknown source %q", p.Source)
 	}
-}
-
-func snsRecord(raw []byte) invalidate.Record {
-	var rec events.SNSRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return invalidate.Record{Err: &events.DecodeError{Reason: "not an SNS record", Err: err}}
-	}
-	changes, err := events.DecodeSNS(rec)
-	return invalidate.Record{ID: rec.SNS.MessageID, Changes: changes, Err: err}
 }
 
 // lambdaStreamBatch is the coordinates a stream mapping sends to its

@@ -23,13 +23,7 @@ func (w *Worker) DynamoDB(ctx context.Context, payload []byte) (event.BatchRespo
 		// Not a stream event at all: fail the invoke, and Lambda retries it.
 		return resp, err
 	}
-	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
-		seq, c, err := decode.DecodeDynamoDBJSON(*raw)
-		if err != nil {
-			return invalidate.Record{ID: seq, Err: err}
-		}
-		return invalidate.Record{ID: seq, Changes: []decode.Change{c}}
-	})
+	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record { return Decode(decode.SourceDynamoDB, *raw) })
 	rep, fates := w.Handle(ctx, decode.SourceDynamoDB, batch, func(i int) []byte { return raws[i] })
 	for i, fate := range fates {
 		if fate == Retry {

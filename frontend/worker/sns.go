@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 
 	decode "github.com/invalidator-go/invalidator/events"
@@ -20,14 +19,7 @@ func (w *Worker) SNS(ctx context.Context, payload []byte) (struct{}, error) {
 	if err != nil {
 		return struct{}{}, err
 	}
-	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
-		var rec decode.SNSRecord
-		if err := json.Unmarshal(*raw, &rec); err != nil {
-			return invalidate.Record{Err: &decode.DecodeError{Reason: "not an SNS record", Err: err}}
-		}
-		changes, err := decode.DecodeSNS(rec)
-		return invalidate.Record{ID: rec.SNS.MessageID, Changes: changes, Err: err}
-	})
+	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record { return Decode(decode.SourceSNS, *raw) })
 	rep, fates := w.Handle(ctx, decode.SourceSNS, batch, func(i int) []byte { return raws[i] })
 	var failed RecordsFailed
 	for i, fate := range fates {

@@ -22,10 +22,7 @@ func (w *Worker) SQS(ctx context.Context, payload []byte) (event.BatchResponse, 
 		// Not an SQS event at all: fail the invoke, and Lambda retries it.
 		return resp, err
 	}
-	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
-		id, changes, err := decode.DecodeSQSJSON(*raw)
-		return invalidate.Record{ID: id, Changes: changes, Err: err}
-	})
+	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record { return Decode(decode.SourceSQS, *raw) })
 	rep, fates := w.Handle(ctx, decode.SourceSQS, batch, func(i int) []byte { return raws[i] })
 	var retry []receipt
 	for i, fate := range fates {
