@@ -327,7 +327,7 @@ func (f *flight) settle(b *batch) (retry []int32) {
 			}
 			b.status[k] = st
 			if s.errs != nil && s.errs[i] != nil {
-				b.errs[k] = s.errs[i]
+				b.errs[k] = lastError(s.errs[i], b.errs[k])
 				if st == KeyFailed && f.ctx.Err() == nil && !permanentKeyError(s.errs[i]) {
 					retry = append(retry, k)
 				}
@@ -335,6 +335,20 @@ func (f *flight) settle(b *batch) (retry []int32) {
 		}
 	}
 	return retry
+}
+
+// lastError is a key's latest failure. When the deadline cut short the
+// attempt, the failure that kept the key retrying until then says more, and
+// is kept beside it.
+func lastError(err, before error) error {
+	if before == nil || !isContextError(err) || isContextError(before) {
+		return err
+	}
+	return fmt.Errorf("%w, after %w", err, before)
+}
+
+func isContextError(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // pause waits before the next attempt, exponential with equal jitter, and

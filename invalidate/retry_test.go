@@ -68,6 +68,25 @@ func TestTransientFailuresLastUntilTheDeadline(t *testing.T) {
 	}
 }
 
+// TestTheDeadlineKeepsWhyTheKeyWasRetried: an attempt cut short by the
+// deadline does not hide the failure that kept the key retrying.
+func TestTheDeadlineKeepsWhyTheKeyWasRetried(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cache := &fakes.Cache{Fail: func(_ string, attempt int) error {
+		if attempt == 1 {
+			return fakes.ErrRefused
+		}
+		cancel() // the time runs out during the second attempt
+		return ctx.Err()
+	}}
+	rep := invalidate.New(cache, fast()).Invalidate(ctx, invalidate.Decoded([]invalidate.Record{user("1")}))
+	res := rep.Results[0]
+	if !res.Transient || !errors.Is(res.Err, syscall.ECONNREFUSED) || !errors.Is(res.Err, context.Canceled) {
+		t.Fatalf("result %+v: want the deadline and the refused connection before it", res)
+	}
+}
+
 // TestAStuckAttemptIsRetried: a node that stops answering costs one
 // attempt, not the deadline.
 func TestAStuckAttemptIsRetried(t *testing.T) {
