@@ -59,22 +59,29 @@ func queueARN(t *testing.T, c *sqs.Client, url string) string {
 	return out.Attributes[string(types.QueueAttributeNameQueueArn)]
 }
 
-// newTopic makes a topic delivering to q in SNS envelopes, removed after the test.
-func newTopic(t *testing.T, q queue) string {
+// newTopic makes a topic delivering to the queues in SNS envelopes, removed
+// after the test.
+func newTopic(t *testing.T, queues ...queue) string {
 	t.Helper()
 	c := testenv.SNS(t)
 	topic, err := c.CreateTopic(t.Context(), &sns.CreateTopicInput{Name: aws.String("test-" + strings.ToLower(rand.Text()[:12]))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := c.Subscribe(t.Context(), &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(q.ARN)})
-	if err != nil {
-		t.Fatal(err)
+	var subs []*string
+	for _, q := range queues {
+		sub, err := c.Subscribe(t.Context(), &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(q.ARN)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, sub.SubscriptionArn)
 	}
-	// Unsubscribe before the queue goes: moto fails publishes to a deleted queue.
+	// Unsubscribe before the queues go: moto fails publishes to a deleted queue.
 	t.Cleanup(func() {
 		ctx := context.Background()
-		_, _ = c.Unsubscribe(ctx, &sns.UnsubscribeInput{SubscriptionArn: sub.SubscriptionArn})
+		for _, sub := range subs {
+			_, _ = c.Unsubscribe(ctx, &sns.UnsubscribeInput{SubscriptionArn: sub})
+		}
 		_, _ = c.DeleteTopic(ctx, &sns.DeleteTopicInput{TopicArn: topic.TopicArn})
 	})
 	return *topic.TopicArn

@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// binDir holds the binaries, built once for all tests as make build does.
+// binDir holds the binaries, built once for all tests as make build does,
+// and the CLI.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./...")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./...", "../cmd/invalidator")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the functions: %v\n%s", err, out)

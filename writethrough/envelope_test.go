@@ -78,3 +78,22 @@ func TestLoaderPanicFailsWithItsStack(t *testing.T) {
 		t.Fatalf("err = %v, want the panic and the stack where it happened", o.err)
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		want Stored
+		ok   bool
+	}{
+		{entry{kind: kindLease, stamp: "s"}.encode(), Stored{Lease: true}, true},
+		{entry{kind: kindValue, stamp: "s", version: 7, payload: []byte(`{"a":1}`)}.encode(), Stored{Version: 7}, true},
+		{entry{kind: kindNotFound, stamp: "s", version: 3}.encode(), Stored{NotFound: true, Version: 3}, true},
+		{`{"version":9}`, Stored{}, false},
+		{"wt1|x|s", Stored{}, false},
+	} {
+		got, ok := Describe([]byte(c.raw))
+		if got != c.want || ok != c.ok {
+			t.Errorf("Describe(%q) = %+v, %v; want %+v, %v", c.raw, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -3,6 +3,7 @@
 // exits non-zero when it fails.
 //
 //	invalidator keys      the keys an event's records plan, touching nothing
+//	invalidator inspect   measure the cache's consistency with the changes
 //	invalidator replay    re-invalidate what the failure queue (or a DLQ) holds
 package main
 
@@ -23,6 +24,7 @@ type verb struct {
 
 var verbs = []verb{
 	{"keys", "print the keys the rules plan for an event's records, touching nothing", keysVerb},
+	{"inspect", "measure the cache's consistency with the changes, as a second consumer of the events", inspectVerb},
 	{"replay", "re-invalidate what the failure queue (or a DLQ) holds, and delete what passes", replayVerb},
 }
 

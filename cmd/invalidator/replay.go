@@ -11,13 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/frontend/replay"
-	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -102,29 +99,12 @@ flags:
 // replayer connects to the queue, the stream and the cache as the worker
 // would from this environment.
 func replayer(ctx context.Context, queue, endpoint, rules string) (*replay.Replayer, func(), error) {
-	getenv := ruleEnv(rules, func(key string) string {
-		if key == "CACHE_ENDPOINT" {
-			return endpoint
-		}
-		return os.Getenv(key)
-	})
-	cfg, err := worker.LoadConfig(getenv)
-	if err != nil {
-		return nil, nil, err
-	}
-	aws, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	if iam := cfg.Cache.IAM; iam != nil {
-		iam.Region, iam.Credentials = aws.Region, aws.Credentials
-	}
-	cache, err := elasticache.New(cfg.Cache)
+	w, err := connect(ctx, endpoint, rules)
 	if err != nil {
 		return nil, nil, err
 	}
 	return &replay.Replayer{
-		SQS: sqs.NewFromConfig(aws), Streams: dynamodbstreams.NewFromConfig(aws), QueueURL: queue,
-		Invalidator: invalidate.New(invalidate.Valkey(cache), invalidate.Options{Rules: cfg.Rules}),
-	}, cache.Close, nil
+		SQS: sqs.NewFromConfig(w.aws), Streams: dynamodbstreams.NewFromConfig(w.aws), QueueURL: queue,
+		Invalidator: invalidate.New(invalidate.Valkey(w.cache), invalidate.Options{Rules: w.cfg.Rules}),
+	}, w.cache.Close, nil
 }

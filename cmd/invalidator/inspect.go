@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/invalidator-go/invalidator/frontend/inspect"
+)
+
+func inspectVerb(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	stream := fs.String("stream", os.Getenv("INSPECT_STREAM_ARN"), "a DynamoDB stream to read beside the stream function [INSPECT_STREAM_ARN]")
+	queue := fs.String("queue", os.Getenv("INSPECT_QUEUE_URL"), "an SQS queue of the inspector's own, subscribed to the worker's topic; its messages are deleted [INSPECT_QUEUE_URL]")
+	endpoint := fs.String("cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
+	rules := rulesFlag(fs)
+	sample := fs.Float64("sample", envFloat("INSPECT_SAMPLE", 1), "the share of changes checked, from 0 to 1; lower it on a busy system [INSPECT_SAMPLE]")
+	at := fs.String("at", envOr("INSPECT_AT", "1s,10s"), "when to check each change's keys after the change is read [INSPECT_AT]")
+	run := fs.Duration("for", 0, "stop reading after this long, then finish the checks (default: until interrupted)")
+	versionPath := fs.String("version-path", os.Getenv("INSPECT_VERSION_PATH"), "where plain JSON values hold their version, like version or meta.version; writethrough entries carry theirs [INSPECT_VERSION_PATH]")
+	itemVersion := fs.String("item-version", "version", "the number attribute of a stream record's new image that holds the item's version")
+	wantNines := fs.Float64("want-nines", 0, "exit 1 when consistency at the longest delay shows fewer nines than this")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: invalidator inspect [flags]
+
+Measures how consistent the cache is with the changes that invalidate it.
+Reads changes as a second consumer — a DynamoDB stream, or an SQS queue of
+its own subscribed to the topic —, samples them, plans their keys with the
+worker's rules, and after each delay reads those keys (GET only). A key is
+consistent when it is absent, holds a writethrough lease, or holds a version
+at least the change's: a writethrough entry's, or the number at
+--version-path in a JSON value. Others are unverified. Prints progress on
+stderr, then consistency at each delay as a share and as nines, and the
+inconsistent keys. Interrupt once to stop reading and finish the checks,
+twice to stop at once.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	delays, err := parseDelays(*at)
+	if err != nil {
+		fmt.Fprintln(stderr, "invalidator inspect: --at:", err)
+		return 2
+	}
+	if *stream == "" && *queue == "" {
+		fmt.Fprintln(stderr, "invalidator inspect: nothing to read: give --stream, --queue or both")
+		return 2
+	}
+	if *sample <= 0 || *sample > 1 {
+		fmt.Fprintln(stderr, "invalidator inspect: --sample: want a share above 0, up to 1")
+		return 2
+	}
+
+	// The first signal stops the reading, the second the checks.
+	read, stopReading := context.WithCancel(context.Background())
+	checks, stopChecks := context.WithCancel(context.Background())
+	defer stopReading()
+	defer stopChecks()
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(signals)
+	go func() {
+		<-signals
+		stopReading()
+		<-signals
+		stopChecks()
+	}()
+	if *run > 0 {
+		time.AfterFunc(*run, stopReading)
+	}
+
+	s, err := connect(read, *endpoint, *rules)
+	if err != nil {
+		fmt.Fprintln(stderr, "invalidator inspect:", err)
+		return 1
+	}
+	defer s.cache.Close()
+	var sources []inspect.Source
+	if *stream != "" {
+		sources = append(sources, &inspect.Stream{Client: dynamodbstreams.NewFromConfig(s.aws), ARN: *stream})
+	}
+	if *queue != "" {
+		sources = append(sources, &inspect.Queue{Client: sqs.NewFromConfig(s.aws), URL: *queue})
+	}
+	in := inspect.New(inspect.Valkey(s.cache), s.cfg.Rules, inspect.Options{Sample: *sample, Delays: delays,
+		VersionPath: inspect.ParsePath(*versionPath), ItemVersion: *itemVersion})
+
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fmt.Fprintln(stderr, progress(in.Snapshot(), time.Since(start), read.Err() != nil))
+			}
+		}
+	}()
+	rep, err := in.Run(read, checks, sources...)
+	close(done)
+	if *asJSON {
+		_ = json.NewEncoder(stdout).Encode(rep)
+	} else {
+		printReport(stdout, rep)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "invalidator inspect:", err)
+		return 1
+	}
+	if last := rep.Delays[len(rep.Delays)-1]; *wantNines > 0 {
+		if n, _ := last.Nines(); n < *wantNines {
+			fmt.Fprintf(stderr, "invalidator inspect: %.2f nines at +%v, want %v\n", n, last.After, *wantNines)
+			return 1
+		}
+	}
+	return 0
+}
+
+func parseDelays(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for f := range strings.SplitSeq(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%q: want durations like 1s,10s", s)
+		}
+		if len(out) > 0 && d <= out[len(out)-1] {
+			return nil, fmt.Errorf("%q: want increasing delays", s)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// progress is the line printed every two seconds on stderr.
+func progress(r inspect.Report, elapsed time.Duration, finishing bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "inspect %v: %d changes read, %d sampled; checked", elapsed.Round(time.Second), r.Changes, r.Sampled)
+	for _, d := range r.Delays {
+		fmt.Fprintf(&b, " +%v: %d keys, %d inconsistent;", d.After, d.Keys, d.Inconsistent)
+	}
+	if finishing {
+		b.WriteString(" reading stopped, finishing the checks")
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+func printReport(w io.Writer, r inspect.Report) {
+	fmt.Fprintf(w, "%d records read: %d changes, %d sampled; %d records undecodable, %d sampled changes with no keys\n",
+		r.Records, r.Changes, r.Sampled, r.Undecodable, r.Unplanned)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "after\tkeys\tconsistent\tinconsistent\tunverified\tunreadable\tconsistency\tnines")
+	for _, d := range r.Delays {
+		nines, atLeast := d.Nines()
+		n := strconv.FormatFloat(float64(int(nines*100))/100, 'f', 2, 64)
+		if atLeast {
+			n = "≥ " + n // all checks consistent: more checks could show more
+		}
+		fmt.Fprintf(tw, "+%v\t%d\t%d\t%d\t%d\t%d\t%.4f%%\t%s\n", d.After, d.Keys, d.Consistent, d.Inconsistent, d.Unverified, d.Unreadable, 100*d.Share(), n)
+	}
+	tw.Flush()
+	if len(r.Inconsistent) > 0 {
+		fmt.Fprintf(w, "inconsistent keys (the first %d):\n", len(r.Inconsistent))
+		for _, f := range r.Inconsistent {
+			fmt.Fprintf(w, "  +%v %s holds version %d, the change to %s %s made %d\n", f.After, f.Key, f.Found, f.Entity, f.ID, f.Want)
+		}
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envFloat(key string, def float64) float64 {
+	if f, err := strconv.ParseFloat(os.Getenv(key), 64); err == nil {
+		return f
+	}
+	return def
+}

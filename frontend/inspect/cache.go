@@ -1,0 +1,46 @@
+package inspect
+
+import (
+	"context"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// Cache is what the inspector needs of the cache: reading keys.
+type Cache interface {
+	// Get reads keys and returns what each holds, in order.
+	Get(ctx context.Context, keys []string) []Read
+}
+
+// Read is what one key held.
+type Read struct {
+	Value   []byte
+	Present bool
+	Err     error // the cache did not answer
+}
+
+// Valkey reads keys with GET through a valkey-go client, which sends each
+// to its slot's node: the inspector's cache user needs only +get (and
+// +asking to follow a slot in migration).
+func Valkey(c valkey.Client) Cache { return valkeyCache{c} }
+
+type valkeyCache struct{ c valkey.Client }
+
+func (v valkeyCache) Get(ctx context.Context, keys []string) []Read {
+	cmds := make(valkey.Commands, len(keys))
+	for i, k := range keys {
+		cmds[i] = v.c.B().Get().Key(k).Build()
+	}
+	out := make([]Read, len(keys))
+	for i, r := range v.c.DoMulti(ctx, cmds...) {
+		b, err := r.AsBytes()
+		switch {
+		case err == nil:
+			out[i] = Read{Value: b, Present: true}
+		case valkey.IsValkeyNil(err):
+		default:
+			out[i] = Read{Err: err}
+		}
+	}
+	return out
+}

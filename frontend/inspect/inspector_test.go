@@ -1,0 +1,102 @@
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+// fakeCache holds JSON values; a key named in down does not answer.
+type fakeCache struct {
+	mu     sync.Mutex
+	values map[string]string
+	down   map[string]bool
+}
+
+func (f *fakeCache) Get(_ context.Context, keys []string) []Read {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Read, len(keys))
+	for i, k := range keys {
+		v, ok := f.values[k]
+		switch {
+		case f.down[k]:
+			out[i].Err = errors.New("down")
+		case ok:
+			out[i] = Read{Value: []byte(v), Present: true}
+		}
+	}
+	return out
+}
+
+// changes is a source that emits its records once, then waits.
+type changes [][]events.Change
+
+func (c changes) Read(ctx context.Context, emit func([]events.Change, error)) error {
+	for _, r := range c {
+		emit(r, nil)
+	}
+	emit(nil, &events.DecodeError{Reason: "malformed JSON"})
+	<-ctx.Done()
+	return nil
+}
+
+func TestInspectorJudgesEachKeyAtEachDelay(t *testing.T) {
+	rules, err := invalidate.LoadRules(func(string) string { return "" }) // cache:{entity}:{id}
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := func(id string, v int64) events.Change {
+		return events.Change{Entity: "user", ID: id, Version: v, HasVersion: true}
+	}
+	cache := &fakeCache{values: map[string]string{
+		"cache:user:stale":       `{"version":1}`,
+		"cache:user:fresh":       `{"version":2}`,
+		"cache:user:unversioned": `{"name":"x"}`,
+	}, down: map[string]bool{"cache:user:down": true}}
+	src := changes{
+		{user("stale", 2), user("fresh", 2)},
+		{user("gone", 2), user("unversioned", 2), user("down", 2)},
+		{{Entity: "user"}}, // no ID: the rules plan nothing
+	}
+	in := New(cache, rules, Options{Delays: []time.Duration{10 * time.Millisecond, 50 * time.Millisecond}, VersionPath: []string{"version"}})
+	read, stop := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer stop()
+	rep, err := in.Run(read, t.Context(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Records != 4 || rep.Undecodable != 1 || rep.Changes != 6 || rep.Sampled != 6 || rep.Unplanned != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, d := range rep.Delays {
+		want := DelayReport{After: d.After, Keys: 5, Consistent: 2, Inconsistent: 1, Unverified: 1, Unreadable: 1}
+		if d != want {
+			t.Errorf("at %v: %+v, want %+v", d.After, d, want)
+		}
+	}
+	if got := fmt.Sprint(rep.Inconsistent); len(rep.Inconsistent) != 2 || rep.Inconsistent[0].Key != "cache:user:stale" || rep.Inconsistent[0].Found != 1 || rep.Inconsistent[0].Want != 2 {
+		t.Fatalf("findings %s", got)
+	}
+}
+
+func TestSampling(t *testing.T) {
+	rules, _ := invalidate.LoadRules(func(string) string { return "" })
+	var src changes
+	for i := range 2000 {
+		src = append(src, []events.Change{{Entity: "user", ID: fmt.Sprint(i)}})
+	}
+	in := New(&fakeCache{}, rules, Options{Sample: 0.1, Delays: []time.Duration{time.Millisecond}})
+	read, stop := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer stop()
+	rep, _ := in.Run(read, t.Context(), src)
+	if rep.Changes != 2000 || rep.Sampled < 100 || rep.Sampled > 300 || rep.Delays[0].Keys != rep.Sampled {
+		t.Fatalf("%d of %d sampled, %d keys checked: want about 200, each checked", rep.Sampled, rep.Changes, rep.Delays[0].Keys)
+	}
+}

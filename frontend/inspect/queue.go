@@ -1,0 +1,104 @@
+package inspect
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/invalidator-go/invalidator/events"
+)
+
+// SQS is what a Queue needs of an SQS client; *sqs.Client has it.
+type SQS interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+}
+
+// Queue reads an SQS queue of the inspector's own, subscribed to the
+// worker's topic (raw delivery or not): every message is read and deleted.
+// Never point it at the worker's queue, whose messages it would take.
+type Queue struct {
+	Client SQS
+	URL    string
+	// Receivers is how many receive loops run at once. Default 4.
+	Receivers int
+	// Since skips the messages sent before it, a backlog left from before
+	// the inspection: their keys were invalidated long ago. Default: when
+	// Read starts.
+	Since time.Time
+}
+
+// Read receives until ctx ends. A queue that cannot be read at all is an
+// error at once; later failures are retried every second.
+func (q *Queue) Read(ctx context.Context, emit func([]events.Change, error)) error {
+	if q.Since.IsZero() {
+		q.Since = time.Now()
+	}
+	first, err := q.receive(ctx)
+	if err != nil {
+		return fmt.Errorf("receive from %s: %w", q.URL, err)
+	}
+	q.take(ctx, first, emit)
+	var wg sync.WaitGroup
+	for range cmp.Or(q.Receivers, 4) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				msgs, err := q.receive(ctx)
+				if err != nil {
+					sleep(ctx, time.Second)
+					continue
+				}
+				q.take(ctx, msgs, emit)
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+func (q *Queue) receive(ctx context.Context) ([]types.Message, error) {
+	out, err := q.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10,
+		WaitTimeSeconds: 5, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp}})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return out.Messages, nil
+}
+
+// take decodes and deletes the messages received: the inspector's copy of
+// an event is read once.
+func (q *Queue) take(ctx context.Context, msgs []types.Message, emit func([]events.Change, error)) {
+	if len(msgs) == 0 {
+		return
+	}
+	entries := make([]types.DeleteMessageBatchRequestEntry, len(msgs))
+	for i, m := range msgs {
+		sent := m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)]
+		if ms, err := strconv.ParseInt(sent, 10, 64); err != nil || !time.UnixMilli(ms).Before(q.Since) {
+			emit(events.DecodeSQSBody(aws.ToString(m.MessageId), aws.ToString(m.Body), sent))
+		}
+		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+	}
+	// A message not deleted comes back after its visibility timeout and is
+	// checked twice: harmless to the measure.
+	_, _ = q.Client.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
