@@ -349,6 +349,7 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		"DeadLetterQueue":   {"QueueName", "DLQ_NAME"},
 		"FailureQueue":      {"QueueName", "FAILURE_QUEUE_NAME"},
 		"SecondDeleteQueue": {"QueueName", "SECOND_DELETE_QUEUE_NAME"},
+		"InspectQueue":      {"QueueName", "INSPECT_QUEUE_NAME"},
 		"ExampleTable":      {"TableName", "TABLE_NAME"},
 	} {
 		name := strings.ReplaceAll(tpl.get("Resources", resource, "Properties", want.prop).value(), "${NamePrefix}", "")
@@ -390,6 +391,34 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		if !slices.Contains(access, rule) {
 			t.Errorf("the ElastiCache user lacks %q, which the worker is tested with", rule)
 		}
+	}
+}
+
+// TestInspectorOnlyReads: invalidator inspect's user reads the keys the
+// worker may delete, and can change nothing; its queue keeps no backlog.
+func TestInspectorOnlyReads(t *testing.T) {
+	tpl := loadTemplate(t)
+	sub := tpl.get("Resources", "InspectorUser", "Properties", "AccessString").items()
+	if len(sub) != 2 || !strings.Contains(sub[1].text(), "CacheKeyPatterns") {
+		t.Fatal("the inspector's AccessString is not a !Sub of the key patterns")
+	}
+	access := strings.Fields(sub[0].Value)
+	if !slices.Contains(access, "~${Patterns}") || !slices.Contains(access, "-@all") || !slices.Contains(access, "+get") {
+		t.Errorf("the inspector may not read the worker's keys: %s", sub[0].Value)
+	}
+	for _, rule := range access {
+		if strings.HasPrefix(rule, "+") && slices.Contains([]string{"+unlink", "+del", "+set", "+eval", "+evalsha", "+@write", "+@all"}, rule) {
+			t.Errorf("the inspector may %s", rule)
+		}
+	}
+	if !strings.Contains(tpl.get("Resources", "CacheUserGroup", "Properties", "UserIds").text(), "InspectorUser") {
+		t.Error("the inspector is not in the cache's user group")
+	}
+	if tpl.get("Resources", "InspectQueue", "Properties", "MessageRetentionPeriod").value() != "60" {
+		t.Error("the inspect queue must keep messages a minute: nobody reads it between inspections")
+	}
+	if tpl.get("Resources", "InspectQueueSubscription", "Properties", "Endpoint").text() == "" {
+		t.Error("the inspect queue is not subscribed to the topic")
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -24,6 +26,7 @@ func inspectVerb(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	stream := fs.String("stream", os.Getenv("INSPECT_STREAM_ARN"), "a DynamoDB stream to read beside the stream function [INSPECT_STREAM_ARN]")
+	table := fs.String("table", os.Getenv("INSPECT_TABLE"), "a DynamoDB table whose stream to read, instead of --stream [INSPECT_TABLE]")
 	queue := fs.String("queue", os.Getenv("INSPECT_QUEUE_URL"), "an SQS queue of the inspector's own, subscribed to the worker's topic; its messages are deleted [INSPECT_QUEUE_URL]")
 	endpoint := fs.String("cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
 	rules := rulesFlag(fs)
@@ -60,8 +63,8 @@ flags:
 		fmt.Fprintln(stderr, "invalidator inspect: --at:", err)
 		return 2
 	}
-	if *stream == "" && *queue == "" {
-		fmt.Fprintln(stderr, "invalidator inspect: nothing to read: give --stream, --queue or both")
+	if *stream == "" && *table == "" && *queue == "" {
+		fmt.Fprintln(stderr, "invalidator inspect: nothing to read: give --stream (or --table), --queue or both")
 		return 2
 	}
 	if *sample <= 0 || *sample > 1 {
@@ -93,6 +96,12 @@ flags:
 		return 1
 	}
 	defer s.cache.Close()
+	if *table != "" && *stream == "" {
+		if *stream, err = latestStream(read, dynamodb.NewFromConfig(s.aws), *table); err != nil {
+			fmt.Fprintln(stderr, "invalidator inspect:", err)
+			return 1
+		}
+	}
 	var sources []inspect.Source
 	if *stream != "" {
 		sources = append(sources, &inspect.Stream{Client: dynamodbstreams.NewFromConfig(s.aws), ARN: *stream})
@@ -135,6 +144,17 @@ flags:
 		}
 	}
 	return 0
+}
+
+func latestStream(ctx context.Context, db *dynamodb.Client, table string) (string, error) {
+	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return "", err
+	}
+	if out.Table.LatestStreamArn == nil {
+		return "", fmt.Errorf("table %s has no stream", table)
+	}
+	return *out.Table.LatestStreamArn, nil
 }
 
 func parseDelays(s string) ([]time.Duration, error) {

@@ -19,6 +19,7 @@ dlq="${DLQ_NAME:-cache-invalidation-dlq}"
 failures="${FAILURE_QUEUE_NAME:-cache-invalidation-failures}"
 raw_queue="${RAW_QUEUE_NAME:-cache-invalidation-raw}"
 again="${SECOND_DELETE_QUEUE_NAME:-cache-invalidation-again}"
+inspect="${INSPECT_QUEUE_NAME:-cache-invalidation-inspect}"
 table="${TABLE_NAME:-Products}"
 # As template.yaml: QueueMaxReceiveCount, and 6 x the function timeout.
 max_receive_count="${MAX_RECEIVE_COUNT:-100}"
@@ -98,6 +99,13 @@ again_url=$(queue_url "$again")
 again_redrive=$(printf '{"deadLetterTargetArn":"%s","maxReceiveCount":"%s"}' "$(queue_arn "$failures_url")" "$max_receive_count")
 awscli sqs set-queue-attributes --queue-url "$again_url" --attributes "$(queue_attributes "" "$again_redrive" "$visibility_timeout")"
 
+# invalidator inspect's copy of every change, kept a minute (template.yaml's
+# InspectQueue, which is opt-in there).
+inspect_url=$(queue_url "$inspect")
+inspect_arn=$(queue_arn "$inspect_url")
+awscli sqs set-queue-attributes --queue-url "$inspect_url" --attributes "$(python3 -c 'import json,sys; print(json.dumps({"MessageRetentionPeriod": "60", "Policy": sys.argv[1]}))' "$(sns_may_send "$inspect_arn")")"
+subscribe "$inspect_arn" false
+
 if ! awscli dynamodb describe-table --table-name "$table" --query Table.TableName >/dev/null 2>&1; then
   awscli dynamodb create-table --table-name "$table" \
     --attribute-definitions AttributeName=id,AttributeType=S \
@@ -114,5 +122,6 @@ echo "  queue       $(queue_url "$queue") (DLQ $dlq after $max_receive_count rec
 echo "  raw queue   $(queue_url "$raw_queue") (RawMessageDelivery=true)"
 echo "  dlq         $dlq_url"
 echo "  again       $again_url (second deletes, delayed; failures after $max_receive_count receives)"
+echo "  inspect     $inspect_url (a copy of each change for invalidator inspect, kept 60 s)"
 echo "  failures    $failures_url (records parked by the worker, and what the stream and SNS paths give up on)"
 echo "  table       $table, stream $stream_arn"
