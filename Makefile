@@ -58,13 +58,21 @@ E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=4600 AWS_ENDPOINT_URL=http
 	CACHE_PORTS="7301 7302 7303" CACHE_ENDPOINT=127.0.0.1:7301 CACHE_CA_FILE=$(CURDIR)/.local/e2e/tls/ca.crt VISIBILITY_TIMEOUT=60 \
 	WORKER_KEYS="cache:* naive:* replica:* e2e:mark:*"
 # What env.sh derives from the endpoint, should the calling shell have it.
-E2E_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL
+E2E_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL
+
+# The run leaves its lag over time in .local/e2e/lag.json, which the bench
+# module (that carries the plotting library) draws into E2E_PLOT.
+E2E_PLOT := localstack/e2e/lag.svg
 
 e2e: setup build ## the pipeline under faults, on a stack of its own; prints E2E <name> <value>, fails on a stale or lost invalidation
+	rm -f .local/e2e/lag.json
 	$(E2E_UNSET) && export $(E2E_ENV) && $(ENV) && bash localstack/up.sh >/dev/null && \
-	  { go run ./localstack/e2e $(E2E_FLAGS); status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
+	  { go run ./localstack/e2e $(E2E_FLAGS); status=$$?; bash localstack/down.sh >/dev/null; \
+	    if [ -f .local/e2e/lag.json ]; then (cd bench && go run ./cmd/e2eplot -in ../.local/e2e/lag.json -out ../$(E2E_PLOT)); fi; \
+	    exit $$status; }
 
 e2e-short: E2E_FLAGS := -short
+e2e-short: E2E_PLOT := .local/e2e/lag.svg
 e2e-short: e2e ## make e2e with shorter outages and races, about 4 minutes (CI)
 
 lint: ## gofmt, go vet, shellcheck (when installed) and cfn-lint

@@ -33,6 +33,9 @@ type Options struct {
 	// ItemVersion names the number attribute of a stream record's new image
 	// that holds the item's version. Default "version".
 	ItemVersion string
+	// Timeout bounds one check's reads: a key the cache does not give
+	// within it counts unreadable, not late. Default 1 s.
+	Timeout time.Duration
 	// Parallel bounds the checks in flight. Default 32.
 	Parallel int
 	// Findings bounds the inconsistent keys the report lists. Default 100.
@@ -48,6 +51,9 @@ func (o *Options) defaults() {
 	}
 	if o.ItemVersion == "" {
 		o.ItemVersion = "version"
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = time.Second
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 32
@@ -192,7 +198,10 @@ func (in *Inspector) checkAt(ctx context.Context, i int, queue <-chan check, sem
 }
 
 func (in *Inspector) checkOne(ctx context.Context, i int, c check) {
+	ctx, cancel := context.WithTimeout(ctx, in.opts.Timeout)
 	reads := in.cache.Get(ctx, c.keys)
+	cancel()
+	at := time.Now()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	d := &in.rep.Delays[i]
@@ -209,7 +218,7 @@ func (in *Inspector) checkOne(ctx context.Context, i int, c check) {
 		case Inconsistent:
 			d.Inconsistent++
 			if len(in.rep.Inconsistent) < in.opts.Findings {
-				in.rep.Inconsistent = append(in.rep.Inconsistent, Finding{Key: c.keys[k], After: d.After, Found: found, Want: c.want, Entity: c.entity, ID: c.id})
+				in.rep.Inconsistent = append(in.rep.Inconsistent, Finding{Key: c.keys[k], After: d.After, At: at, Found: found, Want: c.want, Entity: c.entity, ID: c.id})
 			}
 		case Unverified:
 			d.Unverified++

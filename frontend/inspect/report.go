@@ -30,6 +30,7 @@ type DelayReport struct {
 type Finding struct {
 	Key    string        `json:"key"`
 	After  time.Duration `json:"-"`
+	At     time.Time     `json:"checkedAt"`
 	Found  int64         `json:"found"` // the version the key held
 	Want   int64         `json:"want"`  // the change's version
 	Entity string        `json:"entity"`

@@ -20,10 +20,11 @@ import (
 	"github.com/invalidator-go/invalidator/writethrough"
 )
 
-// faultResult is a fault and the probes sent at its end.
+// faultResult is a fault, when it lasted, and the probes sent at its end.
 type faultResult struct {
-	name   string
-	probes []probeResult
+	name     string
+	from, to time.Time
+	probes   []probeResult
 }
 
 // staleCounts are the values found older than their source, by reader.
@@ -47,6 +48,7 @@ type results struct {
 	validParked, poisonUnparked            int
 	lost                                   map[string]int
 	lag                                    map[string][]time.Duration
+	lagAt                                  map[string][]time.Time // when each lag's change was written
 	notes                                  []string
 }
 
@@ -96,7 +98,7 @@ func parseLogs(paths []string) (invalidated, error) {
 }
 
 func (l *load) check(ctx context.Context, logs []string) (results, error) {
-	r := results{lost: map[string]int{}, lag: map[string][]time.Duration{}, reads: l.reads.Load(), readErrors: l.readErrors.Load()}
+	r := results{lost: map[string]int{}, lag: map[string][]time.Duration{}, lagAt: map[string][]time.Time{}, reads: l.reads.Load(), readErrors: l.readErrors.Load()}
 	seen, err := parseLogs(logs)
 	if err != nil {
 		return r, err
@@ -116,6 +118,7 @@ func (l *load) check(ctx context.Context, logs []string) (results, error) {
 				continue
 			}
 			r.lag[path] = append(r.lag[path], max(0, at.Sub(c.at)))
+			r.lagAt[path] = append(r.lagAt[path], c.at)
 		}
 	}
 	if r.stale, err = l.stale(ctx); err != nil {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -75,6 +76,11 @@ func run(ctx context.Context, p plan, bin string, secondDelete time.Duration) (b
 	}
 	progress := startProgress(start, l)
 	defer progress.stop()
+	inspector, err := startInspector(env, bin)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = inspector.cmd.Process.Kill() }() // when the run ends early
 
 	l.start(ctx)
 	var faults []faultResult
@@ -85,16 +91,18 @@ func run(ctx context.Context, p plan, bin string, secondDelete time.Duration) (b
 			return false, ctx.Err()
 		}
 		progress.phase(f.name)
+		from := time.Now()
 		if err := f.inject(ctx); err != nil {
 			return false, fmt.Errorf("%s: %w", f.name, err)
 		}
-		faults = append(faults, faultResult{name: f.name, probes: l.probe(ctx, f.name)})
+		faults = append(faults, faultResult{name: f.name, from: from, to: time.Now(), probes: l.probe(ctx, f.name)})
 		progress.phase(f.name + ", steady")
 		sleep(ctx, p.steady)
 	}
 	progress.phase("draining")
 	l.stopWriters()
 	drained := l.drain(ctx, 3*time.Minute)
+	inspector.stopReading()
 	l.stopReaders()
 	progress.stop()
 	r, err := l.check(ctx, s.logs())
@@ -107,6 +115,14 @@ func run(ctx context.Context, p plan, bin string, secondDelete time.Duration) (b
 			return false, err
 		}
 		r.races = append(r.races, race)
+	}
+	inspection, err := inspector.report()
+	if err != nil {
+		return false, err
+	}
+	inspection.print()
+	if err := writeLag(filepath.Join(env.state, "lag.json"), start, r, faults); err != nil {
+		return false, err
 	}
 	return r.print(faults, drained, time.Since(start)), nil
 }

@@ -23,6 +23,7 @@ type env struct {
 	topicARN, queueURL, rawQueue   string
 	failureQueue, dlq, table       string
 	againQueue                     string // of second deletes
+	inspectQueue                   string // the inspector's copy of the topic
 	cachePorts                     []int
 	cache                          elasticache.Config // the ACL user of readers and checks
 	workerUser, workerPassword, ca string
@@ -31,9 +32,9 @@ type env struct {
 func loadEnv() (env, error) {
 	e := env{root: os.Getenv("INVALIDATOR_ROOT"), state: os.Getenv("LOCAL_STATE"), topicARN: os.Getenv("TOPIC_ARN"),
 		queueURL: os.Getenv("QUEUE_URL"), rawQueue: os.Getenv("RAW_QUEUE_URL"), failureQueue: os.Getenv("FAILURE_QUEUE_URL"),
-		dlq: os.Getenv("DLQ_URL"), table: os.Getenv("TABLE_NAME"), againQueue: os.Getenv("SECOND_DELETE_QUEUE_URL"), workerUser: os.Getenv("WORKER_USERNAME"),
+		dlq: os.Getenv("DLQ_URL"), table: os.Getenv("TABLE_NAME"), againQueue: os.Getenv("SECOND_DELETE_QUEUE_URL"), inspectQueue: os.Getenv("INSPECT_QUEUE_URL"), workerUser: os.Getenv("WORKER_USERNAME"),
 		workerPassword: os.Getenv("WORKER_PASSWORD"), ca: os.Getenv("CACHE_CA_FILE")}
-	for _, v := range []string{e.root, e.state, e.topicARN, e.queueURL, e.rawQueue, e.failureQueue, e.dlq, e.table, e.workerUser, e.againQueue} {
+	for _, v := range []string{e.root, e.state, e.topicARN, e.queueURL, e.rawQueue, e.failureQueue, e.dlq, e.table, e.workerUser, e.againQueue, e.inspectQueue} {
 		if v == "" {
 			return e, errors.New("the e2e stack's environment is missing: run make e2e")
 		}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// inspector is invalidator inspect beside the run, as a team would run it:
+// a second consumer of the table's stream and of the topic (through the
+// inspect queue), checking every change's keys 1 s and 10 s after.
+type inspector struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	done   chan error
+	saveTo string // the whole report, with the inconsistent keys
+}
+
+// inspection is the part of the inspector's JSON report the run prints.
+type inspection struct {
+	Changes int `json:"changes"`
+	Delays  []struct {
+		After        string  `json:"after"`
+		Keys         int     `json:"keys"`
+		Inconsistent int     `json:"inconsistent"`
+		Unverified   int     `json:"unverified"`
+		Unreadable   int     `json:"unreadable"`
+		Nines        float64 `json:"nines"`
+		NinesAtLeast bool    `json:"ninesAtLeast"`
+	} `json:"delays"`
+}
+
+func startInspector(e env, bin string) (*inspector, error) {
+	log, err := os.Create(filepath.Join(e.state, "logs", "inspect.log"))
+	if err != nil {
+		return nil, err
+	}
+	in := &inspector{done: make(chan error, 1), saveTo: filepath.Join(e.state, "inspect.json")}
+	// The readers' naive values are JSON items with their Version.
+	in.cmd = exec.Command(filepath.Join(bin, "invalidator"), "inspect", "--table", e.table, "--queue", e.inspectQueue,
+		"--at", "1s,10s", "--version-path", "Version", "--json")
+	in.cmd.Env = append(os.Environ(), "INVALIDATION_RULES="+strings.ReplaceAll(rules, "TABLE", e.table))
+	in.cmd.Stdout, in.cmd.Stderr = &in.stdout, log
+	if err := in.cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start the inspector: %w", err)
+	}
+	go func() { in.done <- in.cmd.Wait(); log.Close() }()
+	return in, nil
+}
+
+// stopReading lets the inspector finish the checks of what it read.
+func (in *inspector) stopReading() { _ = in.cmd.Process.Signal(syscall.SIGINT) }
+
+// report waits for the inspector's report.
+func (in *inspector) report() (inspection, error) {
+	var r inspection
+	select {
+	case err := <-in.done:
+		if err != nil {
+			return r, fmt.Errorf("the inspector: %w", err)
+		}
+	case <-time.After(time.Minute):
+		_ = in.cmd.Process.Kill()
+		return r, fmt.Errorf("the inspector did not finish its checks within a minute")
+	}
+	err := json.Unmarshal(in.stdout.Bytes(), &r)
+	return r, errors.Join(err, os.WriteFile(in.saveTo, in.stdout.Bytes(), 0o644))
+}
+
+func (r inspection) print() {
+	fmt.Printf("E2E inspect_changes %d\n", r.Changes)
+	for _, d := range r.Delays {
+		nines := fmt.Sprintf("%.2f", d.Nines)
+		if d.NinesAtLeast {
+			nines = ">=" + nines
+		}
+		fmt.Printf("E2E inspect_keys_%s %d\nE2E inspect_inconsistent_%s %d\nE2E inspect_unverified_%s %d\nE2E inspect_unreadable_%s %d\nE2E inspect_nines_%s %s\n",
+			d.After, d.Keys, d.After, d.Inconsistent, d.After, d.Unverified, d.After, d.Unreadable, d.After, nines)
+	}
+}
