@@ -35,6 +35,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/invalidator-go/invalidator/bench/plot"
 	"github.com/invalidator-go/invalidator/elasticache"
 	decode "github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/lambda/event"
@@ -69,23 +70,25 @@ func main() {
 	}
 	defer client.Close()
 	ctx := context.Background()
+	serverUsed, serverLocal := serverCPU(ctx, client)
 
 	// Cold starts first, while this process is small and idle: on two
 	// CPUs its garbage collector, sweeping after the throughput runs,
 	// would otherwise compete with the emulator, the function and the
 	// server's TLS handshake, and with hello less than with the function.
 	if run("coldstart") {
-		hello := buildHello()
+		hello, helloConnect := build("hello"), build("helloconnect")
 		defer os.RemoveAll(filepath.Dir(hello))
-		serverUsed, local := serverCPU(ctx, client)
-		before := serverUsed()
-		coldHello, coldSQS, coldRatio := coldStarts(hello, filepath.Join(*bin, "sqs-invalidate", "bootstrap"), *coldRuns)
-		print("coldstart_hello_ms", coldHello)
-		print("coldstart_sqs_invalidate_ms", coldSQS)
-		print("coldstart_vs_hello", coldRatio)
-		if local {
-			// Only sqs-invalidate's cold starts use the server meanwhile.
-			print("coldstart_server_cpu_ms", ms(serverUsed()-before)/float64(*coldRuns))
+		defer os.RemoveAll(filepath.Dir(helloConnect))
+		c := coldStarts([]coldFunction{{hello, nil}, {helloConnect, functionEnv()},
+			{filepath.Join(*bin, "sqs-invalidate", "bootstrap"), functionEnv()}}, *coldRuns, serverUsed)
+		print("coldstart_hello_ms", c.ms[0])
+		print("coldstart_hello_connect_ms", c.ms[1])
+		print("coldstart_sqs_invalidate_ms", c.ms[2])
+		print("coldstart_vs_hello", c.vs[0])
+		print("coldstart_vs_hello_connect", c.vs[1])
+		if serverLocal {
+			print("coldstart_server_cpu_ms", ms(c.serverCPU)/float64(*coldRuns))
 		}
 	}
 
@@ -102,13 +105,19 @@ func main() {
 		// The machine's speed drifts: each round measures the references
 		// and the pipeline back to back, and the median of the rounds'
 		// ratios is reported.
-		var refs, rates, deletes, naives, allocs, payloads, lambdaGo []float64
+		var refs, rates, deletes, naives, allocs, payloads, lambdaGo, refCPU, keyCPU []float64
+		byBatch := make([][]float64, len(batchSizes))
 		for range *rounds {
+			cpu := serverUsed()
 			refs = append(refs, redisBenchmark(cfg, *refTotal))
-			r := pipeline(ctx, client, *total, *batch)
+			refCPU = append(refCPU, (serverUsed()-cpu).Seconds()/float64(*refTotal))
+			r := pipeline(ctx, client, *total, *batch, serverUsed)
 			rates, allocs, deletes = append(rates, r.invalidate), append(allocs, r.allocs), append(deletes, r.deleteOnly)
-			payloads, lambdaGo = append(payloads, r.payload), append(lambdaGo, r.lambdaGoDecode)
+			payloads, lambdaGo, keyCPU = append(payloads, r.payload), append(lambdaGo, r.lambdaGoDecode), append(keyCPU, r.serverCPUPerKey)
 			naives = append(naives, naiveLoop(ctx, client, *naiveTotal))
+			for i, size := range batchSizes {
+				byBatch[i] = append(byBatch[i], batchRate(ctx, client, size))
+			}
 		}
 		pprof.StopCPUProfile()
 		print("reference_unlink_rps", median(refs))
@@ -121,6 +130,17 @@ func main() {
 		print("sqs_payload_events_per_sec", median(payloads))
 		print("lambda_go_decode_events_per_sec", median(lambdaGo))
 		print("sqs_payload_vs_lambda_go_decode", medianRatio(payloads, lambdaGo))
+		if serverLocal {
+			print("server_cpu_per_key_vs_reference", medianRatio(keyCPU, refCPU))
+		}
+		perBatch := make([]float64, len(batchSizes))
+		for i, rs := range byBatch {
+			perBatch[i] = median(rs)
+			print("invalidate_events_per_sec_batch_"+strconv.Itoa(batchSizes[i]), perBatch[i])
+		}
+		if err := plot.Throughput(throughputPlot, batchSizes, perBatch, median(naives), median(refs)); err != nil {
+			log.Fatal(err)
+		}
 	}
 
 	if run("memory") {
@@ -134,6 +154,9 @@ func main() {
 		print("plain_get_ops_per_sec", median(plains))
 		print("get_hit_vs_plain_get", medianRatio(hits, plains))
 		print("stampede_loads", float64(stampede(cfg)))
+	}
+	if err := writeReadme("README.md"); err != nil {
+		log.Fatal(err)
 	}
 }
 
@@ -235,37 +258,67 @@ func functionEnv() []string {
 	return append(cfg.Env(), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128")
 }
 
-// buildHello builds the reference bootstrap as the functions are built.
-func buildHello() string {
-	dir, err := os.MkdirTemp("", "bench-hello-")
+// build builds a reference bootstrap as the functions are built.
+func build(name string) string {
+	dir, err := os.MkdirTemp("", "bench-"+name+"-")
 	if err != nil {
 		log.Fatal(err)
 	}
 	path := filepath.Join(dir, "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", path, "./hello")
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", path, "./"+name)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		log.Fatalf("build hello: %v\n%s", err, out)
+		log.Fatalf("build %s: %v\n%s", name, err, out)
 	}
 	return path
 }
 
+// coldFunction is a bootstrap and its environment.
+type coldFunction struct {
+	bootstrap string
+	env       []string
+}
+
+// coldResult holds each function's median cold start in ms, the median
+// ratios of the last function's to each other's, and the server CPU the
+// last one's cold starts used.
+type coldResult struct {
+	ms, vs    []float64
+	serverCPU time.Duration
+}
+
 // coldStarts times first invokes — a function's init and its first handler
-// call — from outside fresh emulators, pairing hello and fn so that both see
-// the same machine, the one first in a pair taking turns, and returns the
-// medians in ms and the median ratio.
-func coldStarts(hello, fn string, runs int) (helloMs, fnMs, ratio float64) {
-	var hellos, fns, ratios []float64
+// call — from outside fresh emulators, in rounds of one cold start of each
+// function, so that all see the same machine, the order rotating from round
+// to round. The last function is the one measured against the others.
+func coldStarts(fns []coldFunction, runs int, serverUsed func() time.Duration) coldResult {
+	times := make([][]float64, len(fns))
+	ratios := make([][]float64, len(fns)-1)
+	var r coldResult
 	for i := range runs {
-		var h, f time.Duration
-		if i%2 == 0 {
-			h, f = coldStart(hello, nil), coldStart(fn, functionEnv())
-		} else {
-			f, h = coldStart(fn, functionEnv()), coldStart(hello, nil)
+		round := make([]time.Duration, len(fns))
+		for k := range fns {
+			j := (i + k) % len(fns)
+			before := serverUsed()
+			round[j] = coldStart(fns[j].bootstrap, fns[j].env)
+			if j == len(fns)-1 {
+				r.serverCPU += serverUsed() - before
+			}
 		}
-		hellos, fns, ratios = append(hellos, ms(h)), append(fns, ms(f)), append(ratios, float64(f)/float64(h))
+		for j, d := range round {
+			times[j] = append(times[j], ms(d))
+			if j < len(fns)-1 {
+				ratios[j] = append(ratios[j], float64(round[len(fns)-1])/float64(d))
+			}
+		}
 	}
-	return median(hellos), median(fns), median(ratios)
+	for _, t := range times {
+		r.ms = append(r.ms, median(t))
+	}
+	for _, x := range ratios {
+		r.vs = append(r.vs, median(x))
+	}
+	return r
 }
 
 func coldStart(bootstrap string, env []string) time.Duration {
@@ -350,8 +403,13 @@ func streamRSS(bootstrap string) float64 {
 	return 0
 }
 
+// printed is this run's lines, for bench/README.md.
+var printed [][2]string
+
 func print(name string, v float64) {
-	fmt.Printf("BENCH %s %s\n", name, strconv.FormatFloat(v, 'f', 3, 64))
+	value := strconv.FormatFloat(v, 'f', 3, 64)
+	printed = append(printed, [2]string{name, value})
+	fmt.Printf("BENCH %s %s\n", name, value)
 }
 
 // redisBenchmark returns the UNLINK requests/s that redis-benchmark gets
@@ -420,12 +478,34 @@ func handle(ctx context.Context, inv *invalidate.Invalidator, msgs []events.SQSM
 	return inv.Invalidate(ctx, invalidate.Inputs(msgs, decodeSQS))
 }
 
+// batchSizes are the batch sizes of the throughput plot.
+var batchSizes = []int{1, 10, 100, 1000, 10000}
+
+// batchRate returns the events/s of handle in batches of size messages,
+// over enough batches to take a fraction of a second.
+func batchRate(ctx context.Context, client valkey.Client, size int) float64 {
+	inv := invalidate.New(invalidate.Valkey(client), invalidate.Options{})
+	batches := make([][]events.SQSMessage, 4)
+	for i := range batches {
+		batches[i] = snsMessages(i*size, size)
+	}
+	handle(ctx, inv, batches[0])
+	rounds := max(20, min(200_000, 100*size)/size)
+	start := time.Now()
+	for i := range rounds {
+		if rep := handle(ctx, inv, batches[i%len(batches)]); rep.Metrics.Failed > 0 {
+			log.Fatalf("batches of %d: %d records failed", size, rep.Metrics.Failed)
+		}
+	}
+	return float64(rounds*size) / time.Since(start).Seconds()
+}
+
 // pipeline returns events/s and allocations per event of handle over
 // batches of SNS-in-SQS messages, the events/s of its plan-and-delete
 // part alone (records decoded beforehand): the ceiling the decoding works
 // under, and the events/s of the SQS function's whole path from the Lambda
 // payload, against aws-lambda-go's decoding of those payloads alone.
-func pipeline(ctx context.Context, client valkey.Client, total, batch int) (r rates) {
+func pipeline(ctx context.Context, client valkey.Client, total, batch int, serverUsed func() time.Duration) (r rates) {
 	inv := invalidate.New(invalidate.Valkey(client), invalidate.Options{})
 	// A few distinct batches, cycled: holding every message at once would
 	// make the benchmark measure the garbage collector on a huge heap.
@@ -438,6 +518,7 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int) (r ra
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	rounds := max(1, total/batch)
+	cpu := serverUsed()
 	start := time.Now()
 	for i := range rounds {
 		if rep := handle(ctx, inv, batches[i%len(batches)]); rep.Metrics.Failed > 0 {
@@ -445,8 +526,10 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int) (r ra
 		}
 	}
 	elapsed := time.Since(start)
+	cpu = serverUsed() - cpu
 	runtime.ReadMemStats(&after)
 	n := float64(rounds * batch)
+	r.serverCPUPerKey = cpu.Seconds() / n // one distinct key per event
 
 	decoded := make([]invalidate.Batch, len(batches))
 	for i, b := range batches {
@@ -488,6 +571,7 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int) (r ra
 // rates are one round of pipeline's figures, in events/s but allocs.
 type rates struct {
 	invalidate, allocs, deleteOnly, payload, lambdaGoDecode float64
+	serverCPUPerKey                                         float64 // seconds
 }
 
 func decodeSQS(m *events.SQSMessage) invalidate.Record {

@@ -1,0 +1,30 @@
+// Command helloconnect is the fair reference of the cold-start benchmark:
+// the smallest Lambda function that does what sqs-invalidate must — open
+// the same TLS, ACL-authenticated cluster connection with valkey-go at
+// init, and send one UNLINK per invoke. What sqs-invalidate adds beyond it
+// is the invalidator's own cost.
+package main
+
+import (
+	"context"
+	"log"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/invalidator-go/invalidator/elasticache"
+)
+
+func main() {
+	cfg, err := elasticache.FromEnv(os.Getenv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := elasticache.New(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lambda.Start(func(ctx context.Context) (string, error) {
+		return "hello", client.Do(ctx, client.B().Unlink().Key("cache:hello:1").Build()).Error()
+	})
+}
