@@ -48,7 +48,7 @@ BENCH_ENV := LOCAL_STATE=$(CURDIR)/.local/bench CACHE_PORTS=7010 CACHE_ENDPOINT=
 
 bench: setup build ## measure against references in the same run; prints BENCH <name> <value>
 	$(ENV) && export $(BENCH_ENV) && bash localstack/up.sh cache >/dev/null && \
-	  { (cd bench && go run . -bin $(CURDIR)/bin); status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
+	  { status=0; (cd bench && go run . -bin $(CURDIR)/bin) || status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
 
 # The e2e run gets a stack of its own, beside make local's: moto on 4600, a
 # cluster on 7301-7303, state under .local/e2e. The raw queue's visibility
@@ -67,7 +67,7 @@ E2E_PLOT := localstack/e2e/lag.svg
 e2e: setup build ## the pipeline under faults, on a stack of its own; prints E2E <name> <value>, fails on a stale or lost invalidation
 	rm -f .local/e2e/lag.json
 	$(E2E_UNSET) && export $(E2E_ENV) && $(ENV) && bash localstack/up.sh >/dev/null && \
-	  { go run ./localstack/e2e $(E2E_FLAGS); status=$$?; bash localstack/down.sh >/dev/null; \
+	  { status=0; go run ./localstack/e2e $(E2E_FLAGS) || status=$$?; bash localstack/down.sh >/dev/null; \
 	    if [ -f .local/e2e/lag.json ]; then (cd bench && go run ./cmd/e2eplot -in ../.local/e2e/lag.json -out ../$(E2E_PLOT)); fi; \
 	    exit $$status; }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -28,9 +29,10 @@ func inspectVerb(args []string, stdout, stderr io.Writer) int {
 	stream := fs.String("stream", os.Getenv("INSPECT_STREAM_ARN"), "a DynamoDB stream to read beside the stream function [INSPECT_STREAM_ARN]")
 	table := fs.String("table", os.Getenv("INSPECT_TABLE"), "a DynamoDB table whose stream to read, instead of --stream [INSPECT_TABLE]")
 	queue := fs.String("queue", os.Getenv("INSPECT_QUEUE_URL"), "an SQS queue of the inspector's own, subscribed to the worker's topic; its messages are deleted [INSPECT_QUEUE_URL]")
+	receivers := fs.Int("receivers", 1, "receive loops on --queue, each up to 10 messages a receive; raise it for a busy topic")
 	endpoint := fs.String("cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
 	rules := rulesFlag(fs)
-	sample := fs.Float64("sample", envFloat("INSPECT_SAMPLE", 1), "the share of changes checked, from 0 to 1; lower it on a busy system [INSPECT_SAMPLE]")
+	sample := fs.Float64("sample", 1, "the share of changes checked, from 0 to 1; lower it on a busy system [INSPECT_SAMPLE]")
 	at := fs.String("at", envOr("INSPECT_AT", "1s,10s"), "when to check each change's keys after the change is read [INSPECT_AT]")
 	run := fs.Duration("for", 0, "stop reading after this long, then finish the checks (default: until interrupted)")
 	versionPath := fs.String("version-path", os.Getenv("INSPECT_VERSION_PATH"), "where plain JSON values hold their version, like version or meta.version; writethrough entries carry theirs [INSPECT_VERSION_PATH]")
@@ -55,21 +57,38 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
+	if v := os.Getenv("INSPECT_SAMPLE"); v != "" {
+		if err := fs.Set("sample", v); err != nil {
+			fmt.Fprintln(stderr, "invalidator inspect: INSPECT_SAMPLE:", err)
+			return 2
+		}
+	}
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
+	usage := func(msg string) int {
+		fmt.Fprintln(stderr, "invalidator inspect:", msg)
+		return 2
+	}
 	delays, err := parseDelays(*at)
-	if err != nil {
-		fmt.Fprintln(stderr, "invalidator inspect: --at:", err)
-		return 2
-	}
-	if *stream == "" && *table == "" && *queue == "" {
-		fmt.Fprintln(stderr, "invalidator inspect: nothing to read: give --stream (or --table), --queue or both")
-		return 2
-	}
-	if *sample <= 0 || *sample > 1 {
-		fmt.Fprintln(stderr, "invalidator inspect: --sample: want a share above 0, up to 1")
-		return 2
+	path, perr := inspect.ParsePath(*versionPath)
+	switch {
+	case fs.NArg() > 0:
+		return usage(fmt.Sprintf("unexpected argument %q: everything is a flag", fs.Arg(0)))
+	case err != nil:
+		return usage("--at: " + err.Error())
+	case perr != nil:
+		return usage("--version-path: " + perr.Error())
+	case *stream == "" && *table == "" && *queue == "":
+		return usage("nothing to read: give --stream (or --table), --queue or both")
+	case *stream != "" && *table != "":
+		return usage("--stream and --table both name a stream: give one")
+	case !(*sample > 0 && *sample <= 1):
+		return usage("--sample: want a share above 0, up to 1")
+	case !(*wantNines >= 0):
+		return usage("--want-nines: want a number of nines, 0 or more")
+	case *receivers < 1:
+		return usage("--receivers: want 1 or more")
 	}
 
 	// The first signal stops the reading, the second the checks.
@@ -85,6 +104,7 @@ flags:
 		stopReading()
 		<-signals
 		stopChecks()
+		signal.Stop(signals) // a third one ends the process
 	}()
 	if *run > 0 {
 		time.AfterFunc(*run, stopReading)
@@ -107,10 +127,10 @@ flags:
 		sources = append(sources, &inspect.Stream{Client: dynamodbstreams.NewFromConfig(s.aws), ARN: *stream})
 	}
 	if *queue != "" {
-		sources = append(sources, &inspect.Queue{Client: sqs.NewFromConfig(s.aws), URL: *queue})
+		sources = append(sources, &inspect.Queue{Client: sqs.NewFromConfig(s.aws), URL: *queue, Receivers: *receivers})
 	}
 	in := inspect.New(inspect.Valkey(s.cache), s.cfg.Rules, inspect.Options{Sample: *sample, Delays: delays,
-		VersionPath: inspect.ParsePath(*versionPath), ItemVersion: *itemVersion})
+		VersionPath: path, ItemVersion: *itemVersion})
 
 	start := time.Now()
 	done := make(chan struct{})
@@ -133,13 +153,23 @@ flags:
 	} else {
 		printReport(stdout, rep)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		fmt.Fprintln(stderr, "invalidator inspect:", err)
+		return 1
+	case checks.Err() != nil:
+		fmt.Fprintln(stderr, "invalidator inspect: stopped before the checks due were done; the figures are partial")
 		return 1
 	}
 	if last := rep.Delays[len(rep.Delays)-1]; *wantNines > 0 {
-		if n, _ := last.Nines(); n < *wantNines {
-			fmt.Fprintf(stderr, "invalidator inspect: %.2f nines at +%v, want %v\n", n, last.After, *wantNines)
+		n, _ := last.Nines()
+		switch {
+		case last.Compared() == 0:
+			fmt.Fprintf(stderr, "invalidator inspect: no key compared at +%v (unverified %d, unreadable %d): no nines to show\n", last.After, last.Unverified, last.Unreadable)
+			return 1
+		case n < *wantNines:
+			fmt.Fprintf(stderr, "invalidator inspect: %.2f nines at +%v, want %v (with none inconsistent, %.0f checks show %v)\n",
+				n, last.After, *wantNines, math.Ceil(math.Pow(10, *wantNines)), *wantNines)
 			return 1
 		}
 	}
@@ -161,8 +191,8 @@ func parseDelays(s string) ([]time.Duration, error) {
 	var out []time.Duration
 	for f := range strings.SplitSeq(s, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(f))
-		if err != nil || d < 0 {
-			return nil, fmt.Errorf("%q: want durations like 1s,10s", s)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%q: want durations after the change, like 1s,10s", s)
 		}
 		if len(out) > 0 && d <= out[len(out)-1] {
 			return nil, fmt.Errorf("%q: want increasing delays", s)
@@ -179,6 +209,9 @@ func progress(r inspect.Report, elapsed time.Duration, finishing bool) string {
 	for _, d := range r.Delays {
 		fmt.Fprintf(&b, " +%v: %d keys, %d inconsistent;", d.After, d.Keys, d.Inconsistent)
 	}
+	if r.ReadErrors > 0 {
+		fmt.Fprintf(&b, " %d failed reads (last: %s);", r.ReadErrors, r.LastReadError)
+	}
 	if finishing {
 		b.WriteString(" reading stopped, finishing the checks")
 	}
@@ -188,17 +221,29 @@ func progress(r inspect.Report, elapsed time.Duration, finishing bool) string {
 func printReport(w io.Writer, r inspect.Report) {
 	fmt.Fprintf(w, "%d records read: %d changes, %d sampled; %d records undecodable, %d sampled changes with no keys\n",
 		r.Records, r.Changes, r.Sampled, r.Undecodable, r.Unplanned)
+	if r.ReadErrors > 0 {
+		fmt.Fprintf(w, "%d reads of the sources failed and were retried; the last: %s\n", r.ReadErrors, r.LastReadError)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "after\tkeys\tconsistent\tinconsistent\tunverified\tunreadable\tconsistency\tnines")
+	fmt.Fprintln(tw, "after\tkeys\tconsistent\tinconsistent\tunverified\tunreadable\tlate\tconsistency\tnines")
 	for _, d := range r.Delays {
-		nines, atLeast := d.Nines()
-		n := strconv.FormatFloat(float64(int(nines*100))/100, 'f', 2, 64)
-		if atLeast {
-			n = "≥ " + n // all checks consistent: more checks could show more
+		share, nines := "n/a", "n/a" // no key compared
+		if d.Compared() > 0 {
+			n, atLeast := d.Nines()
+			share, nines = fmt.Sprintf("%.4f%%", 100*d.Share()), strconv.FormatFloat(math.Floor(n*100)/100, 'f', 2, 64)
+			if atLeast {
+				nines = "≥ " + nines // all consistent: more checks could show more
+			}
 		}
-		fmt.Fprintf(tw, "+%v\t%d\t%d\t%d\t%d\t%d\t%.4f%%\t%s\n", d.After, d.Keys, d.Consistent, d.Inconsistent, d.Unverified, d.Unreadable, 100*d.Share(), n)
+		fmt.Fprintf(tw, "+%v\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", d.After, d.Keys, d.Consistent, d.Inconsistent, d.Unverified, d.Unreadable, d.Late, share, nines)
 	}
 	tw.Flush()
+	for _, d := range r.Delays {
+		if d.Keys > 0 && d.Unverified*2 > d.Keys {
+			fmt.Fprintf(w, "most keys at +%v hold values without a version to compare: give --version-path, or cache through writethrough with a VersionOf\n", d.After)
+			break
+		}
+	}
 	if len(r.Inconsistent) > 0 {
 		fmt.Fprintf(w, "inconsistent keys (the first %d):\n", len(r.Inconsistent))
 		for _, f := range r.Inconsistent {
@@ -210,13 +255,6 @@ func printReport(w io.Writer, r inspect.Report) {
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
-	}
-	return def
-}
-
-func envFloat(key string, def float64) float64 {
-	if f, err := strconv.ParseFloat(os.Getenv(key), 64); err == nil {
-		return f
 	}
 	return def
 }

@@ -14,8 +14,9 @@ import (
 // A Source reads changes as a second consumer of the worker's events.
 type Source interface {
 	// Read calls emit with each record's changes, or why it did not decode,
-	// until ctx ends.
-	Read(ctx context.Context, emit func(changes []events.Change, err error)) error
+	// until ctx ends. It returns an error when it cannot read at all (the
+	// run then stops); later failures it retries, and tells failed.
+	Read(ctx context.Context, emit func(changes []events.Change, err error), failed func(error)) error
 }
 
 // Options tune an Inspector.
@@ -36,14 +37,18 @@ type Options struct {
 	// Timeout bounds one check's reads: a key the cache does not give
 	// within it counts unreadable, not late. Default 1 s.
 	Timeout time.Duration
-	// Parallel bounds the checks in flight. Default 32.
+	// Late is how long after it falls due a check counts as late (the
+	// report says how many were). Default 1 s.
+	Late time.Duration
+	// Parallel bounds the checks in flight at each delay. Default 32.
 	Parallel int
-	// Findings bounds the inconsistent keys the report lists. Default 100.
+	// Findings bounds the inconsistent keys the report lists at each
+	// delay. Default 100.
 	Findings int
 }
 
 func (o *Options) defaults() {
-	if o.Sample <= 0 || o.Sample > 1 {
+	if !(o.Sample > 0 && o.Sample <= 1) { // NaN too
 		o.Sample = 1
 	}
 	if len(o.Delays) == 0 {
@@ -54,6 +59,9 @@ func (o *Options) defaults() {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = time.Second
+	}
+	if o.Late <= 0 {
+		o.Late = time.Second
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 32
@@ -69,8 +77,9 @@ type Inspector struct {
 	rules *invalidate.Rules
 	opts  Options
 
-	mu  sync.Mutex
-	rep Report
+	send sync.Mutex // orders the checks queued, for each delay's FIFO
+	mu   sync.Mutex // guards rep
+	rep  Report
 }
 
 // New returns an Inspector that plans keys with rules and reads them from
@@ -90,29 +99,35 @@ type check struct {
 	keys    []string
 	entity  string
 	id      string
+	deleted bool
 	want    int64
 	hasWant bool
 }
 
 // Run reads the sources until read ends, then finishes the checks already
-// scheduled unless checks ends first. It returns the report and the first
-// error of a source.
+// scheduled unless checks ends first. A source that cannot read at all
+// stops the run: Run returns the report so far and its error.
 func (in *Inspector) Run(read, checks context.Context, sources ...Source) (Report, error) {
+	read, stop := context.WithCancelCause(read)
+	defer stop(nil)
 	queues := make([]chan check, len(in.opts.Delays))
 	var checkers sync.WaitGroup
-	sem := make(chan struct{}, in.opts.Parallel)
 	for i := range queues {
-		// Changes are read in order, so each delay's checks fall due in
-		// the order they are queued.
 		queues[i] = make(chan check, 1<<16)
-		checkers.Go(func() { in.checkAt(checks, i, queues[i], sem) })
+		checkers.Go(func() { in.checkAt(checks, i, queues[i]) })
 	}
 	var readers sync.WaitGroup
-	errs := make(chan error, len(sources))
+	emit := func(changes []events.Change, err error) { in.take(changes, err, queues) }
+	failed := func(err error) {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		in.rep.ReadErrors++
+		in.rep.LastReadError = err.Error()
+	}
 	for _, s := range sources {
 		readers.Go(func() {
-			if err := s.Read(read, func(changes []events.Change, err error) { in.take(changes, err, queues) }); err != nil && read.Err() == nil {
-				errs <- err
+			if err := s.Read(read, emit, failed); err != nil {
+				stop(err)
 			}
 		})
 	}
@@ -121,13 +136,15 @@ func (in *Inspector) Run(read, checks context.Context, sources ...Source) (Repor
 		close(q)
 	}
 	checkers.Wait()
-	close(errs)
-	return in.Snapshot(), <-errs
+	err := context.Cause(read)
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		err = nil // the caller stopped the reading
+	}
+	return in.Snapshot(), err
 }
 
 // take counts one record read, and queues checks for its sampled changes.
 func (in *Inspector) take(changes []events.Change, err error, queues []chan check) {
-	now := time.Now()
 	var picked []check
 	in.mu.Lock()
 	in.rep.Records++
@@ -140,17 +157,28 @@ func (in *Inspector) take(changes []events.Change, err error, queues []chan chec
 			continue
 		}
 		in.rep.Sampled++
-		keys, err := in.rules.Keys(&changes[i], nil)
-		if err != nil || len(keys) == 0 {
+		// Keys planned for a change that fails its plan are still deleted
+		// by the worker, and checked here.
+		keys, _ := in.rules.Keys(&changes[i], nil)
+		if len(keys) == 0 {
 			in.rep.Unplanned++
 			continue
 		}
-		c := check{read: now, keys: keys, entity: changes[i].Entity, id: changes[i].ID}
+		c := check{keys: keys, entity: changes[i].Entity, id: changes[i].ID, deleted: changes[i].Op == events.OpDelete}
 		c.want, c.hasWant = in.version(&changes[i])
 		picked = append(picked, c)
 	}
 	in.mu.Unlock()
+	if len(picked) == 0 {
+		return
+	}
+	// Read times and queue order agree, so that each delay's checks fall
+	// due in the order they wait.
+	in.send.Lock()
+	defer in.send.Unlock()
+	now := time.Now()
 	for _, c := range picked {
+		c.read = now
 		for _, q := range queues {
 			q <- c
 		}
@@ -170,58 +198,85 @@ func (in *Inspector) version(c *events.Change) (int64, bool) {
 	return n, err == nil
 }
 
-// checkAt runs the checks of the i-th delay as they fall due.
-func (in *Inspector) checkAt(ctx context.Context, i int, queue <-chan check, sem chan struct{}) {
+// checkAt runs the checks of the i-th delay as they fall due. Once ctx
+// ends it drops what is queued, so that no reader waits on a full queue.
+func (in *Inspector) checkAt(ctx context.Context, i int, queue <-chan check) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	sem := make(chan struct{}, in.opts.Parallel)
 	after := in.opts.Delays[i]
 	for c := range queue {
-		if wait := time.Until(c.read.Add(after)); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		due := c.read.Add(after)
+		if ctx.Err() != nil || !sleepUntil(ctx, due) {
+			continue
 		}
 		select {
 		case <-ctx.Done():
-			return
+			continue
 		case sem <- struct{}{}:
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			in.checkOne(ctx, i, c)
+			in.checkOne(ctx, i, c, time.Since(due) > in.opts.Late)
 		})
 	}
 }
 
-func (in *Inspector) checkOne(ctx context.Context, i int, c check) {
-	ctx, cancel := context.WithTimeout(ctx, in.opts.Timeout)
-	reads := in.cache.Get(ctx, c.keys)
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return true
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// checkOne reads a change's keys and counts what they hold; a check cut
+// short by the end of the run counts nothing.
+func (in *Inspector) checkOne(ctx context.Context, i int, c check, late bool) {
+	rctx, cancel := context.WithTimeout(ctx, in.opts.Timeout)
+	reads := in.cache.Get(rctx, c.keys)
 	cancel()
+	if ctx.Err() != nil {
+		return
+	}
 	at := time.Now()
+	verdicts := make([]Verdict, len(reads))
+	found := make([]int64, len(reads))
+	for k, r := range reads {
+		if r.Err != nil {
+			verdicts[k] = Unreadable
+			continue
+		}
+		verdicts[k], found[k] = judge(r.Value, r.Present, c.deleted, c.want, c.hasWant, in.opts.VersionPath)
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	d := &in.rep.Delays[i]
-	for k, r := range reads {
-		d.Keys++
-		if r.Err != nil {
-			d.Unreadable++
-			continue
-		}
-		v, found := judge(r.Value, r.Present, c.want, c.hasWant, in.opts.VersionPath)
+	d.Keys += len(reads)
+	if late {
+		d.Late += len(reads)
+	}
+	for k, v := range verdicts {
 		switch v {
 		case Consistent:
 			d.Consistent++
 		case Inconsistent:
 			d.Inconsistent++
-			if len(in.rep.Inconsistent) < in.opts.Findings {
-				in.rep.Inconsistent = append(in.rep.Inconsistent, Finding{Key: c.keys[k], After: d.After, At: at, Found: found, Want: c.want, Entity: c.entity, ID: c.id})
+			if d.findings < in.opts.Findings {
+				d.findings++
+				in.rep.Inconsistent = append(in.rep.Inconsistent, Finding{Key: c.keys[k], After: d.After, At: at, Found: found[k], Want: c.want, Entity: c.entity, ID: c.id})
 			}
 		case Unverified:
 			d.Unverified++
+		case Unreadable:
+			d.Unreadable++
 		}
 	}
 }
@@ -232,6 +287,6 @@ func (in *Inspector) Snapshot() Report {
 	defer in.mu.Unlock()
 	rep := in.rep
 	rep.Delays = append([]DelayReport(nil), rep.Delays...)
-	rep.Inconsistent = append([]Finding(nil), rep.Inconsistent...)
+	rep.Inconsistent = append([]Finding{}, rep.Inconsistent...)
 	return rep
 }

@@ -38,7 +38,7 @@ func (f *fakeCache) Get(_ context.Context, keys []string) []Read {
 // changes is a source that emits its records once, then waits.
 type changes [][]events.Change
 
-func (c changes) Read(ctx context.Context, emit func([]events.Change, error)) error {
+func (c changes) Read(ctx context.Context, emit func([]events.Change, error), _ func(error)) error {
 	for _, r := range c {
 		emit(r, nil)
 	}
@@ -76,7 +76,7 @@ func TestInspectorJudgesEachKeyAtEachDelay(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	for _, d := range rep.Delays {
-		want := DelayReport{After: d.After, Keys: 5, Consistent: 2, Inconsistent: 1, Unverified: 1, Unreadable: 1}
+		want := DelayReport{After: d.After, Keys: 5, Consistent: 2, Inconsistent: 1, Unverified: 1, Unreadable: 1, findings: 1}
 		if d != want {
 			t.Errorf("at %v: %+v, want %+v", d.After, d, want)
 		}
@@ -98,5 +98,59 @@ func TestSampling(t *testing.T) {
 	rep, _ := in.Run(read, t.Context(), src)
 	if rep.Changes != 2000 || rep.Sampled < 100 || rep.Sampled > 300 || rep.Delays[0].Keys != rep.Sampled {
 		t.Fatalf("%d of %d sampled, %d keys checked: want about 200, each checked", rep.Sampled, rep.Changes, rep.Delays[0].Keys)
+	}
+}
+
+// flood emits one change after the other until ctx ends.
+type flood struct{}
+
+func (flood) Read(ctx context.Context, emit func([]events.Change, error), _ func(error)) error {
+	for i := 0; ctx.Err() == nil; i++ {
+		emit([]events.Change{{Entity: "user", ID: fmt.Sprint(i)}}, nil)
+	}
+	return nil
+}
+
+// TestStoppingTheChecksNeverHangs: with the checks stopped, readers facing
+// full queues go on, and the run ends once the reading stops.
+func TestStoppingTheChecksNeverHangs(t *testing.T) {
+	rules, _ := invalidate.LoadRules(func(string) string { return "" })
+	in := New(&fakeCache{}, rules, Options{Delays: []time.Duration{time.Hour}})
+	read, stopReading := context.WithCancel(t.Context())
+	checks, stopChecks := context.WithCancel(t.Context())
+	done := make(chan Report)
+	go func() { rep, _ := in.Run(read, checks, flood{}); done <- rep }()
+	time.Sleep(200 * time.Millisecond)
+	stopChecks()
+	time.Sleep(200 * time.Millisecond)
+	stopReading()
+	select {
+	case rep := <-done:
+		if rep.Delays[0].Keys != 0 {
+			t.Fatalf("%d keys checked an hour early", rep.Delays[0].Keys)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not end")
+	}
+}
+
+// failing cannot read at all.
+type failing struct{}
+
+func (failing) Read(context.Context, func([]events.Change, error), func(error)) error {
+	return errors.New("AccessDenied")
+}
+
+// TestASourceThatCannotReadStopsTheRun: a stream the inspector may not read
+// is said at once, not after the queue beside it has been read for an hour.
+func TestASourceThatCannotReadStopsTheRun(t *testing.T) {
+	rules, _ := invalidate.LoadRules(func(string) string { return "" })
+	in := New(&fakeCache{}, rules, Options{})
+	read, stop := context.WithTimeout(t.Context(), 10*time.Second)
+	defer stop()
+	start := time.Now()
+	_, err := in.Run(read, t.Context(), flood{}, failing{})
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("after %v: %v, want AccessDenied at once", time.Since(start), err)
 	}
 }

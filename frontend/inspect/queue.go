@@ -1,7 +1,6 @@
 package inspect
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
 // SQS is what a Queue needs of an SQS client; *sqs.Client has it.
@@ -27,19 +27,20 @@ type SQS interface {
 type Queue struct {
 	Client SQS
 	URL    string
-	// Receivers is how many receive loops run at once. Default 4.
+	// Receivers is how many receive loops run at once, each up to 10
+	// messages a receive. Default 1.
 	Receivers int
 	// Since skips the messages sent before it, a backlog left from before
-	// the inspection: their keys were invalidated long ago. Default: when
-	// Read starts.
+	// the inspection: their keys were invalidated long ago. Default: 5 s
+	// before Read starts, for the clocks of SQS and this host to differ.
 	Since time.Time
 }
 
 // Read receives until ctx ends. A queue that cannot be read at all is an
 // error at once; later failures are retried every second.
-func (q *Queue) Read(ctx context.Context, emit func([]events.Change, error)) error {
+func (q *Queue) Read(ctx context.Context, emit func([]events.Change, error), failed func(error)) error {
 	if q.Since.IsZero() {
-		q.Since = time.Now()
+		q.Since = time.Now().Add(-5 * time.Second)
 	}
 	first, err := q.receive(ctx)
 	if err != nil {
@@ -47,12 +48,13 @@ func (q *Queue) Read(ctx context.Context, emit func([]events.Change, error)) err
 	}
 	q.take(ctx, first, emit)
 	var wg sync.WaitGroup
-	for range cmp.Or(q.Receivers, 4) {
+	for range max(1, q.Receivers) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				msgs, err := q.receive(ctx)
 				if err != nil {
-					sleep(ctx, time.Second)
+					failed(fmt.Errorf("receive from %s: %w", q.URL, err))
+					wait.For(ctx, time.Second)
 					continue
 				}
 				q.take(ctx, msgs, emit)
@@ -65,7 +67,8 @@ func (q *Queue) Read(ctx context.Context, emit func([]events.Change, error)) err
 
 func (q *Queue) receive(ctx context.Context) ([]types.Message, error) {
 	out, err := q.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10,
-		WaitTimeSeconds: 5, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp}})
+		WaitTimeSeconds: 5, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp,
+			types.MessageSystemAttributeNameApproximateReceiveCount}})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, nil
@@ -76,7 +79,8 @@ func (q *Queue) receive(ctx context.Context) ([]types.Message, error) {
 }
 
 // take decodes and deletes the messages received: the inspector's copy of
-// an event is read once.
+// an event is read once. A message received before (its delete failed) is
+// deleted unread: read now, its check would come long after its change.
 func (q *Queue) take(ctx context.Context, msgs []types.Message, emit func([]events.Change, error)) {
 	if len(msgs) == 0 {
 		return
@@ -84,21 +88,15 @@ func (q *Queue) take(ctx context.Context, msgs []types.Message, emit func([]even
 	entries := make([]types.DeleteMessageBatchRequestEntry, len(msgs))
 	for i, m := range msgs {
 		sent := m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)]
-		if ms, err := strconv.ParseInt(sent, 10, 64); err != nil || !time.UnixMilli(ms).Before(q.Since) {
+		ms, err := strconv.ParseInt(sent, 10, 64)
+		fresh := err != nil || !time.UnixMilli(ms).Before(q.Since)
+		receives, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		if fresh && receives <= 1 {
 			emit(events.DecodeSQSBody(aws.ToString(m.MessageId), aws.ToString(m.Body), sent))
 		}
 		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
 	}
-	// A message not deleted comes back after its visibility timeout and is
-	// checked twice: harmless to the measure.
-	_, _ = q.Client.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = q.Client.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
 }

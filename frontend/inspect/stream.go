@@ -13,6 +13,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/streams"
+	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
 // StreamsClient is what a Stream needs of a DynamoDB Streams client;
@@ -31,7 +32,9 @@ type Stream struct {
 	// Poll is the pause between reads of a shard. Default 1 s: Lambda
 	// reads each shard four times a second and a shard serves five reads a
 	// second, so the inspector takes what is left and never throttles the
-	// worker.
+	// worker. A read returns up to 1,000 records: a shard written faster
+	// than that outruns the inspector, whose checks then come late (and
+	// are counted late).
 	Poll time.Duration
 	// Rescan is how often new shards are looked for. Default 30 s.
 	Rescan time.Duration
@@ -39,16 +42,20 @@ type Stream struct {
 
 // Read reads every shard until ctx ends. A stream that cannot be described
 // is an error at once.
-func (s *Stream) Read(ctx context.Context, emit func([]events.Change, error)) error {
+func (s *Stream) Read(ctx context.Context, emit func([]events.Change, error), failed func(error)) error {
 	known := map[string]bool{}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	closed := make(chan struct{}, 1) // a shard ended: its children are open
 	for first := true; ctx.Err() == nil; first = false {
 		shards, err := s.shards(ctx)
 		switch {
 		case err != nil && first:
 			return err
-		case err == nil:
+		case err != nil:
+			failed(err)
+		default:
+			open := 0
 			for _, sh := range shards {
 				id := aws.ToString(sh.ShardId)
 				if known[id] {
@@ -62,10 +69,26 @@ func (s *Stream) Read(ctx context.Context, emit func([]events.Change, error)) er
 					}
 					kind = types.ShardIteratorTypeLatest
 				}
-				wg.Go(func() { s.shard(ctx, id, kind, emit) })
+				open++
+				wg.Go(func() {
+					s.shard(ctx, id, kind, emit, failed)
+					select {
+					case closed <- struct{}{}:
+					default:
+					}
+				})
+			}
+			if first && open == 0 {
+				return fmt.Errorf("stream %s has no open shard: is it disabled?", s.ARN)
 			}
 		}
-		sleep(ctx, cmp.Or(s.Rescan, 30*time.Second))
+		t := time.NewTimer(cmp.Or(s.Rescan, 30*time.Second))
+		select {
+		case <-ctx.Done():
+		case <-closed:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	return nil
 }
@@ -87,7 +110,7 @@ func (s *Stream) shards(ctx context.Context) ([]types.Shard, error) {
 
 // shard reads one shard until it closes or ctx ends. After a failed read
 // it starts again after the last record it read.
-func (s *Stream) shard(ctx context.Context, id string, kind types.ShardIteratorType, emit func([]events.Change, error)) {
+func (s *Stream) shard(ctx context.Context, id string, kind types.ShardIteratorType, emit func([]events.Change, error), failed func(error)) {
 	var last string
 	var iterator *string
 	for ctx.Err() == nil {
@@ -99,14 +122,18 @@ func (s *Stream) shard(ctx context.Context, id string, kind types.ShardIteratorT
 				iterator, err = streams.Iterator(ctx, s.Client, s.ARN, id, kind, "")
 			}
 			if err != nil {
-				sleep(ctx, time.Second)
+				failed(fmt.Errorf("shard %s: %w", id, err))
+				wait.For(ctx, time.Second)
 				continue
 			}
 		}
 		page, err := s.Client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iterator})
 		if err != nil {
+			if ctx.Err() == nil {
+				failed(fmt.Errorf("shard %s: get records: %w", id, err))
+			}
 			iterator = nil
-			sleep(ctx, time.Second)
+			wait.For(ctx, time.Second)
 			continue
 		}
 		for _, r := range page.Records {
@@ -125,6 +152,6 @@ func (s *Stream) shard(ctx context.Context, id string, kind types.ShardIteratorT
 			return // the shard is closed and read
 		}
 		iterator = page.NextShardIterator
-		sleep(ctx, cmp.Or(s.Poll, time.Second))
+		wait.For(ctx, cmp.Or(s.Poll, time.Second))
 	}
 }

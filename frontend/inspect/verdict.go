@@ -3,6 +3,8 @@ package inspect
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,17 +28,27 @@ const (
 )
 
 func (v Verdict) String() string {
-	return [...]string{"consistent", "inconsistent", "unverified", "unreadable"}[v]
+	if names := [...]string{"consistent", "inconsistent", "unverified", "unreadable"}; int(v) < len(names) {
+		return names[v]
+	}
+	return "Verdict(" + strconv.Itoa(int(v)) + ")"
 }
 
-// judge compares what a key holds with the version of the change that
-// invalidated it. found is the version the key holds, when it has one.
-func judge(raw []byte, present bool, want int64, hasWant bool, versionPath []string) (v Verdict, found int64) {
+// judge compares what a key holds with the change that invalidated it: its
+// version, and whether it deleted the entity. found is the version the key
+// holds, when it has one.
+func judge(raw []byte, present, deleted bool, want int64, hasWant bool, versionPath []string) (v Verdict, found int64) {
 	if !present {
 		return Consistent, 0
 	}
-	if s, wt := writethrough.Describe(raw); wt && s.Lease {
+	s, wt := writethrough.Describe(raw)
+	switch {
+	case wt && s.Lease:
 		return Consistent, 0
+	case wt && s.NotFound && deleted:
+		// A "not found" cached after a delete keeps the version of the
+		// value before it: it is what the source holds.
+		return Consistent, s.Version
 	}
 	found, ok := storedVersion(raw, versionPath)
 	switch {
@@ -86,10 +98,15 @@ func storedVersion(raw []byte, versionPath []string) (int64, bool) {
 	return n, err == nil
 }
 
-// ParsePath splits a dotted JSON path ("meta.version") into its names.
-func ParsePath(path string) []string {
+// ParsePath splits a dotted JSON path ("meta.version") into its names; an
+// empty name is an error.
+func ParsePath(path string) ([]string, error) {
 	if path == "" {
-		return nil
+		return nil, nil
 	}
-	return strings.Split(strings.TrimPrefix(path, "."), ".")
+	names := strings.Split(strings.TrimPrefix(path, "."), ".")
+	if slices.Contains(names, "") {
+		return nil, fmt.Errorf("%q: want names joined by dots, like meta.version", path)
+	}
+	return names, nil
 }

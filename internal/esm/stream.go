@@ -14,6 +14,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/frontend/lambda/event"
 	"github.com/invalidator-go/invalidator/frontend/streams"
+	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
 // StreamMapping feeds a DynamoDB stream to a function, as Lambda's stream
@@ -117,7 +118,7 @@ func (m *StreamMapping) shard(ctx context.Context, shardID string) error {
 		// empty page means caught up.
 		if len(page.Records) == 0 {
 			iterator = page.NextShardIterator
-			sleep(ctx, 200*time.Millisecond)
+			wait.For(ctx, 200*time.Millisecond)
 			continue
 		}
 		failed, whole := m.deliver(ctx, log, page.Records)
@@ -156,7 +157,7 @@ func (m *StreamMapping) shard(ctx context.Context, shardID string) error {
 		pause := min(m.Backoff<<min(failures-1, 3), 8*m.Backoff)
 		log.Info("retrying from the lowest failed record", "sequence", seq(lowest), "attempt", attempts[seq(lowest)]+1,
 			"records", limit, "in_ms", pause.Milliseconds())
-		sleep(ctx, pause)
+		wait.For(ctx, pause)
 		if iterator, err = streams.Iterator(ctx, m.Client, m.StreamARN, shardID, types.ShardIteratorTypeAtSequenceNumber, seq(lowest)); err != nil {
 			return stopped(ctx, err)
 		}
@@ -234,15 +235,6 @@ func (m *StreamMapping) giveUp(ctx context.Context, log *slog.Logger, shardID st
 	})
 	if _, err := m.OnFailure.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(m.DLQURL), MessageBody: aws.String(string(body))}); err != nil {
 		log.Error("cannot reach the on-failure destination", "error", err.Error())
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

@@ -27,13 +27,14 @@ type inspector struct {
 type inspection struct {
 	Changes int `json:"changes"`
 	Delays  []struct {
-		After        string  `json:"after"`
-		Keys         int     `json:"keys"`
-		Inconsistent int     `json:"inconsistent"`
-		Unverified   int     `json:"unverified"`
-		Unreadable   int     `json:"unreadable"`
-		Nines        float64 `json:"nines"`
-		NinesAtLeast bool    `json:"ninesAtLeast"`
+		After        string   `json:"after"`
+		Keys         int      `json:"keys"`
+		Inconsistent int      `json:"inconsistent"`
+		Unverified   int      `json:"unverified"`
+		Unreadable   int      `json:"unreadable"`
+		Late         int      `json:"late"`
+		Nines        *float64 `json:"nines"` // null when no key was compared
+		NinesAtLeast bool     `json:"ninesAtLeast"`
 	} `json:"delays"`
 }
 
@@ -78,11 +79,18 @@ func (in *inspector) report() (inspection, error) {
 func (r inspection) print() {
 	fmt.Printf("E2E inspect_changes %d\n", r.Changes)
 	for _, d := range r.Delays {
-		nines := fmt.Sprintf("%.2f", d.Nines)
+		nines := "n/a"
+		if d.Nines != nil {
+			nines = fmt.Sprintf("%.2f", *d.Nines)
+		}
 		if d.NinesAtLeast {
 			nines = ">=" + nines
 		}
-		fmt.Printf("E2E inspect_keys_%s %d\nE2E inspect_inconsistent_%s %d\nE2E inspect_unverified_%s %d\nE2E inspect_unreadable_%s %d\nE2E inspect_nines_%s %s\n",
-			d.After, d.Keys, d.After, d.Inconsistent, d.After, d.Unverified, d.After, d.Unreadable, d.After, nines)
+		for _, l := range []struct {
+			name  string
+			value any
+		}{{"keys", d.Keys}, {"inconsistent", d.Inconsistent}, {"unverified", d.Unverified}, {"unreadable", d.Unreadable}, {"late", d.Late}, {"nines", nines}} {
+			fmt.Printf("E2E inspect_%s_%s %v\n", l.name, d.After, l.value)
+		}
 	}
 }

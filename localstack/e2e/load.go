@@ -21,6 +21,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/internal/wait"
 	"github.com/invalidator-go/invalidator/writethrough"
 )
 
@@ -167,7 +168,7 @@ func (l *load) write(ctx context.Context, one func(ctx context.Context, poison i
 		if err := one(ctx, poison); err == nil {
 			l.writes.Add(1)
 		}
-		sleep(ctx, 250*time.Millisecond+rand.N(150*time.Millisecond))
+		wait.For(ctx, 250*time.Millisecond+rand.N(150*time.Millisecond))
 	}
 }
 
@@ -290,14 +291,14 @@ func (l *load) read(ctx context.Context, entity string, get func(ctx context.Con
 		}
 		cancel()
 		l.reads.Add(1)
-		sleep(ctx, 20*time.Millisecond+rand.N(30*time.Millisecond))
+		wait.For(ctx, 20*time.Millisecond+rand.N(30*time.Millisecond))
 	}
 }
 
 // slowly returns after a load time of 0.1 to 1.5 s, a slow service's: the
 // longer a load, the likelier a change lands during it.
 func slowly(ctx context.Context) {
-	sleep(ctx, 100*time.Millisecond+rand.N(1400*time.Millisecond))
+	wait.For(ctx, 100*time.Millisecond+rand.N(1400*time.Millisecond))
 }
 
 // maxReplicaLag is how far behind the source the replica may be.
@@ -445,7 +446,7 @@ func (l *load) send(ctx context.Context, queue, id string) error {
 // timeInvalidation caches key, sends a change that invalidates it, and
 // returns how long the key took to go, up to 30 s.
 func (l *load) timeInvalidation(ctx context.Context, key string, send func(context.Context) error) (time.Duration, error) {
-	for deadline := time.Now().Add(10 * time.Second); ; sleep(ctx, 50*time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; wait.For(ctx, 50*time.Millisecond) {
 		err := l.cache.Do(ctx, l.cache.B().Set().Key(key).Value("cached").Ex(time.Hour).Build()).Error()
 		if err == nil {
 			break
@@ -462,7 +463,7 @@ func (l *load) timeInvalidation(ctx context.Context, key string, send func(conte
 		if n, err := l.cache.Do(ctx, l.cache.B().Exists().Key(key).Build()).AsInt64(); err == nil && n == 0 {
 			return time.Since(start), nil
 		}
-		sleep(ctx, 20*time.Millisecond)
+		wait.For(ctx, 20*time.Millisecond)
 	}
 	return time.Since(start), errors.New("not invalidated within 30 s")
 }
@@ -479,7 +480,7 @@ func (l *load) drain(ctx context.Context, limit time.Duration) bool {
 				if time.Now().After(deadline) || ctx.Err() != nil {
 					return false
 				}
-				sleep(ctx, 500*time.Millisecond)
+				wait.For(ctx, 500*time.Millisecond)
 			}
 		}
 		return true
@@ -488,7 +489,7 @@ func (l *load) drain(ctx context.Context, limit time.Duration) bool {
 		return false
 	}
 	_, err := l.timeInvalidation(ctx, "cache:product:drained", func(ctx context.Context) error { return l.putProduct(ctx, "drained", 1, true) })
-	sleep(ctx, time.Second) // for the function to send the second delete after its first
+	wait.For(ctx, time.Second) // for the function to send the second delete after its first
 	return err == nil && empty()
 }
 

@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
 // plan is how long each part of a run lasts.
@@ -85,7 +87,7 @@ func run(ctx context.Context, p plan, bin string, secondDelete time.Duration) (b
 	l.start(ctx)
 	var faults []faultResult
 	progress.phase("warm-up")
-	sleep(ctx, p.warmup)
+	wait.For(ctx, p.warmup)
 	for _, f := range s.faults(p) {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -97,7 +99,7 @@ func run(ctx context.Context, p plan, bin string, secondDelete time.Duration) (b
 		}
 		faults = append(faults, faultResult{name: f.name, from: from, to: time.Now(), probes: l.probe(ctx, f.name)})
 		progress.phase(f.name + ", steady")
-		sleep(ctx, p.steady)
+		wait.For(ctx, p.steady)
 	}
 	progress.phase("draining")
 	l.stopWriters()
@@ -144,18 +146,11 @@ func runRace(ctx context.Context, env env, s *stack, d, delay time.Duration, sta
 	defer progress.stop()
 	progress.phase("race, second delete " + name)
 	l.start(ctx)
-	sleep(ctx, d)
+	wait.For(ctx, d)
 	progress.phase("race, second delete " + name + ", draining")
 	l.stopWriters()
 	r.drained = l.drain(ctx, time.Minute)
 	l.stopReaders()
 	r.stale, err = l.stale(ctx)
 	return r, err
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }

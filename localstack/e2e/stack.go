@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
 // env is the e2e stack's environment, as localstack/env.sh exports it.
@@ -149,19 +150,19 @@ func (s *stack) faults(p plan) []fault {
 	return []fault{
 		{"driver-killed-restarted", func(ctx context.Context) error {
 			s.driver.signal(syscall.SIGKILL)
-			sleep(ctx, p.restart)
+			wait.For(ctx, p.restart)
 			return s.driver.start()
 		}},
 		{"poller-stopped-restarted", func(ctx context.Context) error {
 			s.poller.signal(syscall.SIGTERM)
-			sleep(ctx, p.restart)
+			wait.For(ctx, p.restart)
 			return s.poller.start()
 		}},
 		{"node-killed-restarted-empty", func(ctx context.Context) error {
 			if err := s.kill(ports[1], syscall.SIGKILL); err != nil {
 				return err
 			}
-			sleep(ctx, p.nodeDown)
+			wait.For(ctx, p.nodeDown)
 			_ = os.Remove(filepath.Join(s.env.state, "cache", strconv.Itoa(ports[1]), "dump.rdb"))
 			return s.cacheUp(ctx)
 		}},
@@ -169,7 +170,7 @@ func (s *stack) faults(p plan) []fault {
 			if err := s.shutdown(ctx, ports[2]); err != nil {
 				return err
 			}
-			sleep(ctx, p.nodeDown)
+			wait.For(ctx, p.nodeDown)
 			return s.cacheUp(ctx)
 		}},
 		{"all-nodes-frozen", func(ctx context.Context) error {
@@ -178,7 +179,7 @@ func (s *stack) faults(p plan) []fault {
 					return err
 				}
 			}
-			sleep(ctx, p.freeze)
+			wait.For(ctx, p.freeze)
 			for _, port := range ports {
 				if err := s.kill(port, syscall.SIGCONT); err != nil {
 					return err
@@ -196,7 +197,7 @@ func (s *stack) faults(p plan) []fault {
 					return err
 				}
 			}
-			sleep(ctx, p.cacheDown)
+			wait.For(ctx, p.cacheDown)
 			return s.cacheUp(ctx)
 		}},
 	}
