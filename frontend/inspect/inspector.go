@@ -106,10 +106,14 @@ type check struct {
 
 // Run reads the sources until read ends, then finishes the checks already
 // scheduled unless checks ends first. A source that cannot read at all
-// stops the run: Run returns the report so far and its error.
+// stops the run, checks and all: Run returns the report so far and its
+// error.
 func (in *Inspector) Run(read, checks context.Context, sources ...Source) (Report, error) {
-	read, stop := context.WithCancelCause(read)
-	defer stop(nil)
+	read, stopReading := context.WithCancelCause(read)
+	defer stopReading(nil)
+	checks, stopChecks := context.WithCancel(checks)
+	defer stopChecks()
+	stop := func(err error) { stopReading(err); stopChecks() }
 	queues := make([]chan check, len(in.opts.Delays))
 	var checkers sync.WaitGroup
 	for i := range queues {
@@ -117,7 +121,7 @@ func (in *Inspector) Run(read, checks context.Context, sources ...Source) (Repor
 		checkers.Go(func() { in.checkAt(checks, i, queues[i]) })
 	}
 	var readers sync.WaitGroup
-	emit := func(changes []events.Change, err error) { in.take(changes, err, queues) }
+	emit := func(changes []events.Change, err error) { in.take(read, changes, err, queues) }
 	failed := func(err error) {
 		in.mu.Lock()
 		defer in.mu.Unlock()
@@ -144,7 +148,8 @@ func (in *Inspector) Run(read, checks context.Context, sources ...Source) (Repor
 }
 
 // take counts one record read, and queues checks for its sampled changes.
-func (in *Inspector) take(changes []events.Change, err error, queues []chan check) {
+// A full queue holds the reader back, until the reading stops.
+func (in *Inspector) take(read context.Context, changes []events.Change, err error, queues []chan check) {
 	var picked []check
 	in.mu.Lock()
 	in.rep.Records++
@@ -180,7 +185,11 @@ func (in *Inspector) take(changes []events.Change, err error, queues []chan chec
 	for _, c := range picked {
 		c.read = now
 		for _, q := range queues {
-			q <- c
+			select {
+			case q <- c:
+			case <-read.Done():
+				return
+			}
 		}
 	}
 }
