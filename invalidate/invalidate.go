@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
 // Options tune an Invalidator. The zero value gives the defaults.
@@ -359,14 +360,7 @@ func (inv *Invalidator) pause(ctx context.Context, attempt int) bool {
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
 		return false
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return wait.For(ctx, d)
 }
 
 func (inv *Invalidator) report(records []Record, b *batch) Report {

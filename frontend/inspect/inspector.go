@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/wait"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -216,7 +217,7 @@ func (in *Inspector) checkAt(ctx context.Context, i int, queue <-chan check) {
 	after := in.opts.Delays[i]
 	for c := range queue {
 		due := c.read.Add(after)
-		if ctx.Err() != nil || !sleepUntil(ctx, due) {
+		if ctx.Err() != nil || (time.Now().Before(due) && !wait.For(ctx, time.Until(due))) {
 			continue
 		}
 		select {
@@ -228,21 +229,6 @@ func (in *Inspector) checkAt(ctx context.Context, i int, queue <-chan check) {
 			defer func() { <-sem }()
 			in.checkOne(ctx, i, c, time.Since(due) > in.opts.Late)
 		})
-	}
-}
-
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return true
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
 	}
 }
 
