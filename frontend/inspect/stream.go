@@ -122,7 +122,9 @@ func (s *Stream) shard(ctx context.Context, id string, kind types.ShardIteratorT
 				iterator, err = streams.Iterator(ctx, s.Client, s.ARN, id, kind, "")
 			}
 			if err != nil {
-				failed(fmt.Errorf("shard %s: %w", id, err))
+				if ctx.Err() == nil {
+					failed(fmt.Errorf("shard %s: %w", id, err))
+				}
 				wait.For(ctx, time.Second)
 				continue
 			}
