@@ -8,7 +8,7 @@ LAMBDAS := $(filter-out poller,$(notdir $(patsubst %/,%,$(wildcard functions/*/)
 .PHONY: help setup up down local test build bench e2e e2e-short lint
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 setup: ## install what is missing: Go, redis-server, moto, AWS CLI, cfn-lint, the Lambda emulator
 	bash localstack/setup.sh
@@ -46,7 +46,7 @@ build: ## build functions/<name> into bin/<name>/bootstrap, bin/poller/poller an
 BENCH_ENV := LOCAL_STATE=$(CURDIR)/.local/bench CACHE_PORTS=7010 CACHE_ENDPOINT=127.0.0.1:7010 \
 	CACHE_CA_FILE=$(CURDIR)/.local/bench/tls/ca.crt
 
-bench: setup build ## measure against references in the same run; prints BENCH <name> <value>
+bench: setup build ## measure against references in the same run; prints BENCH <name> <value>, rewrites bench/README.md's latest run and bench/throughput.svg
 	$(ENV) && export $(BENCH_ENV) && bash localstack/up.sh cache >/dev/null && \
 	  { status=0; (cd bench && go run . -bin $(CURDIR)/bin) || status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
 

@@ -25,7 +25,9 @@ stop() {
   wait "${pids[@]}" 2>/dev/null || true
   rm -f "$RUN_DIR/poller.pid" "$RUN_DIR/driver.pid"
 }
-trap stop INT TERM EXIT
+# Stopped on purpose (Ctrl-C, kill -TERM), the worker ends well: status 0.
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
 
 # The worker logs in as its own least-privileged user, as in AWS.
 export CACHE_USERNAME="$WORKER_USERNAME" CACHE_PASSWORD="$WORKER_PASSWORD"

@@ -23,6 +23,9 @@ import (
 	"github.com/invalidator-go/invalidator/frontend/inspect"
 )
 
+// findings is how many inconsistent keys the report lists at each delay.
+const findings = 100
+
 func inspectVerb(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -43,15 +46,20 @@ func inspectVerb(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), `usage: invalidator inspect [flags]
 
 Measures how consistent the cache is with the changes that invalidate it.
-Reads changes as a second consumer — a DynamoDB stream, or an SQS queue of
-its own subscribed to the topic —, samples them, plans their keys with the
-worker's rules, and after each delay reads those keys (GET only). A key is
-consistent when it is absent, holds a writethrough lease, or holds a version
-at least the change's: a writethrough entry's, or the number at
---version-path in a JSON value. Others are unverified. Prints progress on
-stderr, then consistency at each delay as a share and as nines, and the
-inconsistent keys. Interrupt once to stop reading and finish the checks,
-twice to stop at once.
+Reads changes as a second consumer — a DynamoDB stream from its latest
+record, or an SQS queue of its own subscribed to the topic, skipping what
+was sent more than 5 s before it started —, samples them, plans their keys
+with the worker's rules (give --rules, or INVALIDATION_RULES as the worker
+has it), and after each delay reads those keys (GET only). A key is
+consistent when it is absent (counted apart too), holds a writethrough
+lease, or holds a version at least the change's: a writethrough entry's,
+or the number at --version-path in a JSON value; after a delete, a cached
+"not found" too. It is inconsistent when it holds an older version,
+unverified when there is no version to compare, unreadable when the cache
+does not answer within 1 s; a check more than 1 s after it fell due counts
+late. Prints progress on stderr, then consistency at each delay as a share
+and as nines, and the inconsistent keys. Interrupt once to stop reading
+and finish the checks, twice to stop at once.
 
 flags:
 `)
@@ -89,6 +97,11 @@ flags:
 		return usage("--want-nines: want a number of nines, 0 or more")
 	case *receivers < 1:
 		return usage("--receivers: want 1 or more")
+	case *run < 0:
+		return usage("--for: want a duration, or 0 for until interrupted")
+	}
+	if *rules == "" && os.Getenv("INVALIDATION_RULES") == "" {
+		fmt.Fprintln(stderr, "invalidator inspect: no rules (--rules, INVALIDATION_RULES): planning the default cache:{entity}:{id}, which may not be the worker's keys")
 	}
 
 	// The first signal stops the reading, the second the checks.
@@ -130,7 +143,7 @@ flags:
 		sources = append(sources, &inspect.Queue{Client: sqs.NewFromConfig(s.aws), URL: *queue, Receivers: *receivers})
 	}
 	in := inspect.New(inspect.Valkey(s.cache), s.cfg.Rules, inspect.Options{Sample: *sample, Delays: delays,
-		VersionPath: path, ItemVersion: *itemVersion})
+		VersionPath: path, ItemVersion: *itemVersion, Findings: findings})
 
 	start := time.Now()
 	done := make(chan struct{})
@@ -225,7 +238,7 @@ func printReport(w io.Writer, r inspect.Report) {
 		fmt.Fprintf(w, "%d reads of the sources failed and were retried; the last: %s\n", r.ReadErrors, r.LastReadError)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "after\tkeys\tconsistent\tinconsistent\tunverified\tunreadable\tlate\tconsistency\tnines")
+	fmt.Fprintln(tw, "after\tkeys\tconsistent\t(absent)\tinconsistent\tunverified\tunreadable\tlate\tconsistency\tnines")
 	for _, d := range r.Delays {
 		share, nines := "n/a", "n/a" // no key compared
 		if d.Compared() > 0 {
@@ -235,7 +248,7 @@ func printReport(w io.Writer, r inspect.Report) {
 				nines = "≥ " + nines // all consistent: more checks could show more
 			}
 		}
-		fmt.Fprintf(tw, "+%v\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", d.After, d.Keys, d.Consistent, d.Inconsistent, d.Unverified, d.Unreadable, d.Late, share, nines)
+		fmt.Fprintf(tw, "+%v\t%d\t%d\t(%d)\t%d\t%d\t%d\t%d\t%s\t%s\n", d.After, d.Keys, d.Consistent, d.Absent, d.Inconsistent, d.Unverified, d.Unreadable, d.Late, share, nines)
 	}
 	tw.Flush()
 	for _, d := range r.Delays {
@@ -245,7 +258,7 @@ func printReport(w io.Writer, r inspect.Report) {
 		}
 	}
 	if len(r.Inconsistent) > 0 {
-		fmt.Fprintf(w, "inconsistent keys (the first %d):\n", len(r.Inconsistent))
+		fmt.Fprintf(w, "inconsistent keys (up to %d a delay):\n", findings)
 		for _, f := range r.Inconsistent {
 			fmt.Fprintf(w, "  +%v %s holds version %d, the change to %s %s made %d\n", f.After, f.Key, f.Found, f.Entity, f.ID, f.Want)
 		}

@@ -244,17 +244,23 @@ func (in *Inspector) checkOne(ctx context.Context, i int, c check, late bool) {
 	at := time.Now()
 	verdicts := make([]Verdict, len(reads))
 	found := make([]int64, len(reads))
+	absent := 0
 	for k, r := range reads {
-		if r.Err != nil {
+		switch {
+		case r.Err != nil:
 			verdicts[k] = Unreadable
-			continue
+		case !r.Present:
+			absent++
 		}
-		verdicts[k], found[k] = judge(r.Value, r.Present, c.deleted, c.want, c.hasWant, in.opts.VersionPath)
+		if r.Err == nil {
+			verdicts[k], found[k] = judge(r.Value, r.Present, c.deleted, c.want, c.hasWant, in.opts.VersionPath)
+		}
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	d := &in.rep.Delays[i]
 	d.Keys += len(reads)
+	d.Absent += absent
 	if late {
 		d.Late += len(reads)
 	}

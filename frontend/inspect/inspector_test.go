@@ -76,7 +76,7 @@ func TestInspectorJudgesEachKeyAtEachDelay(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	for _, d := range rep.Delays {
-		want := DelayReport{After: d.After, Keys: 5, Consistent: 2, Inconsistent: 1, Unverified: 1, Unreadable: 1, findings: 1}
+		want := DelayReport{After: d.After, Keys: 5, Consistent: 2, Inconsistent: 1, Unverified: 1, Unreadable: 1, Absent: 1, findings: 1}
 		if d != want {
 			t.Errorf("at %v: %+v, want %+v", d.After, d, want)
 		}

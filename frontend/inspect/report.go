@@ -28,6 +28,9 @@ type DelayReport struct {
 	After                                            time.Duration
 	Keys                                             int // checked
 	Consistent, Inconsistent, Unverified, Unreadable int
+	// Absent counts the consistent keys that held nothing: they show the
+	// invalidation done, but not that what is cached is fresh.
+	Absent int
 	// Late counts the keys checked later than Options.Late after they
 	// fell due: the inspector or the cache was behind.
 	Late int
@@ -92,11 +95,12 @@ func (d DelayReport) MarshalJSON() ([]byte, error) {
 		Inconsistent int      `json:"inconsistent"`
 		Unverified   int      `json:"unverified"`
 		Unreadable   int      `json:"unreadable"`
+		Absent       int      `json:"absent"`
 		Late         int      `json:"late"`
 		Share        *float64 `json:"share"` // null when no key was compared
 		Nines        *float64 `json:"nines"`
 		NinesAtLeast bool     `json:"ninesAtLeast"`
-	}{d.After.String(), d.Keys, d.Consistent, d.Inconsistent, d.Unverified, d.Unreadable, d.Late, share, n, atLeast})
+	}{d.After.String(), d.Keys, d.Consistent, d.Inconsistent, d.Unverified, d.Unreadable, d.Absent, d.Late, share, n, atLeast})
 }
 
 func (f Finding) MarshalJSON() ([]byte, error) {
