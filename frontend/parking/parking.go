@@ -33,8 +33,10 @@ type Record struct {
 	Source   events.Source `json:"source"`
 	Function string        `json:"function"`
 	ID       string        `json:"recordId,omitempty"`
-	Reason   string        `json:"reason"`
-	ParkedAt time.Time     `json:"parkedAt"`
+	// RequestID is the Lambda invoke that parked it, to find its log lines.
+	RequestID string    `json:"requestId,omitempty"`
+	Reason    string    `json:"reason"`
+	ParkedAt  time.Time `json:"parkedAt"`
 	// Record is the record as its event source delivered it: an SQS
 	// message, an SNS record, a stream record, in the shape Lambda gives
 	// them. A record that is not valid JSON (some are parked for that very

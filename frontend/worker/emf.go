@@ -18,11 +18,12 @@ const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","
 
 // writeEMF writes one CloudWatch Embedded Metric Format line, parked
 // counting the failed records sent to the failure queue, second the second
-// deletes scheduled and the keys they found filled again: CloudWatch
+// deletes scheduled and the keys they found filled again, with the
+// invoke's request ID, if any, as a property: CloudWatch
 // Logs turns it into metrics without any API call from the function. The
 // line's shape is fixed, so it is written directly: json.Marshal of maps
 // slowed the first invoke of every cold start (bench/README.md).
-func writeEMF(w io.Writer, namespace, function string, source decode.Source, m invalidate.Metrics, parked int, second secondDeletes, now time.Time) error {
+func writeEMF(w io.Writer, namespace, function, requestID string, source decode.Source, m invalidate.Metrics, parked int, second secondDeletes, now time.Time) error {
 	b := make([]byte, 0, 768)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
@@ -32,6 +33,10 @@ func writeEMF(w io.Writer, namespace, function string, source decode.Source, m i
 	b = appendString(b, function)
 	b = append(b, `,"Source":`...)
 	b = appendString(b, string(source))
+	if requestID != "" {
+		b = append(b, `,"request_id":`...)
+		b = appendString(b, requestID)
+	}
 	for _, metric := range []struct {
 		name  string
 		value int64

@@ -65,7 +65,7 @@ func (w *Worker) handBack(ctx context.Context, msgs []receipt) {
 	for arn, entries := range byQueue {
 		url, ok := queueURL(arn)
 		if !ok {
-			w.opts.Logger.Warn("cannot hand messages back: no queue ARN; they come back after the queue's visibility timeout", "messages", len(entries), "arn", arn)
+			w.opts.Logger.WarnContext(ctx, "cannot hand messages back: no queue ARN; they come back after the queue's visibility timeout", "messages", len(entries), "arn", arn)
 			continue
 		}
 		for start := 0; start < len(entries); start += 10 { // SQS's most per batch
@@ -75,7 +75,7 @@ func (w *Worker) handBack(ctx context.Context, msgs []receipt) {
 				err = errors.New(aws.ToString(out.Failed[0].Message))
 			}
 			if err != nil {
-				w.opts.Logger.Warn("cannot hand messages back: they come back after the queue's visibility timeout", "messages", len(chunk), "error", err.Error())
+				w.opts.Logger.WarnContext(ctx, "cannot hand messages back: they come back after the queue's visibility timeout", "messages", len(chunk), "error", err.Error())
 			}
 		}
 	}

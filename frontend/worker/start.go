@@ -64,8 +64,9 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 // NewLogger writes JSON lines of level and above to w, timed in UTC: the same
 // on every host, and formatting them never loads the local time zone, which
 // slowed a fresh process's first log line (bench/README.md, "Cold start").
+// A line logged with a context that carries an Invocation names it.
 func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: utc}))
+	return slog.New(invocationHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: utc})})
 }
 
 func utc(groups []string, a slog.Attr) slog.Attr {

@@ -155,7 +155,7 @@ func (w *Worker) process(ctx context.Context, source events.Source, batch invali
 		// is parked with the panic and its stack.
 		if p := recover(); p != nil {
 			err := invalidate.PanicError("processing a batch", p)
-			w.opts.Logger.Error("panic", "source", source, "error", err.Error())
+			w.opts.Logger.ErrorContext(ctx, "panic", "source", source, "error", err.Error())
 			rep = failAll(batch, err)
 		}
 	}()
@@ -171,8 +171,10 @@ func (w *Worker) park(ctx context.Context, source events.Source, results []inval
 	all = true
 	now := time.Now()
 	records := make([]parking.Record, len(idx))
+	requestID := InvocationOf(ctx).RequestID
 	for j, i := range idx {
 		records[j] = parking.New(source, w.opts.Name, results[i].Record, results[i].Err.Error(), content(i), now)
+		records[j].RequestID = requestID
 	}
 	for j, err := range w.opts.Park.Park(ctx, records) {
 		if err == nil {
@@ -180,7 +182,7 @@ func (w *Worker) park(ctx context.Context, source events.Source, results []inval
 			continue
 		}
 		all = false
-		w.opts.Logger.Error("cannot park a record: it is handed back to its source", "source", source,
+		w.opts.Logger.ErrorContext(ctx, "cannot park a record: it is handed back to its source", "source", source,
 			"record", results[idx[j]].Record, "error", err.Error())
 	}
 	return all
@@ -207,20 +209,20 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 			if fates[i] == Parked {
 				parked++
 			}
-			w.opts.Logger.Warn("record failed", "source", source, "record", res.Record, "fate", fates[i].String(), "error", res.Err.Error())
+			w.opts.Logger.WarnContext(ctx, "record failed", "source", source, "record", res.Record, "fate", fates[i].String(), "error", res.Err.Error())
 		case debug:
 			keys := make([]string, len(res.Keys))
 			for k := range res.Keys {
 				keys[k] = res.Keys[k].Key
 			}
-			w.opts.Logger.Debug("record invalidated", "source", source, "record", res.Record, "keys", keys)
+			w.opts.Logger.DebugContext(ctx, "record invalidated", "source", source, "record", res.Record, "keys", keys)
 		}
 	}
-	w.opts.Logger.Info("batch", "source", source, "records", m.Records, "failed", m.Failed, "parked", parked,
+	w.opts.Logger.InfoContext(ctx, "batch", "source", source, "records", m.Records, "failed", m.Failed, "parked", parked,
 		"keys_deleted", m.KeysDeleted, "keys_absent", m.KeysAbsent, "keys_failed", m.KeysFailed,
 		"second_deletes_scheduled", second.scheduled, "second_delete_keys", second.keys, "second_delete_refills", second.present,
 		"max_lag_ms", m.MaxLag.Milliseconds(), "duration_ms", took.Milliseconds())
-	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, source, m, parked, second, time.Now()); err != nil {
-		w.opts.Logger.Error("cannot write metrics", "error", err.Error())
+	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, InvocationOf(ctx).RequestID, source, m, parked, second, time.Now()); err != nil {
+		w.opts.Logger.ErrorContext(ctx, "cannot write metrics", "error", err.Error())
 	}
 }

@@ -22,7 +22,7 @@ func TestEMFLine(t *testing.T) {
 	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond}
 	// The function name is escaped as JSON wants, whatever it holds.
 	function := "sqs-\"invalidate\"\\\n\x01é"
-	if err := writeEMF(&buf, "Invalidator", function, decode.SourceSQS, m, 1, secondDeletes{scheduled: 5, present: 2}, time.UnixMilli(1795953600000)); err != nil {
+	if err := writeEMF(&buf, "Invalidator", function, "req-1", decode.SourceSQS, m, 1, secondDeletes{scheduled: 5, present: 2}, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {
@@ -35,6 +35,7 @@ func TestEMFLine(t *testing.T) {
 			}
 		} `json:"_aws"`
 		Function, Source                                                                   string
+		RequestID                                                                          string `json:"request_id"`
 		Records, FailedRecords, ParkedRecords, KeysDeleted, KeysAbsent, KeysFailed, MaxLag int64
 		SecondDeletesScheduled, SecondDeleteRefills                                        int64
 	}
@@ -58,7 +59,8 @@ func TestEMFLine(t *testing.T) {
 		}
 	}
 	if line.Records != 10 || line.FailedRecords != 2 || line.ParkedRecords != 1 || line.KeysDeleted != 7 || line.KeysAbsent != 3 || line.KeysFailed != 1 ||
-		line.MaxLag != 1500 || line.SecondDeletesScheduled != 5 || line.SecondDeleteRefills != 2 || line.Function != function || line.Source != "sqs" {
+		line.MaxLag != 1500 || line.SecondDeletesScheduled != 5 || line.SecondDeleteRefills != 2 || line.Function != function || line.Source != "sqs" ||
+		line.RequestID != "req-1" {
 		t.Fatalf("values = %+v", line)
 	}
 }
