@@ -28,18 +28,30 @@ test: up ## vet and test everything against the local stack, then lint the SAM t
 	$(ENV) && if [ -f template.yaml ]; then cfn-lint template.yaml; fi
 
 # GOARCH defaults to the host's; GOARCH=arm64 cross-compiles for Graviton.
-# The Lambda functions are bootstraps for provided.al2023; the poller is a
-# plain binary (GOOS from the host, so make local runs it anywhere).
+# The Lambda functions are bootstraps for provided.al2023, on aws-lambda-go
+# without its RPC mode (lambda.norpc: that mode is for the go1.x runtime
+# only); the poller is a plain binary (GOOS from the host, so make local
+# runs it anywhere).
+LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux go build -tags lambda.norpc -trimpath -ldflags='-s -w'
+
 build: ## build functions/<name> into bin/<name>/bootstrap, bin/poller/poller and bin/invalidator
 	$(ENV) && arch=$${GOARCH:-$$(go env GOARCH)} && for fn in $(LAMBDAS); do \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath \
-	    -ldflags='-s -w' -o bin/$$fn/bootstrap ./functions/$$fn; \
+	  GOARCH=$$arch $(LAMBDA_BUILD) -o bin/$$fn/bootstrap ./functions/$$fn; \
 	  echo "bin/$$fn/bootstrap (linux/$$arch)"; \
 	done
 	$(ENV) && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/poller/poller ./functions/poller && \
 	  echo "bin/poller/poller ($$(go env GOOS)/$${GOARCH:-$$(go env GOARCH)})"
 	$(ENV) && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/invalidator ./cmd/invalidator && \
 	  echo "bin/invalidator ($$(go env GOOS)/$${GOARCH:-$$(go env GOARCH)})"
+
+# sam build runs build-<logical ID> here (BuildMethod: makefile, CodeUri: .)
+# with ARTIFACTS_DIR set, and no architecture: GOARCH defaults to arm64,
+# the template's default Architecture (GOARCH=amd64 sam build for x86_64).
+fn_SqsInvalidate := sqs-invalidate
+fn_SnsInvalidate := sns-invalidate
+fn_StreamInvalidate := stream-invalidate
+build-%Function:
+	$(ENV) && GOARCH=$${GOARCH:-arm64} $(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./functions/$(fn_$*)
 
 # The benchmarks get a server of their own: one TLS node owning every slot,
 # the shape ElastiCache Serverless shows, with nothing else running on it.

@@ -99,6 +99,33 @@ func functions(t *testing.T, tpl node) map[string]node {
 	return fns
 }
 
+// checkSamBuild checks that sam build makes function name as make build
+// does: BuildMethod makefile runs the Makefile's build-<name> at CodeUri
+// with ARTIFACTS_DIR, which must build a bootstrap there with -tags
+// lambda.norpc from a main package of functions/.
+func checkSamBuild(t *testing.T, name string, fn node) {
+	t.Helper()
+	if m, dir := fn.get("Metadata", "BuildMethod").value(), fn.get("Properties", "CodeUri").value(); m != "makefile" || dir != "." {
+		t.Errorf("%s: BuildMethod %q, CodeUri %q: want makefile at the module's root", name, m, dir)
+		return
+	}
+	out, err := exec.Command("make", "-n", "build-"+name, "ARTIFACTS_DIR=/artifacts").Output()
+	if err != nil {
+		t.Errorf("%s: make -n build-%s: %v", name, name, err)
+		return
+	}
+	cmd := string(out)
+	pkg := regexp.MustCompile(`\./functions/[a-z-]+`).FindString(cmd)
+	if !strings.Contains(cmd, " go build -tags lambda.norpc ") || !strings.Contains(cmd, `-o "/artifacts/bootstrap"`) ||
+		!strings.Contains(cmd, "GOOS=linux") || pkg == "" {
+		t.Errorf("%s: sam build would run %q: want a go build -tags lambda.norpc of ./functions/<name> for linux into $ARTIFACTS_DIR/bootstrap", name, cmd)
+		return
+	}
+	if _, err := os.Stat(filepath.Join(pkg, "main.go")); err != nil {
+		t.Errorf("%s: %v", name, err)
+	}
+}
+
 func TestEveryBatchSourceReportsItemFailures(t *testing.T) {
 	tpl := loadTemplate(t)
 	batchSources := 0
@@ -226,13 +253,7 @@ func TestFunctionsAndCacheAreSafe(t *testing.T) {
 		t.Error("functions must run in the cache's VPC")
 	}
 	for name, fn := range functions(t, tpl) {
-		if fn.get("Metadata", "BuildMethod").value() != "go1.x" {
-			t.Errorf("%s: BuildMethod must be go1.x so sam build compiles it", name)
-		}
-		dir := fn.get("Properties", "CodeUri").value()
-		if _, err := os.Stat(filepath.Join(dir, "main.go")); err != nil {
-			t.Errorf("%s: CodeUri %s: %v", name, dir, err)
-		}
+		checkSamBuild(t, name, fn)
 		connect := false
 		for _, p := range fn.get("Properties", "Policies").items() {
 			for _, st := range p.get("Statement").items() {

@@ -3,23 +3,28 @@ package lambda
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"net/http"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
+	awslambda "github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/frontend/worker"
-	"github.com/invalidator-go/invalidator/internal/lambdaruntime"
 )
 
-// Start runs the Lambda function name, handle serving every invoke's raw
-// payload with the one worker of the process, and never returns. IAM tokens
-// and SQS calls are signed with the execution role's credentials, which
-// Lambda puts in the environment — what the AWS SDK would read there,
-// without its weight at cold start.
+// Start runs the Lambda function name on aws-lambda-go, handle serving
+// every invoke's raw payload with the one worker of the process, and never
+// returns. IAM tokens and SQS calls are signed with the execution role's
+// credentials, which Lambda puts in the environment — what the AWS SDK
+// would read there, without its config loader's weight at cold start.
 //
 // The settings are checked before anything else, and a bad value stops the
 // function at once. Connecting to the cache — a TLS handshake, the login
@@ -29,6 +34,11 @@ import (
 // ahead of its first event (provisioned concurrency, managed instances:
 // AWS_LAMBDA_INITIALIZATION_TYPE other than on-demand) waits for the first
 // attempt at init, before it may be frozen.
+//
+// Each invoke's log lines and parked records carry its request ID and
+// trace header. The function registers for SIGTERM, which Lambda then sends
+// before it stops the environment: the invokes in flight finish, then the
+// cache and SQS connections are closed.
 func Start[R any](name string, handle func(*worker.Worker, context.Context, []byte) (R, error)) {
 	cfg, err := worker.LoadConfig(os.Getenv)
 	if err != nil {
@@ -39,7 +49,9 @@ func Start[R any](name string, handle func(*worker.Worker, context.Context, []by
 	if iam := cfg.Cache.IAM; iam != nil {
 		iam.Region, iam.Credentials = os.Getenv("AWS_REGION"), creds
 	}
-	queues := sqs.New(sqs.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds, BaseEndpoint: endpoint()})
+	transport := awshttp.NewBuildableClient().GetTransport() // the SDK's defaults, closable at shutdown
+	queues := sqs.New(sqs.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds, BaseEndpoint: endpoint(),
+		HTTPClient: &http.Client{Transport: transport}})
 	w, err := worker.Start(name, cfg, queues)
 	if err != nil {
 		initError(name, err)
@@ -49,20 +61,40 @@ func Start[R any](name string, handle func(*worker.Worker, context.Context, []by
 		_ = w.Connect(ctx)
 		cancel()
 	}
-	lambdaruntime.Start(func(ctx context.Context, payload []byte) ([]byte, error) {
-		resp, err := handle(w, ctx, payload)
+	var inFlight sync.RWMutex // read-held by each invoke
+	invoke := handler(func(ctx context.Context, payload []byte) ([]byte, error) {
+		inFlight.RLock()
+		defer inFlight.RUnlock()
+		resp, err := handle(w, worker.WithInvocation(ctx, invocation(ctx)), payload)
 		if err != nil {
 			return nil, err
 		}
 		return json.Marshal(resp)
 	})
+	awslambda.StartWithOptions(invoke, awslambda.WithEnableSIGTERM(func() {
+		inFlight.Lock()
+		defer inFlight.Unlock() // an invoke after this fails for now, on closed connections
+		w.Close()
+		transport.CloseIdleConnections()
+		slog.Info("SIGTERM: the invokes in flight are done, the connections closed")
+	}))
 }
 
-// initError stops a function that cannot start: one line in its log, and
-// the reason, not an anonymous exit, for the invoke waiting on it.
-func initError(name string, err error) {
-	worker.LogStartFailure(name, err)
-	lambdaruntime.InitError(err)
+// handler serves raw payloads: aws-lambda-go hands a Handler its payload
+// as it comes, without decoding it by reflection.
+type handler func(ctx context.Context, payload []byte) ([]byte, error)
+
+func (h handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) { return h(ctx, payload) }
+
+// invocation is the invoke's request ID and trace header, as aws-lambda-go
+// puts them in its context.
+func invocation(ctx context.Context) worker.Invocation {
+	var inv worker.Invocation
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		inv.RequestID = lc.AwsRequestID
+	}
+	inv.TraceID, _ = ctx.Value("x-amzn-trace-id").(string) // aws-lambda-go's key
+	return inv
 }
 
 // endpoint is the SQS endpoint the environment names, for local stacks

@@ -109,9 +109,21 @@ func Start(bootstrap string, opts Options) (*Emulator, error) {
 	}
 }
 
+// Invocation names an invoke as Lambda does; the emulator hands both to
+// the function. An empty request ID gets one made up by the emulator.
+type Invocation struct {
+	RequestID string // X-Amzn-RequestId
+	TraceID   string // X-Amzn-Trace-Id
+}
+
 // Invoke sends one event and returns the function's response. A function
 // error comes back as a *FunctionError.
 func (e *Emulator) Invoke(ctx context.Context, event any) ([]byte, error) {
+	return e.InvokeAs(ctx, Invocation{}, event)
+}
+
+// InvokeAs is Invoke, the invoke named by inv.
+func (e *Emulator) InvokeAs(ctx context.Context, inv Invocation, event any) ([]byte, error) {
 	payload, err := json.Marshal(event)
 	if err != nil {
 		return nil, err
@@ -121,6 +133,11 @@ func (e *Emulator) Invoke(ctx context.Context, event any) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(payload))
 	if err != nil {
 		return nil, err
+	}
+	for name, v := range map[string]string{"X-Amzn-RequestId": inv.RequestID, "X-Amzn-Trace-Id": inv.TraceID} {
+		if v != "" {
+			req.Header.Set(name, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
