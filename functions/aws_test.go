@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/frontend/parking"
-	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
 )
 
 // queue is a queue with a DLQ made for one test, removed after it, so tests
@@ -26,7 +26,7 @@ type queue struct {
 
 func newQueue(t *testing.T, visibility time.Duration, maxReceives int) queue {
 	t.Helper()
-	c := testenv.SQS(t)
+	c := awsenv.SQS(t)
 	name := "test-" + strings.ToLower(rand.Text()[:12])
 	dlq := createQueue(t, c, name+"-dlq", nil)
 	q := queue{DLQ: dlq}
@@ -63,7 +63,7 @@ func queueARN(t *testing.T, c *sqs.Client, url string) string {
 // after the test.
 func newTopic(t *testing.T, queues ...queue) string {
 	t.Helper()
-	c := testenv.SNS(t)
+	c := awsenv.SNS(t)
 	topic, err := c.CreateTopic(t.Context(), &sns.CreateTopicInput{Name: aws.String("test-" + strings.ToLower(rand.Text()[:12]))})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func messages(t *testing.T, url string) int {
 	t.Helper()
 	last := -1
 	for range 10 {
-		out, err := testenv.SQS(t).GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
+		out, err := awsenv.SQS(t).GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
 			QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{
 				types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
 		})
@@ -118,7 +118,7 @@ func messages(t *testing.T, url string) int {
 // visible again: one pass of moto's, so exact at its instant.
 func inFlight(t *testing.T, url string) int {
 	t.Helper()
-	out, err := testenv.SQS(t).GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
+	out, err := awsenv.SQS(t).GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
 	})
 	if err != nil {
@@ -132,7 +132,7 @@ func inFlight(t *testing.T, url string) int {
 // environment that points the worker to it.
 func failureQueue(t *testing.T) (url string, env []string) {
 	t.Helper()
-	url = createQueue(t, testenv.SQS(t), "test-failures-"+strings.ToLower(rand.Text()[:12]), nil)
+	url = createQueue(t, awsenv.SQS(t), "test-failures-"+strings.ToLower(rand.Text()[:12]), nil)
 	return url, []string{"FAILURE_QUEUE_URL=" + url}
 }
 
@@ -142,7 +142,7 @@ func parked(t *testing.T, url string, want int) []parking.Record {
 	t.Helper()
 	var records []parking.Record
 	for deadline := time.Now().Add(20 * time.Second); len(records) < want && time.Now().Before(deadline); {
-		out, err := testenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
+		out, err := awsenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 600})
 		if err != nil {
 			t.Fatal(err)

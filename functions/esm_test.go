@@ -20,6 +20,7 @@ import (
 	"github.com/invalidator-go/invalidator/internal/esm"
 	"github.com/invalidator-go/invalidator/internal/rie"
 	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
 )
 
 // mapping runs an event source mapping for the rest of the test.
@@ -44,11 +45,11 @@ func str(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemb
 
 func TestTableChangesReachTheStreamFunction(t *testing.T) {
 	c := testenv.Cache(t)
-	table, stream := testenv.Table(t)
+	table, stream := awsenv.Table(t)
 	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{
 		"INVALIDATION_RULES=" + strings.ReplaceAll(streamRules, "Products", table)}})
-	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn}).Run)
-	db := testenv.DynamoDB(t)
+	mapping(t, (&esm.StreamMapping{Client: awsenv.Streams(t), StreamARN: stream, Function: fn}).Run)
+	db := awsenv.DynamoDB(t)
 	ns := rand.Text()
 	product, catA, catB := "cache:product:"+ns, "cache:category:A"+ns, "cache:category:B"+ns
 
@@ -80,10 +81,10 @@ func TestSNSToSQSToTheFunction(t *testing.T) {
 	q := newQueue(t, 30*time.Second, 5)
 	topic := newTopic(t, q)
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{})
-	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
+	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
 	key := "cache:product:" + rand.Text()
 	setKeys(t, c, key)
-	if _, err := testenv.SNS(t).Publish(t.Context(), &sns.PublishInput{TopicArn: aws.String(topic),
+	if _, err := awsenv.SNS(t).Publish(t.Context(), &sns.PublishInput{TopicArn: aws.String(topic),
 		Message: aws.String(`{"entity":"product","id":"` + strings.TrimPrefix(key, "cache:product:") + `"}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +108,11 @@ func TestPoisonMessageIsParked(t *testing.T) {
 	for i, body := range entries {
 		batch.Entries = append(batch.Entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(string(rune('a' + i))), MessageBody: aws.String(body)})
 	}
-	if _, err := testenv.SQS(t).SendMessageBatch(t.Context(), batch); err != nil {
+	if _, err := awsenv.SQS(t).SendMessageBatch(t.Context(), batch); err != nil {
 		t.Fatal(err)
 	}
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
-	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
+	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
 
 	eventually(t, 15*time.Second, "the good messages of the batch were not processed", gone(t, c, good...))
 	p := parked(t, failures, 1)
@@ -129,12 +130,12 @@ func TestPoisonMessageIsParked(t *testing.T) {
 // planned is parked with its content, and the shard moves on at once.
 func TestFailingStreamRecordIsParked(t *testing.T) {
 	c := testenv.Cache(t)
-	table, stream := testenv.Table(t)
+	table, stream := awsenv.Table(t)
 	failures, env := failureQueue(t)
 	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: append(env,
 		"INVALIDATION_RULES=tables: {"+table+`: ["cache:product:{key.id}:{new.category}"]}`)})
-	mapping(t, (&esm.StreamMapping{Client: testenv.Streams(t), StreamARN: stream, Function: fn}).Run)
-	db := testenv.DynamoDB(t)
+	mapping(t, (&esm.StreamMapping{Client: awsenv.Streams(t), StreamARN: stream, Function: fn}).Run)
+	db := awsenv.DynamoDB(t)
 	put := func(item map[string]ddbtypes.AttributeValue) {
 		if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
 			t.Fatal(err)
@@ -163,8 +164,8 @@ func TestSecondDeleteUnderTheEmulator(t *testing.T) {
 	q, again := newQueue(t, 30*time.Second, 100), newQueue(t, 30*time.Second, 100)
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{
 		"SECOND_DELETE_QUEUE_URL=" + again.URL, "SECOND_DELETE_DELAY=2s"}})
-	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
-	mapping(t, (&esm.SQSMapping{Client: testenv.SQS(t), QueueURL: again.URL, Function: fn}).Run)
+	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Function: fn}).Run)
+	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: again.URL, Function: fn}).Run)
 	key := "cache:product:" + rand.Text()
 	setKeys(t, c, key)
 	start := time.Now()

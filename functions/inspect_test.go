@@ -16,6 +16,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
 )
 
 // inspectReport is the part of invalidator inspect --json the tests read.
@@ -109,7 +110,7 @@ func write(t *testing.T, c valkey.Client, topic string) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := testenv.SNS(t).Publish(t.Context(), &sns.PublishInput{TopicArn: aws.String(topic), Message: aws.String("[" + strings.Join(changes, ",") + "]")}); err != nil {
+		if _, err := awsenv.SNS(t).Publish(t.Context(), &sns.PublishInput{TopicArn: aws.String(topic), Message: aws.String("[" + strings.Join(changes, ",") + "]")}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
 )
 
 // pollerProcess is the poller binary running against a test queue.
@@ -121,7 +122,7 @@ func TestPollerInvalidatesFromSNS(t *testing.T) {
 		id := ns + strconv.Itoa(i)
 		keys = append(keys, "cache:product:"+id)
 		setKeys(t, c, "cache:product:"+id)
-		if _, err := testenv.SNS(t).Publish(t.Context(), &sns.PublishInput{
+		if _, err := awsenv.SNS(t).Publish(t.Context(), &sns.PublishInput{
 			TopicArn: aws.String(topic), Message: aws.String(`{"entity":"product","id":"` + id + `"}`),
 		}); err != nil {
 			t.Fatal(err)
@@ -149,7 +150,7 @@ func missing(t *testing.T, c valkey.Client, keys []string) (n int) {
 func sendRaw(t *testing.T, q queue, bodies ...string) {
 	t.Helper()
 	for _, b := range bodies {
-		if _, err := testenv.SQS(t).SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(b)}); err != nil {
+		if _, err := awsenv.SQS(t).SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(b)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -19,12 +19,13 @@ import (
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
 )
 
 func TestSNSDeliversWrappedAndRaw(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	snsClient, sqsClient := testenv.SNS(t), testenv.SQS(t)
+	snsClient, sqsClient := awsenv.SNS(t), awsenv.SQS(t)
 	wrappedQueue := queueURL(ctx, t, sqsClient, testenv.Getenv(t, "QUEUE_NAME"))
 	rawQueue := queueURL(ctx, t, sqsClient, testenv.Getenv(t, "RAW_QUEUE_NAME"))
 
@@ -90,7 +91,7 @@ func receiveOwn(ctx context.Context, t *testing.T, c *sqs.Client, queue, marker 
 func TestPutItemStreamsBothImages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	db, streams := testenv.DynamoDB(t), testenv.Streams(t)
+	db, streams := awsenv.DynamoDB(t), awsenv.Streams(t)
 	table := testenv.Getenv(t, "TABLE_NAME")
 	id := "smoke-" + rand.Text()
 

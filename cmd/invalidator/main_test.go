@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
 )
 
 func TestVerbsAndHelp(t *testing.T) {
@@ -40,7 +41,7 @@ func TestVerbsAndHelp(t *testing.T) {
 // --json prints one object per message, then the summary.
 func TestReplayExitStatus(t *testing.T) {
 	testenv.Cache(t)
-	c := testenv.SQS(t)
+	c := awsenv.SQS(t)
 	q, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("test-cli-" + strings.ToLower(rand.Text()[:12]))})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/frontend/streams"
 	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -28,8 +29,8 @@ import (
 // stream's ARN and the records the puts made.
 func streamTable(t *testing.T, ids ...string) (string, []streamtypes.Record, string) {
 	t.Helper()
-	db, st := testenv.DynamoDB(t), testenv.Streams(t)
-	name, arn := testenv.Table(t)
+	db, st := awsenv.DynamoDB(t), awsenv.Streams(t)
+	name, arn := awsenv.Table(t)
 	for _, id := range ids {
 		if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(name),
 			Item: map[string]ddbtypes.AttributeValue{"id": &ddbtypes.AttributeValueMemberS{Value: id}}}); err != nil {
@@ -94,7 +95,7 @@ func TestReplayEveryKind(t *testing.T) {
 
 	q := testQueue(t)
 	for _, b := range bodies {
-		if _, err := testenv.SQS(t).SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(b)}); err != nil {
+		if _, err := awsenv.SQS(t).SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(b)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,7 +105,7 @@ func TestReplayEveryKind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := &Replayer{SQS: testenv.SQS(t), Streams: testenv.Streams(t), QueueURL: q,
+	r := &Replayer{SQS: awsenv.SQS(t), Streams: awsenv.Streams(t), QueueURL: q,
 		Invalidator: invalidate.New(invalidate.Valkey(cache), invalidate.Options{Rules: rules})}
 	var outcomes []Outcome
 	replayed, failed, err := r.Run(t.Context(), func(o Outcome) { outcomes = append(outcomes, o) })
@@ -128,7 +129,7 @@ func TestReplayEveryKind(t *testing.T) {
 		}
 	}
 	// The one that failed again is left, visible, for the next run.
-	out, err := testenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+	out, err := awsenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 	if err != nil || len(out.Messages) != 1 || !strings.Contains(aws.ToString(out.Messages[0].Body), "m-bad") {
 		t.Fatalf("left in the queue: %+v (%v), want the bad record alone", out.Messages, err)
 	}
@@ -136,7 +137,7 @@ func TestReplayEveryKind(t *testing.T) {
 
 func testQueue(t *testing.T) string {
 	t.Helper()
-	c := testenv.SQS(t)
+	c := awsenv.SQS(t)
 	out, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("test-replay-" + strings.ToLower(rand.Text()[:12]))})
 	if err != nil {
 		t.Fatal(err)

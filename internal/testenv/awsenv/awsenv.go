@@ -1,0 +1,79 @@
+package awsenv
+
+import (
+	"context"
+	"crypto/rand"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/invalidator-go/invalidator/internal/testenv"
+)
+
+// AWS returns an SDK configuration for moto, after checking that moto
+// accepts connections. The SDK reads AWS_ENDPOINT_URL itself.
+func AWS(t testing.TB) aws.Config {
+	t.Helper()
+	endpoint := testenv.Getenv(t, "AWS_ENDPOINT_URL")
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		t.Fatalf("AWS_ENDPOINT_URL=%q is not a URL", endpoint)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 2*time.Second)
+	if err != nil {
+		testenv.Unavailable(t, "moto is not answering on "+u.Host+": "+err.Error())
+	}
+	conn.Close()
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		t.Fatalf("AWS configuration: %v", err)
+	}
+	return cfg
+}
+
+// SQS returns an SQS client for moto.
+func SQS(t testing.TB) *sqs.Client { t.Helper(); return sqs.NewFromConfig(AWS(t)) }
+
+// SNS returns an SNS client for moto.
+func SNS(t testing.TB) *sns.Client { t.Helper(); return sns.NewFromConfig(AWS(t)) }
+
+// DynamoDB returns a DynamoDB client for moto.
+func DynamoDB(t testing.TB) *dynamodb.Client { t.Helper(); return dynamodb.NewFromConfig(AWS(t)) }
+
+// Streams returns a DynamoDB Streams client for moto.
+func Streams(t testing.TB) *dynamodbstreams.Client {
+	t.Helper()
+	return dynamodbstreams.NewFromConfig(AWS(t))
+}
+
+// Table makes a table keyed by a string id, with a NEW_AND_OLD_IMAGES
+// stream, deleted after the test; it returns the table's name and its
+// stream's ARN.
+func Table(t testing.TB) (string, string) {
+	t.Helper()
+	db := DynamoDB(t)
+	name := "Products" + rand.Text()[:8]
+	out, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: ddbtypes.KeyTypeHash}},
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		StreamSpecification:  &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	return name, *out.TableDescription.LatestStreamArn
+}

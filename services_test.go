@@ -1,0 +1,93 @@
+package invalidator
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// serviceSum is every module a service importing writethrough and
+// elasticache may find in its go.sum: what they link, and valkey-go's own
+// test dependencies (go mod tidy records those of the packages it imports).
+// None of aws-lambda-go, the AWS SDK's service clients, its config or
+// credential chain, or the emulator: a test file of ours that imports one
+// of them puts it in every service's go.sum.
+var serviceSum = []string{
+	"github.com/aws/aws-sdk-go-v2", "github.com/aws/smithy-go", "github.com/valkey-io/valkey-go",
+	"golang.org/x/sync", "golang.org/x/sys",
+	"github.com/google/go-cmp", "github.com/onsi/gomega", "go.yaml.in/yaml/v3", "golang.org/x/net", "golang.org/x/text",
+}
+
+// TestAServiceStaysLean builds a module outside this one that imports
+// writethrough and elasticache, as a service does, and checks what its
+// go.sum names and what its binary links.
+func TestAServiceStaysLean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go mod tidy and go build in a module of its own")
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/service\n\ngo 1.25.0\n\nrequire github.com/invalidator-go/invalidator v0.0.0\n\n" +
+			"replace github.com/invalidator-go/invalidator => " + root + "\n",
+		"main.go": `package main
+
+import (
+	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/writethrough"
+)
+
+func main() {
+	client, err := elasticache.New(elasticache.Config{Endpoint: "localhost:6379"})
+	if err == nil {
+		_ = writethrough.New[string](client, writethrough.Options[string]{})
+	}
+}
+`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("go", args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("mod", "tidy")
+	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []string
+	for _, line := range strings.Split(strings.TrimSpace(string(sum)), "\n") {
+		if mod := strings.Fields(line)[0]; !slices.Contains(serviceSum, mod) && !slices.Contains(named, mod) {
+			named = append(named, mod)
+		}
+	}
+	if len(named) > 0 {
+		t.Errorf("the service's go.sum names %v: a package it imports, or a test of one, imports them", named)
+	}
+	run("build", "-o", "service", ".")
+	var linked []string
+	for _, line := range strings.Split(run("version", "-m", "service"), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "dep" {
+			linked = append(linked, f[1])
+		}
+	}
+	if len(linked) > 6 {
+		t.Errorf("the service links %d modules besides its own, want at most 6: %v", len(linked), linked)
+	}
+}
