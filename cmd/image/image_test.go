@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -90,6 +93,47 @@ func TestScratchBase(t *testing.T) {
 	if got := mustDigest(t, rebuilt); got != digest {
 		t.Errorf("the same inputs built index %s, then %s", digest, got)
 	}
+}
+
+// TestPushWithDockerConfig pushes as to ECR after crane auth login: to a
+// registry that wants a password, with it in $DOCKER_CONFIG/config.json.
+func TestPushWithDockerConfig(t *testing.T) {
+	s := httptest.NewServer(basicAuth("AWS", "token", registry.New(registry.Logger(log.New(io.Discard, "", 0)))))
+	t.Cleanup(s.Close)
+	host := strings.TrimPrefix(s.URL, "http://")
+	dir := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte("AWS:token"))
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", dir)
+
+	o := testOptions(t, scratchBase)
+	o.push = host + "/poller:1"
+	built, err := build(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed, err := remote.Index(mustRef(t, o.push), remote.WithAuth(&authn.Basic{Username: "AWS", Password: "token"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mustDigest(t, pushed), mustDigest(t, built); got != want {
+		t.Errorf("pushed index %s, built %s", got, want)
+	}
+}
+
+// basicAuth answers 401 to a request without user's password, as a
+// registry does, so that the client looks up its credentials.
+func basicAuth(user, password string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // TestBaseRefused: a base the poller could not work on is refused before
