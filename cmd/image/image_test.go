@@ -7,6 +7,7 @@ import (
 	"debug/elf"
 	"encoding/base64"
 	"errors"
+	"flag"
 	"io"
 	"log"
 	"net/http"
@@ -168,15 +169,19 @@ func TestBaseRefused(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	env := map[string]string{"IMAGE_BASE": scratchBase, "IMAGE_PUSH": "example.com/poller:1", "SOURCE_DATE_EPOCH": "1700000000"}
-	o, err := parseFlags([]string{"-platforms", "linux/arm64"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	o, err := parseFlags([]string{"-platforms", "linux/arm64"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.base != scratchBase || o.push != env["IMAGE_PUSH"] || len(o.platforms) != 1 || o.platforms[0].Architecture != "arm64" || o.created.Unix() != 1700000000 {
 		t.Errorf("options %+v: want the environment's base, push and date, and the flag's platform", o)
 	}
+	var help bytes.Buffer
+	if _, err := parseFlags([]string{"--help"}, func(string) string { return "" }, &help); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "[IMAGE_BASE]") {
+		t.Errorf("--help: %v, printed\n%s\nwant flag.ErrHelp and the flags with their variables", err, help.String())
+	}
 	for _, bad := range []string{"windows/amd64", "linux/arm/v7", "linux/amd64,linux/amd64", "linux"} {
-		if _, err := parseFlags([]string{"-platforms", bad}, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
+		if _, err := parseFlags([]string{"-platforms", bad}, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("-platforms %s accepted", bad)
 		}
 	}

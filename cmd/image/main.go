@@ -46,7 +46,7 @@ type options struct {
 }
 
 func main() {
-	o, err := parseFlags(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	o, err := parseFlags(os.Args[1:], os.Getenv, os.Stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
@@ -62,7 +62,7 @@ func main() {
 	}
 }
 
-func parseFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (options, error) {
+func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (options, error) {
 	env := func(key, def string) string {
 		if v := getenv(key); v != "" {
 			return v
@@ -70,7 +70,6 @@ func parseFlags(args []string, getenv func(string) string, stdout, stderr io.Wri
 		return def
 	}
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	o := options{log: stdout}
 	// The defaults are relative to cmd/image, where go run runs this.
 	fs.StringVar(&o.src, "src", env("IMAGE_SRC", "../.."), "the invalidator module's directory, which holds functions/poller [IMAGE_SRC]")
@@ -81,16 +80,18 @@ func parseFlags(args []string, getenv func(string) string, stdout, stderr io.Wri
 	fs.StringVar(&o.push, "push", getenv("IMAGE_PUSH"), "a repository:tag to push the index to, with the credentials of ~/.docker/config.json and its helpers [IMAGE_PUSH]")
 	fs.StringVar(&o.source, "source", env("IMAGE_SOURCE", "https://github.com/invalidator-go/invalidator"), "the image's source annotation [IMAGE_SOURCE]")
 	fs.StringVar(&o.revision, "revision", getenv("IMAGE_REVISION"), "the revision annotation; unset: git's HEAD in -src when the tree is clean, else none [IMAGE_REVISION]")
-	fs.Usage = func() {
+	// The flag package's own messages are dropped: main prints the error once.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, "usage: go run . [flags]   (from cmd/image; make image runs it)")
 		fmt.Fprintln(stdout, "Builds functions/poller into an OCI image index, one image per platform, without Docker.")
 		fmt.Fprintln(stdout, "SOURCE_DATE_EPOCH, when set, dates the images and their files; else 1970-01-01, so a build is reproducible.")
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-	}
-	if err := fs.Parse(args); err != nil {
 		return o, err
+	} else if err != nil {
+		return o, fmt.Errorf("%w (see --help)", err)
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
