@@ -37,6 +37,13 @@ const (
 // o.push is set.
 func build(ctx context.Context, o options) (v1.ImageIndex, error) {
 	started := time.Now()
+	var ref name.Reference
+	if o.push != "" { // a typo is worth knowing before the build
+		var err error
+		if ref, err = name.ParseReference(o.push); err != nil {
+			return nil, fmt.Errorf("-push %q: %w", o.push, err)
+		}
+	}
 	revision, err := o.revisionOrGit(ctx)
 	if err != nil {
 		return nil, err
@@ -92,11 +99,7 @@ func build(ctx context.Context, o options) (v1.ImageIndex, error) {
 		return nil, err
 	}
 	fmt.Fprintf(o.log, "image: wrote %s, index %s, in %s\n", o.out, digest, time.Since(started).Round(100*time.Millisecond))
-	if o.push != "" {
-		ref, err := name.ParseReference(o.push)
-		if err != nil {
-			return nil, fmt.Errorf("-push %q: %w", o.push, err)
-		}
+	if ref != nil {
 		fmt.Fprintf(o.log, "image: pushing to %s\n", ref)
 		if err := remote.WriteIndex(ref, idx, remoteOptions(ctx)...); err != nil {
 			return nil, fmt.Errorf("pushing to %s: %w", ref, err)
