@@ -5,7 +5,7 @@ SHELL := bash
 ENV := . localstack/env.sh
 LAMBDAS := $(filter-out poller,$(notdir $(patsubst %/,%,$(wildcard functions/*/))))
 
-.PHONY: help setup up down local test build bench e2e e2e-short lint
+.PHONY: help setup up down local test build image bench e2e e2e-short lint
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -23,8 +23,9 @@ local: up build ## run the worker on the local stack in the foreground: poller, 
 	bash localstack/local.sh
 
 test: up ## vet and test everything against the local stack, then lint the SAM template
-	$(ENV) && go vet ./... && (cd bench && go vet ./...)
+	$(ENV) && go vet ./... && (cd bench && go vet ./...) && (cd cmd/image && go vet ./...)
 	$(ENV) && go test -race -count=1 ./...
+	$(ENV) && cd cmd/image && go test -count=1 ./...
 	$(ENV) && if [ -f template.yaml ]; then cfn-lint template.yaml; fi
 
 # GOARCH defaults to the host's; GOARCH=arm64 cross-compiles for Graviton.
@@ -52,6 +53,13 @@ fn_SnsInvalidate := sns-invalidate
 fn_StreamInvalidate := stream-invalidate
 build-%Function:
 	$(ENV) && GOARCH=$${GOARCH:-arm64} $(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./functions/$(fn_$*)
+
+# The poller as an OCI image for ECS, without Docker (docs/image.md): cmd/image
+# is a module of its own, so go-containerregistry stays out of go.mod. It reads
+# IMAGE_BASE (default distroless static, from its registry; scratch: none
+# needed, as offline CI has), IMAGE_PUSH=<repo>:<tag> and the other IMAGE_*.
+image: ## the poller as an OCI image index for linux/amd64 and linux/arm64 into bin/image (IMAGE_BASE=scratch needs no registry; IMAGE_PUSH=<repo>:<tag> pushes it)
+	$(ENV) && go -C cmd/image run . -src $(CURDIR) -out $(CURDIR)/bin/image
 
 # The benchmarks get a server of their own: one TLS node owning every slot,
 # the shape ElastiCache Serverless shows, with nothing else running on it.
@@ -89,6 +97,6 @@ e2e-short: e2e ## make e2e with shorter outages and races, about 4 minutes (CI)
 
 lint: ## gofmt, go vet, shellcheck (when installed) and cfn-lint
 	$(ENV) && test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(ENV) && go vet ./... && (cd bench && go vet ./...)
+	$(ENV) && go vet ./... && (cd bench && go vet ./...) && (cd cmd/image && go vet ./...)
 	if command -v shellcheck >/dev/null; then shellcheck -x localstack/*.sh localstack/init/ready.d/*.sh .ci/run; fi
 	$(ENV) && if [ -f template.yaml ]; then cfn-lint template.yaml; fi

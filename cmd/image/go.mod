@@ -1,0 +1,21 @@
+// The image builder is a module of its own so that go-containerregistry and
+// its dependencies stay out of the root module's graph, which every service
+// importing our packages inherits. It builds the root module's poller with the
+// go command, so it needs no require of the root module either.
+module github.com/invalidator-go/invalidator/cmd/image
+
+go 1.25.0
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/docker/cli v29.7.2+incompatible // indirect
+	github.com/docker/docker-credential-helpers v0.9.3 // indirect
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	github.com/sirupsen/logrus v1.9.4 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+	gotest.tools/v3 v3.5.2 // indirect
+)
