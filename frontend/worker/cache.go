@@ -2,9 +2,13 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net"
+	"slices"
 	"sync"
 
 	"github.com/valkey-io/valkey-go"
@@ -21,6 +25,7 @@ type connection struct {
 	opt      valkey.ClientOption
 	endpoint string
 	log      *slog.Logger
+	recent   *Recent // told when the first client is made; nil when none
 
 	mu      sync.Mutex
 	client  valkey.Client
@@ -32,8 +37,8 @@ type connection struct {
 // errClosed fails what is asked of a closed connection.
 var errClosed = errors.New("the cache connection is closed")
 
-func newConnection(opt valkey.ClientOption, endpoint string, log *slog.Logger) *connection {
-	c := &connection{opt: opt, endpoint: endpoint, log: log}
+func newConnection(opt valkey.ClientOption, endpoint string, log *slog.Logger, recent *Recent) *connection {
+	c := &connection{opt: opt, endpoint: endpoint, log: log, recent: recent}
 	c.mu.Lock()
 	c.dial()
 	c.mu.Unlock()
@@ -48,6 +53,8 @@ func (c *connection) dial() {
 		client, err := valkey.NewClient(c.opt)
 		if err != nil {
 			err = fmt.Errorf("connect to cache %s: %w", c.endpoint, err)
+		} else if c.recent != nil {
+			c.recent.Started(slices.Collect(maps.Keys(client.Nodes())))
 		}
 		c.mu.Lock()
 		if c.closed && client != nil {
@@ -124,5 +131,21 @@ func (c *connection) close() {
 	}
 	if dialing != nil {
 		<-dialing
+	}
+}
+
+// noteConnections is a valkey-go dialer, its own default, that tells recent
+// of every connection made.
+func noteConnections(recent *Recent) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+	return func(ctx context.Context, dst string, dialer *net.Dialer, cfg *tls.Config) (conn net.Conn, err error) {
+		if cfg != nil {
+			conn, err = (&tls.Dialer{NetDialer: dialer, Config: cfg}).DialContext(ctx, "tcp", dst)
+		} else {
+			conn, err = dialer.DialContext(ctx, "tcp", dst)
+		}
+		if err == nil {
+			recent.Connected(dst)
+		}
+		return conn, err
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,19 @@ type Config struct {
 	// keys are deleted they are deleted again, in whole seconds up to 15
 	// minutes. Default 2s; 0 turns second deletes off.
 	SecondDeleteDelay time.Duration
+	// RedeleteWindow is REDELETE_WINDOW: how far back the keys deleted
+	// before a reconnect are deleted again, which must be at least the
+	// cache's replication lag (ElastiCache bounds none). Default 30s; 0
+	// turns re-deletes off.
+	RedeleteWindow time.Duration
+	// RedeleteMaxKeys is REDELETE_MAX_KEYS: the most keys the window holds,
+	// each about 64 bytes. Default 1,000,000.
+	RedeleteMaxKeys int
+	// RedeleteOnNewNodes is REDELETE_ON_NEW_NODES: whether a connection to
+	// a node that was not in the cluster at the start (a node-based
+	// cluster's promoted replica) sets a re-delete off, beside a
+	// reconnect. Default true.
+	RedeleteOnNewNodes bool
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
 	// Namespace is METRICS_NAMESPACE, default "Invalidator": a CloudWatch
@@ -65,6 +79,21 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.SecondDeleteDelay = d
 	}
+	if c.RedeleteWindow, err = duration(getenv, "REDELETE_WINDOW", 30*time.Second); err != nil {
+		return c, err
+	}
+	c.RedeleteMaxKeys = 1_000_000
+	if v := getenv("REDELETE_MAX_KEYS"); v != "" {
+		if c.RedeleteMaxKeys, err = strconv.Atoi(v); err != nil || c.RedeleteMaxKeys < 1 {
+			return c, fmt.Errorf("REDELETE_MAX_KEYS=%q: want a positive number of keys", v)
+		}
+	}
+	c.RedeleteOnNewNodes = true
+	if v := getenv("REDELETE_ON_NEW_NODES"); v != "" {
+		if c.RedeleteOnNewNodes, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("REDELETE_ON_NEW_NODES=%q: want true or false", v)
+		}
+	}
 	if v := getenv("LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			return c, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", v)
@@ -74,6 +103,19 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("METRICS_NAMESPACE=%q: want up to 255 of A-Z a-z 0-9 . - _ / # : and space, not beginning with AWS/", c.Namespace)
 	}
 	return c, nil
+}
+
+// duration reads variable key, a Go duration of 0 or more, def when unset.
+func duration(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q: want a duration like 30s, or 0s for none", key, v)
+	}
+	return d, nil
 }
 
 // checkQueueURL says what is wrong with the queue URL in variable key.

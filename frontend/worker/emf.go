@@ -14,16 +14,18 @@ import (
 const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","Unit":"Count"},{"Name":"ParkedRecords","Unit":"Count"},` +
 	`{"Name":"KeysDeleted","Unit":"Count"},{"Name":"KeysAbsent","Unit":"Count"},` +
 	`{"Name":"KeysFailed","Unit":"Count"},{"Name":"MaxLag","Unit":"Milliseconds"},` +
-	`{"Name":"SecondDeletesScheduled","Unit":"Count"},{"Name":"SecondDeleteRefills","Unit":"Count"}]`
+	`{"Name":"SecondDeletesScheduled","Unit":"Count"},{"Name":"SecondDeleteRefills","Unit":"Count"},` +
+	`{"Name":"RedeletedKeys","Unit":"Count"},{"Name":"RedeleteRefills","Unit":"Count"}]`
 
 // writeEMF writes one CloudWatch Embedded Metric Format line, parked
 // counting the failed records sent to the failure queue, second the second
-// deletes scheduled and the keys they found filled again, with the
+// deletes scheduled and the keys they found filled again, again the keys
+// deleted again after a reconnect and those found there again, with the
 // invoke's request ID, if any, as a property: CloudWatch
 // Logs turns it into metrics without any API call from the function. The
 // line's shape is fixed, so it is written directly: json.Marshal of maps
 // slowed the first invoke of every cold start (bench/README.md).
-func writeEMF(w io.Writer, namespace, function, requestID string, source decode.Source, m invalidate.Metrics, parked int, second secondDeletes, now time.Time) error {
+func writeEMF(w io.Writer, namespace, function, requestID string, source decode.Source, m invalidate.Metrics, parked int, second secondDeletes, again redeletes, now time.Time) error {
 	b := make([]byte, 0, 768)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
@@ -44,6 +46,7 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source decode.
 		{"Records", int64(m.Records)}, {"FailedRecords", int64(m.Failed)}, {"ParkedRecords", int64(parked)}, {"KeysDeleted", int64(m.KeysDeleted)},
 		{"KeysAbsent", int64(m.KeysAbsent)}, {"KeysFailed", int64(m.KeysFailed)}, {"MaxLag", m.MaxLag.Milliseconds()},
 		{"SecondDeletesScheduled", int64(second.scheduled)}, {"SecondDeleteRefills", int64(second.present)},
+		{"RedeletedKeys", int64(again.keys)}, {"RedeleteRefills", int64(again.present)},
 	} {
 		b = append(b, `,"`+metric.name+`":`...)
 		b = strconv.AppendInt(b, metric.value, 10)

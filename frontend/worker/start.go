@@ -42,8 +42,12 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	} else {
 		logger.Info("allowed keys", "allowed_keys", patterns)
 	}
-	conn := newConnection(opt, cfg.Cache.Endpoint, logger)
 	opts := Options{Name: name, Logger: logger, Namespace: cfg.Namespace, Queues: queues}
+	if cfg.RedeleteWindow > 0 {
+		opts.Recent = NewRecent(cfg.RedeleteWindow, cfg.RedeleteMaxKeys, cfg.RedeleteOnNewNodes)
+		opt.DialCtxFn = noteConnections(opts.Recent)
+	}
+	conn := newConnection(opt, cfg.Cache.Endpoint, logger, opts.Recent)
 	if cfg.FailureQueueURL != "" {
 		opts.Park = parking.Queue{Client: queues, URL: cfg.FailureQueueURL}
 	} else {
@@ -56,7 +60,11 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	default:
 		logger.Warn("no SECOND_DELETE_QUEUE_URL: keys are deleted once, and a fill that read the source before a change may outlive its invalidation")
 	}
-	w := New(invalidate.New(conn, invalidate.Options{Rules: cfg.Rules}), opts)
+	var cache invalidate.Cache = conn
+	if opts.Recent != nil {
+		cache = opts.Recent.Wrap(conn)
+	}
+	w := New(invalidate.New(cache, invalidate.Options{Rules: cfg.Rules}), opts)
 	w.conn = conn
 	return w, nil
 }

@@ -42,6 +42,10 @@ type Options struct {
 	// later. A record whose keys it cannot schedule fails for now. Default
 	// none: one delete.
 	SecondDelete SecondDeleter
+	// Recent holds the keys deleted lately, the invalidator's cache wrapped
+	// by it, to delete them again after a reconnect: at the end of the
+	// batch that reconnected. Default none.
+	Recent *Recent
 }
 
 // Parker sends records that failed for good to the failure queue and says
@@ -111,6 +115,7 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	again := make([]bool, batch.Len)
 	rep := w.process(ctx, source, markSecondDeletes(batch, again))
 	second := w.scheduleSecondDeletes(ctx, &rep, again)
+	redeleted := w.redelete(ctx)
 	fates := make([]Fate, len(rep.Results))
 	var park []int
 	ordered, parks := source == events.SourceDynamoDB, w.opts.Park != nil && content != nil
@@ -138,7 +143,7 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	} else {
 		w.park(ctx, source, rep.Results, park, fates, content)
 	}
-	w.log(ctx, source, rep, fates, second, time.Since(start))
+	w.log(ctx, source, rep, fates, second, redeleted, time.Since(start))
 	return rep, fates
 }
 
@@ -199,7 +204,7 @@ func failAll(batch invalidate.Batch, err error) invalidate.Report {
 	return rep
 }
 
-func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, second secondDeletes, took time.Duration) {
+func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, second secondDeletes, again redeletes, took time.Duration) {
 	m := rep.Metrics
 	parked := 0
 	debug := w.opts.Logger.Enabled(ctx, slog.LevelDebug)
@@ -221,8 +226,9 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 	w.opts.Logger.InfoContext(ctx, "batch", "source", source, "records", m.Records, "failed", m.Failed, "parked", parked,
 		"keys_deleted", m.KeysDeleted, "keys_absent", m.KeysAbsent, "keys_failed", m.KeysFailed,
 		"second_deletes_scheduled", second.scheduled, "second_delete_keys", second.keys, "second_delete_refills", second.present,
+		"redeleted_keys", again.keys, "redelete_refills", again.present,
 		"max_lag_ms", m.MaxLag.Milliseconds(), "duration_ms", took.Milliseconds())
-	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, InvocationOf(ctx).RequestID, source, m, parked, second, time.Now()); err != nil {
+	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, InvocationOf(ctx).RequestID, source, m, parked, second, again, time.Now()); err != nil {
 		w.opts.Logger.ErrorContext(ctx, "cannot write metrics", "error", err.Error())
 	}
 }

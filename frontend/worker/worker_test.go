@@ -22,7 +22,7 @@ func TestEMFLine(t *testing.T) {
 	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond}
 	// The function name is escaped as JSON wants, whatever it holds.
 	function := "sqs-\"invalidate\"\\\n\x01é"
-	if err := writeEMF(&buf, "Invalidator", function, "req-1", decode.SourceSQS, m, 1, secondDeletes{scheduled: 5, present: 2}, time.UnixMilli(1795953600000)); err != nil {
+	if err := writeEMF(&buf, "Invalidator", function, "req-1", decode.SourceSQS, m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {
@@ -37,7 +37,7 @@ func TestEMFLine(t *testing.T) {
 		Function, Source                                                                   string
 		RequestID                                                                          string `json:"request_id"`
 		Records, FailedRecords, ParkedRecords, KeysDeleted, KeysAbsent, KeysFailed, MaxLag int64
-		SecondDeletesScheduled, SecondDeleteRefills                                        int64
+		SecondDeletesScheduled, SecondDeleteRefills, RedeletedKeys, RedeleteRefills        int64
 	}
 	if !strings.HasSuffix(buf.String(), "}\n") || strings.Count(buf.String(), "\n") != 1 {
 		t.Fatalf("want one JSON line, got %q", buf.String())
@@ -59,7 +59,8 @@ func TestEMFLine(t *testing.T) {
 		}
 	}
 	if line.Records != 10 || line.FailedRecords != 2 || line.ParkedRecords != 1 || line.KeysDeleted != 7 || line.KeysAbsent != 3 || line.KeysFailed != 1 ||
-		line.MaxLag != 1500 || line.SecondDeletesScheduled != 5 || line.SecondDeleteRefills != 2 || line.Function != function || line.Source != "sqs" ||
+		line.MaxLag != 1500 || line.SecondDeletesScheduled != 5 || line.SecondDeleteRefills != 2 ||
+		line.RedeletedKeys != 4 || line.RedeleteRefills != 3 || line.Function != function || line.Source != "sqs" ||
 		line.RequestID != "req-1" {
 		t.Fatalf("values = %+v", line)
 	}

@@ -1,0 +1,218 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+// Recent is a window of the keys a worker deleted lately, to delete them
+// again after a reconnect. ElastiCache replicates asynchronously and
+// Serverless keeps no durable log: a primary that dies takes with it the
+// deletes its replica had not received, and the promoted replica serves
+// the values they deleted. On Serverless a failover shows only as
+// connections dropped and made again to the same endpoint, so a second
+// connection to an address is what sets the re-delete off; on a node-based
+// cluster a connection to a node that was not there at the start (the
+// promoted replica) does too, unless told otherwise.
+//
+// What is deleted again is what was deleted from Window before the last
+// time the cache answered: a process frozen through the failover (a Lambda
+// environment between invokes) still has it when it thaws. Window must be
+// at least the cache's replication lag. Recent is safe for concurrent use.
+type Recent struct {
+	window    time.Duration
+	max       int
+	newNodes  bool
+	now       func() time.Time
+	mu        sync.Mutex
+	done      []done // the keys done, oldest first from head; at most max
+	head      int
+	answered  time.Time       // when the cache last answered a delete
+	dialed    map[string]bool // address: connected to it already (false: a node known from the start, not yet)
+	connected bool            // the first connection is made: later ones are reconnects
+	pending   bool            // a reconnect came: from is where to start again
+	from      time.Time
+	cause     string
+	truncated bool // keys fell out of the window before their time
+}
+
+// done is a key deleted, or found absent, at a time in Unix nanoseconds.
+type done struct {
+	key string
+	at  int64
+}
+
+// NewRecent returns a window of window's length holding at most max keys.
+// newNodes says whether a connection to an address new since the start
+// sets a re-delete off too.
+func NewRecent(window time.Duration, max int, newNodes bool) *Recent {
+	return &Recent{window: window, max: max, newNodes: newNodes, now: time.Now, dialed: map[string]bool{}}
+}
+
+// Wrap returns cache, recording in r each key it deleted or found absent —
+// absent too: a service's own delete may have come first, and be lost
+// with the same failover.
+func (r *Recent) Wrap(cache invalidate.Cache) invalidate.Cache { return recording{cache, r} }
+
+type recording struct {
+	invalidate.Cache
+	r *Recent
+}
+
+func (c recording) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
+	errs := c.Cache.Unlink(ctx, keys, status)
+	c.r.add(keys, status)
+	return errs
+}
+
+func (r *Recent) add(keys []string, status []invalidate.KeyStatus) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, k := range keys {
+		if status[i] == invalidate.KeyFailed {
+			continue
+		}
+		r.answered = now
+		if len(r.done)-r.head == r.max {
+			r.truncated = r.truncated || now.UnixNano()-r.done[r.head].at < int64(r.window)
+			r.head++
+		}
+		r.done = append(r.done, done{k, now.UnixNano()})
+	}
+	// What was deleted a window before the cache last answered is on every
+	// replica by now, replication lag permitting; what a re-delete asked
+	// for stays until it is taken.
+	for old := r.answered.Add(-r.window).UnixNano(); !r.pending && r.head < len(r.done) && r.done[r.head].at < old; r.head++ {
+	}
+	if r.head > len(r.done)/2 { // the front is spent: move the rest down, let go of the keys behind
+		n := copy(r.done, r.done[r.head:])
+		clear(r.done[n:])
+		r.done, r.head = r.done[:n], 0
+	}
+}
+
+// Connected notes a connection made to addr: a second one to an address,
+// or one to a new address after the start when newNodes is set, asks for a
+// re-delete.
+func (r *Recent) Connected(addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen, known := r.dialed[addr]
+	r.dialed[addr] = true
+	switch {
+	case !r.connected || (known && !seen):
+	case seen:
+		r.request("reconnected to " + addr)
+	case r.newNodes:
+		r.request("connected to a new node " + addr)
+	}
+}
+
+// Started says the first connection is made, to a cluster of nodes: the
+// first connection to each of them is not a reconnect, nor a new node.
+func (r *Recent) Started(nodes []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.connected = true
+	for _, addr := range nodes {
+		if _, ok := r.dialed[addr]; !ok {
+			r.dialed[addr] = false
+		}
+	}
+}
+
+// request asks for a re-delete of what was deleted from a window before
+// the cache last answered; r.mu is held.
+func (r *Recent) request(cause string) {
+	if r.pending || r.answered.IsZero() {
+		return
+	}
+	r.pending, r.from, r.cause = true, r.answered.Add(-r.window), cause
+}
+
+// redelete is what a reconnect asks to delete again.
+type redelete struct {
+	keys      []string
+	cause     string
+	since     time.Time
+	truncated bool // the window lost keys to its size: it holds less than asked
+}
+
+// take returns the re-delete asked for, if any, and clears the request.
+func (r *Recent) take() (rd redelete, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.pending {
+		return rd, false
+	}
+	seen := map[string]bool{}
+	for _, d := range r.done[r.head:] {
+		if d.at >= r.from.UnixNano() && !seen[d.key] {
+			seen[d.key] = true
+			rd.keys = append(rd.keys, d.key)
+		}
+	}
+	rd.cause, rd.since, rd.truncated = r.cause, r.from, r.truncated
+	r.pending, r.truncated = false, false
+	return rd, true
+}
+
+// retry asks again for a re-delete that failed, from the same time.
+func (r *Recent) retry(rd redelete) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.pending || rd.since.Before(r.from) {
+		r.pending, r.from, r.cause = true, rd.since, rd.cause
+	}
+}
+
+// redeletes counts a batch's re-deletes.
+type redeletes struct {
+	keys    int // keys deleted again after a reconnect
+	present int // of which were there again: brought back, or filled since
+}
+
+// redelete deletes again, before ctx's deadline less the margin, what a
+// reconnect asked for since the last batch; what it could not delete is
+// asked for again, for the next batch. A Lambda function does it within
+// the invoke that reconnected, before it may be frozen.
+func (w *Worker) redelete(ctx context.Context) (n redeletes) {
+	if w.opts.Recent == nil {
+		return n
+	}
+	rd, ok := w.opts.Recent.take()
+	if !ok || len(rd.keys) == 0 {
+		return n
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-min(w.opts.DeadlineMargin, time.Until(deadline)/2)))
+		defer cancel()
+	}
+	rep := w.inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "redelete",
+		Changes: []events.Change{{Keys: rd.keys, SecondDelete: true}}}}))
+	res := rep.Results[0]
+	for _, k := range res.Keys {
+		if k.Status != invalidate.KeyFailed {
+			n.keys++
+		}
+		if k.Status == invalidate.KeyDeleted {
+			n.present++
+		}
+	}
+	attrs := []any{"cause", rd.cause, "since", rd.since.UTC(), "keys", len(rd.keys), "deleted_again", n.keys, "present", n.present}
+	if rd.truncated {
+		attrs = append(attrs, "truncated", "the window was full: it held less than its length; raise REDELETE_MAX_KEYS")
+	}
+	if res.Err != nil {
+		w.opts.Recent.retry(rd)
+		attrs = append(attrs, "error", res.Err.Error(), "fate", "retry")
+	}
+	w.opts.Logger.WarnContext(ctx, "keys deleted again after a reconnect: a failover may have lost deletes", attrs...)
+	return n
+}

@@ -1,0 +1,145 @@
+package worker
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/invalidator-go/invalidator/internal/fakes"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+// clock is a time the test moves by hand.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func newRecent(c *clock, max int) *Recent {
+	r := NewRecent(10*time.Second, max, false)
+	r.now = c.now
+	return r
+}
+
+// failedKeys notes keys that failed, as a cache would.
+func failedKeys(r *Recent, keys ...string) {
+	r.add(keys, make([]invalidate.KeyStatus, len(keys))) // KeyFailed is 0
+}
+
+// succeeded notes keys deleted, as a cache would.
+func succeeded(r *Recent, keys ...string) {
+	status := make([]invalidate.KeyStatus, len(keys))
+	for i := range status {
+		status[i] = invalidate.KeyDeleted
+	}
+	r.add(keys, status)
+}
+
+func started(r *Recent) {
+	r.Connected("127.0.0.1:7001") // the seed, before the client exists
+	r.Started([]string{"127.0.0.1:7001", "127.0.0.1:7002"})
+	r.Connected("127.0.0.1:7002") // the first connection to a known node
+}
+
+// TestARecentWindowRedeletesWhatItsReplicaMayLack: a reconnect asks for the
+// keys done within the window before the cache last answered — not those
+// before, not failed ones — however long the process was frozen since.
+func TestARecentWindowRedeletesWhatItsReplicaMayLack(t *testing.T) {
+	c := &clock{time.Unix(1_800_000_000, 0)}
+	r := newRecent(c, 100)
+	started(r)
+	if _, ok := r.take(); ok {
+		t.Fatal("the first connections asked for a re-delete")
+	}
+	succeeded(r, "old")
+	c.advance(15 * time.Second)
+	succeeded(r, "a", "b")
+	failedKeys(r, "failed")
+	c.advance(5 * time.Second)
+	succeeded(r, "c", "a")
+	c.advance(time.Hour) // frozen, the cache gone and back
+	r.Connected("127.0.0.1:7001")
+	rd, ok := r.take()
+	if !ok || !slices.Equal(rd.keys, []string{"a", "b", "c"}) || !strings.Contains(rd.cause, "reconnected to 127.0.0.1:7001") {
+		t.Fatalf("re-delete %+v (%v), want a, b, c once each, for the reconnect", rd, ok)
+	}
+	if _, ok := r.take(); ok {
+		t.Fatal("one reconnect asked twice")
+	}
+}
+
+// TestOnlyReconnectsAndNewNodesAskForARedelete: a first connection to a node
+// of the start asks for nothing; one to a new node only when told to.
+func TestOnlyReconnectsAndNewNodesAskForARedelete(t *testing.T) {
+	for _, newNodes := range []bool{false, true} {
+		c := &clock{time.Unix(1_800_000_000, 0)}
+		r := NewRecent(10*time.Second, 100, newNodes)
+		r.now = c.now
+		started(r)
+		succeeded(r, "k")
+		r.Connected("127.0.0.1:7003") // a promoted replica of a node-based cluster
+		if _, ok := r.take(); ok != newNodes {
+			t.Errorf("newNodes %v: a new node asked for a re-delete: %v", newNodes, ok)
+		}
+	}
+}
+
+// TestAFullWindowSaysSo: keys that leave the window for its size before
+// their time are reported.
+func TestAFullWindowSaysSo(t *testing.T) {
+	c := &clock{time.Unix(1_800_000_000, 0)}
+	r := newRecent(c, 2)
+	started(r)
+	succeeded(r, "a", "b", "c")
+	r.Connected("127.0.0.1:7001")
+	if rd, _ := r.take(); !rd.truncated || !slices.Equal(rd.keys, []string{"b", "c"}) {
+		t.Fatalf("re-delete %+v: want the last two keys, truncated", rd)
+	}
+}
+
+// TestABatchAfterAReconnectDeletesAgain: the batch that follows a reconnect
+// deletes the window's keys again and says so; a re-delete that fails for
+// now is tried again with the next batch.
+func TestABatchAfterAReconnectDeletesAgain(t *testing.T) {
+	var logs bytes.Buffer
+	down := false
+	cache := &fakes.Cache{Fail: func(key string, _ int) error {
+		if down && key == "cache:user:1" {
+			return fakes.ErrRefused
+		}
+		return nil
+	}}
+	recent := NewRecent(time.Minute, 100, true)
+	started(recent)
+	inv := invalidate.New(recent.Wrap(cache), invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	w := New(inv, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond, Recent: recent})
+	queues := &fakes.SQS{}
+	handle := func(body string) {
+		payload, _ := received(t, queues, body)
+		if _, err := w.SQS(deadline(t), payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	handle(`{"entity":"user","id":"1"}`)
+	recent.Connected("127.0.0.1:7002") // the connection dropped and made again: a failover
+	down = true
+	handle(`{"entity":"user","id":"2"}`)
+	if n := cache.Attempts("cache:user:1"); n < 2 {
+		t.Fatalf("cache:user:1 sent %d times, want it deleted again after the reconnect", n)
+	}
+	if !strings.Contains(logs.String(), `"msg":"keys deleted again after a reconnect: a failover may have lost deletes"`) ||
+		!strings.Contains(logs.String(), `"fate":"retry"`) {
+		t.Fatalf("no line of the failed re-delete:\n%s", logs.String())
+	}
+	down = false
+	before := cache.Attempts("cache:user:1")
+	logs.Reset()
+	handle(`{"entity":"user","id":"3"}`)
+	// Again: the key that failed, and the two deleted since.
+	if cache.Attempts("cache:user:1") == before || !strings.Contains(logs.String(), `"redeleted_keys":3`) {
+		t.Fatalf("the failed re-delete was not tried again with the next batch:\n%s", logs.String())
+	}
+}
