@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -70,16 +68,9 @@ type Options struct {
 
 // OptionsFromEnv reads the poller's variables through getenv.
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
-	o := Options{QueueURL: getenv("QUEUE_URL"), HealthAddr: ":8080"}
+	o := Options{QueueURL: getenv("QUEUE_URL"), HealthAddr: healthAddr(getenv)}
 	if o.QueueURL == "" {
 		return o, errors.New("QUEUE_URL is required: the URL of the queue to consume")
-	}
-	switch v := getenv("HEALTH_ADDR"); v {
-	case "":
-	case "off":
-		o.HealthAddr = ""
-	default:
-		o.HealthAddr = v
 	}
 	var err error
 	if o.Receivers, err = intEnv(getenv, "POLLER_RECEIVERS", 2, 1, 100); err != nil {
@@ -386,26 +377,4 @@ func (p *poller) sleep(ctx context.Context, failures int) time.Duration {
 	case <-t.C:
 	}
 	return d
-}
-
-// serveHealth answers GET /healthz: 200 while consuming, 503 while draining.
-func (p *poller) serveHealth() (stop func(), err error) {
-	if p.opts.HealthAddr == "" {
-		return func() {}, nil
-	}
-	ln, err := net.Listen("tcp", p.opts.HealthAddr)
-	if err != nil {
-		return nil, fmt.Errorf("health endpoint on %s: %w", p.opts.HealthAddr, err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if p.draining.Load() {
-			http.Error(w, "draining", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return func() { _ = srv.Close() }, nil
 }

@@ -1,14 +1,21 @@
 // Command poller consumes the invalidation queue for as long as it runs, for
 // ECS and EC2: long polling, deletes only what succeeded, drains on SIGTERM.
 // With second deletes it consumes their delay queue too.
+//
+// poller -healthcheck asks a running poller's GET /healthz and exits 0 when
+// it is healthy, 1 otherwise: the container health check, for images that
+// have no shell or curl.
 package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -19,11 +26,28 @@ import (
 )
 
 func main() {
+	healthcheck := flag.Bool("healthcheck", false, "ask the running poller's GET /healthz (HEALTH_ADDR) and exit 0 when it answers 200, else 1")
+	flag.Parse()
+	if *healthcheck {
+		os.Exit(checkHealth())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := run(ctx); err != nil {
 		worker.Exit("poller", err)
 	}
+}
+
+// checkHealth is the exit status of poller -healthcheck.
+func checkHealth() int {
+	// Within the 5 s health check timeout the template gives ECS.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := poller.CheckHealth(ctx, os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "poller: unhealthy:", err)
+		return 1
+	}
+	return 0
 }
 
 func run(ctx context.Context) error {
