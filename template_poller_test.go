@@ -725,3 +725,24 @@ func withDefaults(t *testing.T, defaults map[string]string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestTemplatePollerReplacesTheSQSFunction: with the poller, the SQS
+// function's event sources are off, so that the poller's scaling sees the
+// whole backlog of the queues it consumes.
+func TestTemplatePollerReplacesTheSQSFunction(t *testing.T) {
+	tpl := loadTemplate(t)
+	events := tpl.get("Resources", "SqsInvalidateFunction", "Properties", "Events")
+	n := 0
+	for _, ev := range events.values() {
+		if ev.get("Type").value() != "SQS" {
+			continue
+		}
+		n++
+		if got := ev.get("Properties", "Enabled").text(); !strings.HasPrefix(got, "!If [CreatePoller, false, true]") {
+			t.Errorf("an SQS event of the function is Enabled %q, want off with the poller", got)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d SQS events, want the queue's and the delay queue's", n)
+	}
+}
