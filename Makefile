@@ -71,11 +71,15 @@ bench: setup build ## measure against references in the same run; prints BENCH <
 	  { status=0; (cd bench && go run . -bin $(CURDIR)/bin) || status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
 
 # The e2e run gets a stack of its own, beside make local's: moto on 4600, a
-# cluster on 7301-7303, state under .local/e2e. The raw queue's visibility
-# is six times the 10 s function timeout the run gives the driver; the
-# worker may delete the keys of every kind of reader the run has.
+# cluster on 7301-7303, state under .local/e2e. The third master has a
+# replica on 7304, and both announce 7313, where the run keeps one endpoint
+# following the master through its failovers, as ElastiCache Serverless
+# does. The raw queue's visibility is six times the 10 s function timeout
+# the run gives the driver; the worker may delete the keys of every kind of
+# reader the run has.
 E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=4600 AWS_ENDPOINT_URL=http://127.0.0.1:4600 \
 	CACHE_PORTS="7301 7302 7303" CACHE_ENDPOINT=127.0.0.1:7301 CACHE_CA_FILE=$(CURDIR)/.local/e2e/tls/ca.crt VISIBILITY_TIMEOUT=60 \
+	CACHE_REPLICAS="7304:7303" CACHE_ANNOUNCE="7303:7313 7304:7313" \
 	WORKER_KEYS="cache:* naive:* replica:* e2e:mark:*"
 # What env.sh derives from the endpoint, should the calling shell have it.
 E2E_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL

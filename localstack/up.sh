@@ -7,6 +7,13 @@
 # Idempotent: what already runs is reused, a stopped cluster node is restarted.
 # All state lives under $LOCAL_STATE (.local/); localstack/down.sh removes it.
 #
+# Beside the masters, CACHE_REPLICAS="PORT:MASTER ..." adds a replica of the
+# master on MASTER, and CACHE_ANNOUNCE="PORT:ANNOUNCED ..." has the node on
+# PORT tell clients to reach it on ANNOUNCED: a master and its replica that
+# both announce one port, with a proxy there that follows the master, are
+# one endpoint that survives a failover, as ElastiCache Serverless shows one
+# (make e2e's failover).
+#
 #   up.sh            everything
 #   up.sh aws        moto and its resources only
 #   up.sh cache      the cluster only (docker-compose.yml runs it this way)
@@ -96,7 +103,30 @@ user $CACHE_USERNAME on >$CACHE_PASSWORD ~* &* +@all
 user $WORKER_USERNAME on >$WORKER_PASSWORD $(worker_keys) $WORKER_ACL$(worker_acl_extra)
 masteruser $CACHE_USERNAME
 masterauth $CACHE_PASSWORD
+$(node_extra_conf "$port")
 EOF
+}
+
+# pair_value LIST KEY prints the value of KEY in a list of KEY:VALUE pairs.
+pair_value() {
+  local pair
+  for pair in $1; do [ "${pair%%:*}" = "$2" ] && echo "${pair#*:}"; done
+  return 0
+}
+
+replica_ports() { local pair; for pair in ${CACHE_REPLICAS:-}; do echo "${pair%%:*}"; done; }
+
+# node_extra_conf prints what the node on port announces, and keeps a
+# replica from failing over on its own: a failover is the test's to make.
+node_extra_conf() {
+  local announced
+  announced=$(pair_value "${CACHE_ANNOUNCE:-}" "$1")
+  if [ -n "$announced" ]; then
+    printf 'cluster-announce-tls-port %s\ncluster-announce-bus-port %s\n' "$announced" "$(($1 + 10000))"
+  fi
+  if [ -n "$(pair_value "${CACHE_REPLICAS:-}" "$1")" ]; then
+    echo "cluster-replica-no-failover yes"
+  fi
 }
 
 # worker_keys is WORKER_KEYS as ACL key patterns, ~cache:* and so on; read
@@ -119,7 +149,7 @@ cluster_field() { # PORT FIELD -> value from CLUSTER INFO
 
 cluster_ok() {
   local port n
-  n=$(wc -w <<<"$CACHE_PORTS")
+  n=$(($(wc -w <<<"$CACHE_PORTS") + $(wc -w <<<"${CACHE_REPLICAS:-}")))
   for port in $CACHE_PORTS; do
     [ "$(cluster_field "$port" cluster_state)" = ok ] || return 1
     [ "$(cluster_field "$port" cluster_slots_assigned)" = 16384 ] || return 1
@@ -131,14 +161,14 @@ start_cache() {
   ensure_cache_server
   write_certs
   local port first=${CACHE_PORTS%% *} nodes=()
-  for port in $CACHE_PORTS; do
-    nodes+=("127.0.0.1:$port")
+  for port in $CACHE_PORTS; do nodes+=("127.0.0.1:$port"); done
+  for port in $CACHE_PORTS $(replica_ports); do
     node_up "$port" && continue
     write_node_conf "$port"
     "$(cache_server_bin)" "$CACHE_DIR/$port/node.conf" ||
       die "cache node $port did not start; see $CACHE_DIR/$port/server.log"
   done
-  for port in $CACHE_PORTS; do
+  for port in $CACHE_PORTS $(replica_ports); do
     wait_until 20 node_up "$port" ||
       die "cache node $port does not answer over TLS; see $CACHE_DIR/$port/server.log"
   done
@@ -151,10 +181,28 @@ start_cache() {
       cache_cli "$first" --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >"$RUN_DIR/cluster-create.log" 2>&1
     fi || die "creating the cluster failed; see $RUN_DIR/cluster-create.log"
   fi
+  add_replicas
   wait_until 30 cluster_ok ||
     die "the cluster did not reach cluster_state:ok; run localstack/down.sh, then up.sh again"
   say "cache: $(basename "$(cache_server_bin)") cluster ok on ${nodes[*]} (TLS, user $CACHE_USERNAME)"
 }
+
+# add_replicas joins each replica of CACHE_REPLICAS that knows no cluster yet
+# to its master. A restarted one knows its cluster from nodes.conf, and
+# follows whichever node masters its slots now.
+add_replicas() {
+  local pair port master id
+  for pair in ${CACHE_REPLICAS:-}; do
+    port=${pair%%:*} master=${pair#*:}
+    [ "$(cluster_field "$port" cluster_known_nodes)" = 1 ] || continue
+    cache_cli "$port" cluster meet 127.0.0.1 "${CACHE_PORTS%% *}" >/dev/null
+    id=$(cache_cli "$master" cluster myid | tr -d '\r')
+    wait_until 20 replicate "$port" "$id" ||
+      die "node $port cannot become a replica of $master; see $CACHE_DIR/$port/server.log"
+  done
+}
+
+replicate() { cache_cli "$1" cluster replicate "$2" 2>/dev/null | grep -q OK; }
 
 # --- resources --------------------------------------------------------------
 

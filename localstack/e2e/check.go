@@ -45,6 +45,7 @@ type results struct {
 	changes, poisonSent, reads, readErrors int64
 	stale                                  staleCounts
 	races                                  []race
+	failovers                              []failoverResult
 	validParked, poisonUnparked            int
 	lost                                   map[string]int
 	lag                                    map[string][]time.Duration
@@ -302,11 +303,13 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 			r.notes = append(r.notes, race.stale.notes...)
 		}
 	}
+	failoversOK, notes := printFailovers(r.failovers, line)
+	r.notes = append(r.notes, notes...)
 	for _, n := range r.notes {
 		fmt.Println("  " + n)
 	}
 	stale := r.stale.writethrough + r.stale.naive + r.stale.replica
-	ok := stale == 0 && racesOK && r.validParked == 0 && lost == 0 && r.poisonUnparked == 0 && recovered
+	ok := stale == 0 && racesOK && failoversOK && r.validParked == 0 && lost == 0 && r.poisonUnparked == 0 && recovered
 	fmt.Println(map[bool]string{true: "E2E PASS", false: "E2E FAIL"}[ok])
 	return ok
 }

@@ -24,14 +24,32 @@ import (
 	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
-// plan is how long each part of a run lasts.
+// plan is how long each part of a run lasts, and its failovers.
 type plan struct {
 	warmup, steady, nodeDown, freeze, cacheDown, restart, race time.Duration
+	failovers                                                  []failoverPlan
 }
 
+// failoverPlan is a failover with the replica lag behind its master, the
+// second delete on or off.
+type failoverPlan struct {
+	lag          time.Duration
+	secondDelete bool
+}
+
+func (f failoverPlan) delay(secondDelete time.Duration) time.Duration {
+	return map[bool]time.Duration{true: secondDelete}[f.secondDelete]
+}
+
+// The replica is behind by less than the second delete's delay (1 s against
+// 3 s), and by more (6 s), when the deletes and their second deletes are
+// lost together; the short run has the second kind only.
 var (
-	full  = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second, race: 30 * time.Second}
-	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second, race: 15 * time.Second}
+	behind = []failoverPlan{{6 * time.Second, true}, {6 * time.Second, false}}
+	full   = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second, race: 30 * time.Second,
+		failovers: append([]failoverPlan{{time.Second, true}, {time.Second, false}}, behind...)}
+	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second, race: 15 * time.Second,
+		failovers: behind}
 )
 
 // recoveryLimit is how soon after a fault's end every path must invalidate
@@ -71,7 +89,7 @@ func run(ctx context.Context, p plan, bin string, secondDelete time.Duration) (b
 	if err != nil {
 		return false, err
 	}
-	defer s.stop()
+	defer s.close()
 	l, err := newLoad(ctx, env, "", true)
 	if err != nil {
 		return false, err
@@ -117,6 +135,15 @@ func run(ctx context.Context, p plan, bin string, secondDelete time.Duration) (b
 			return false, err
 		}
 		r.races = append(r.races, race)
+	}
+	if s.shard != nil {
+		for _, f := range p.failovers {
+			fo, err := runFailover(ctx, env, s, f.delay(secondDelete), f.lag, p.steady, start)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", fo.name(), err)
+			}
+			r.failovers = append(r.failovers, fo)
+		}
 	}
 	inspection, err := inspector.report()
 	if err != nil {

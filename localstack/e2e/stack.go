@@ -26,6 +26,8 @@ type env struct {
 	againQueue                     string // of second deletes
 	inspectQueue                   string // the inspector's copy of the topic
 	cachePorts                     []int
+	shard                          *shard             // behind one endpoint, for the failovers; nil: none
+	endpoint                       string             // the shard's
 	cache                          elasticache.Config // the ACL user of readers and checks
 	workerUser, workerPassword, ca string
 }
@@ -51,6 +53,9 @@ func loadEnv() (env, error) {
 		return e, errors.New("CACHE_PORTS: want the three ports of the e2e cluster")
 	}
 	var err error
+	if e.shard, e.endpoint, err = parseShard(os.Getenv("CACHE_REPLICAS"), os.Getenv("CACHE_ANNOUNCE")); err != nil {
+		return e, err
+	}
 	e.cache, err = elasticache.FromEnv(os.Getenv)
 	return e, err
 }
@@ -71,6 +76,7 @@ tables:
 type stack struct {
 	env            env
 	poller, driver *proc
+	shard          *shard
 }
 
 // newStack starts the worker, its second deletes secondDelete after the
@@ -94,10 +100,20 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	if err != nil {
 		return nil, err
 	}
-	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=" + e.workerPassword, "LOG_LEVEL=debug",
+	var sh *shard
+	if e.shard != nil {
+		copied := *e.shard
+		if copied.endpoint, err = listenEndpoint(e.endpoint, "127.0.0.1:"+strconv.Itoa(copied.master)); err != nil {
+			return nil, fmt.Errorf("the shard's endpoint: %w", err)
+		}
+		sh = &copied
+	}
+	// Only a reconnect sets a re-delete off, as on ElastiCache Serverless,
+	// whose failover shows no new node: the failovers show it fires so.
+	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=" + e.workerPassword, "LOG_LEVEL=debug", "REDELETE_ON_NEW_NODES=false",
 		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table),
 		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String()}
-	s := &stack{env: e,
+	s := &stack{env: e, shard: sh,
 		poller: &proc{name: "poller", path: filepath.Join(bin, "poller", "poller"), log: filepath.Join(logs, "poller.log"),
 			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
 			ready: func() bool { return healthy(health) }},
@@ -132,6 +148,14 @@ func (s *stack) setSecondDelete(delay time.Duration) error {
 func (s *stack) stop() {
 	s.poller.signal(syscall.SIGTERM)
 	s.driver.signal(syscall.SIGTERM)
+}
+
+// close stops the worker and the shard's endpoint.
+func (s *stack) close() {
+	s.stop()
+	if s.shard != nil {
+		s.shard.endpoint.close()
+	}
 }
 
 func (s *stack) logs() []string { return []string{s.poller.log, s.driver.log} }

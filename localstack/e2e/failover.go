@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/wait"
+)
+
+// shard is the cluster's shard behind the endpoint: its master and its
+// replica, by their own ports, which trade places at each failover.
+type shard struct {
+	master, replica int
+	endpoint        *endpoint
+}
+
+// parseShard reads the shard that make e2e puts behind one endpoint:
+// CACHE_REPLICAS="REPLICA:MASTER" and CACHE_ANNOUNCE, where both announce
+// the endpoint's port. None when they are unset.
+func parseShard(replicas, announce string) (*shard, string, error) {
+	if replicas == "" {
+		return nil, "", nil
+	}
+	var s shard
+	if _, err := fmt.Sscanf(replicas, "%d:%d", &s.replica, &s.master); err != nil {
+		return nil, "", fmt.Errorf("CACHE_REPLICAS=%q: want one REPLICA:MASTER pair", replicas)
+	}
+	ports := map[int]string{}
+	for _, pair := range strings.Fields(announce) {
+		port, announced, _ := strings.Cut(pair, ":")
+		n, _ := strconv.Atoi(port)
+		ports[n] = announced
+	}
+	if ports[s.master] == "" || ports[s.master] != ports[s.replica] {
+		return nil, "", fmt.Errorf("CACHE_ANNOUNCE=%q: want the master and its replica announcing one port", announce)
+	}
+	return &s, "127.0.0.1:" + ports[s.master], nil
+}
+
+// failoverResult is a failover of the shard under a load of its own: the
+// replica behind its master by lag, second deletes delay after the first.
+type failoverResult struct {
+	delay, lag         time.Duration
+	cameBack, reverted int // keys the promotion brought back, or back to another value
+	redeletes          int // re-deletes the workers logged after it
+	drained            bool
+	stale              staleCounts
+}
+
+func (f failoverResult) name() string {
+	sd := "off"
+	if f.delay > 0 {
+		sd = f.delay.String()
+	}
+	return "failover_lag_" + f.lag.String() + "_second_delete_" + sd
+}
+
+// runFailover restarts the worker with second deletes delay after the
+// first (0: off), runs writers and readers on entities of their own, fails
+// the shard over with its replica lag behind, lets the load run on for
+// steady, drains, and counts what the failover left stale.
+func runFailover(ctx context.Context, env env, s *stack, delay, lag, steady time.Duration, start time.Time) (failoverResult, error) {
+	r := failoverResult{delay: delay, lag: lag}
+	if err := s.setSecondDelete(delay); err != nil {
+		return r, err
+	}
+	l, err := newLoad(ctx, env, "fo-"+strconv.Itoa(int(lag.Seconds()))+"-"+strconv.FormatBool(delay > 0)+"-", false)
+	if err != nil {
+		return r, err
+	}
+	progress := startProgress(start, l)
+	defer progress.stop()
+	progress.phase(r.name())
+	l.start(ctx)
+	wait.For(ctx, steady) // the readers fill the cache
+	logged := s.logSizes()
+	if r.cameBack, r.reverted, err = s.failover(ctx, lag, l.prefix); err != nil {
+		return r, err
+	}
+	wait.For(ctx, steady)
+	progress.phase(r.name() + ", draining")
+	l.stopWriters()
+	r.drained = l.drain(ctx, time.Minute)
+	l.stopReaders()
+	if r.stale, err = l.stale(ctx); err != nil {
+		return r, err
+	}
+	r.redeletes, err = s.countSince(logged, `"msg":"keys deleted again after a reconnect`)
+	return r, err
+}
+
+// failover fails the shard over the way ElastiCache can lose deletes: the
+// replica cut off from its master for lag, writes and deletes going on;
+// then the master killed, the replica promoted, and the old master brought
+// back as its replica. It returns, of the keys with prefix in their name,
+// how many the promotion brought back (gone from the master, there on the
+// replica) and how many it turned back to another value.
+func (s *stack) failover(ctx context.Context, lag time.Duration, prefix string) (cameBack, reverted int, err error) {
+	sh := s.shard
+	if err := s.kill(sh.replica, syscall.SIGSTOP); err != nil {
+		return 0, 0, err
+	}
+	if err := s.run(ctx, sh.master, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
+		return 0, 0, err
+	}
+	wait.For(ctx, lag)
+	sh.endpoint.cut()
+	before, err := s.snapshot(ctx, sh.master, prefix)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := s.kill(sh.master, syscall.SIGKILL); err != nil {
+		return 0, 0, err
+	}
+	if err := s.kill(sh.replica, syscall.SIGCONT); err != nil {
+		return 0, 0, err
+	}
+	if err := s.run(ctx, sh.replica, "CLUSTER", "FAILOVER", "TAKEOVER"); err != nil {
+		return 0, 0, err
+	}
+	for deadline := time.Now().Add(10 * time.Second); !s.isMaster(ctx, sh.replica); wait.For(ctx, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("node %d is not master 10 s after its takeover", sh.replica)
+		}
+	}
+	after, err := s.snapshot(ctx, sh.replica, prefix)
+	if err != nil {
+		return 0, 0, err
+	}
+	for k, v := range after {
+		was, ok := before[k]
+		switch {
+		case !ok:
+			cameBack++
+		case was != v:
+			reverted++
+		}
+	}
+	sh.endpoint.follow("127.0.0.1:" + strconv.Itoa(sh.replica))
+	sh.master, sh.replica = sh.replica, sh.master
+	return cameBack, reverted, s.cacheUp(ctx) // the old master comes back as the replica
+}
+
+// run runs a command on the node on port.
+func (s *stack) run(ctx context.Context, port int, args ...string) error {
+	cmd, err := s.cli(ctx, port, args...)
+	if err != nil {
+		return err
+	}
+	if out, err := cmd.CombinedOutput(); err != nil || bytes.HasPrefix(out, []byte("ERR")) {
+		return fmt.Errorf("%s on %d: %v %s", strings.Join(args, " "), port, err, out)
+	}
+	return nil
+}
+
+func (s *stack) isMaster(ctx context.Context, port int) bool {
+	cmd, err := s.cli(ctx, port, "ROLE")
+	if err != nil {
+		return false
+	}
+	out, err := cmd.Output()
+	return err == nil && bytes.HasPrefix(out, []byte("master"))
+}
+
+// snapshot reads every key with prefix in its name that the node on port
+// holds, and its value, through a connection of its own to that node.
+func (s *stack) snapshot(ctx context.Context, port int, prefix string) (map[string]string, error) {
+	cfg := s.env.cache
+	cfg.Endpoint = "127.0.0.1:" + strconv.Itoa(port)
+	opt, err := cfg.ClientOption()
+	if err != nil {
+		return nil, err
+	}
+	opt.ForceSingleClient = true
+	node, err := valkey.NewClient(opt)
+	if err != nil {
+		return nil, err
+	}
+	defer node.Close()
+	keys := map[string]string{}
+	for cursor := uint64(0); ; {
+		entry, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match("*"+prefix+"*").Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range entry.Elements {
+			v, err := node.Do(ctx, node.B().Get().Key(k).Build()).ToString()
+			if err != nil && !valkey.IsValkeyNil(err) {
+				return nil, err
+			}
+			keys[k] = v
+		}
+		if cursor = entry.Cursor; cursor == 0 {
+			return keys, nil
+		}
+	}
+}
+
+// logSizes are how long the workers' logs are now.
+func (s *stack) logSizes() map[string]int64 {
+	sizes := map[string]int64{}
+	for _, path := range s.logs() {
+		if fi, err := os.Stat(path); err == nil {
+			sizes[path] = fi.Size()
+		}
+	}
+	return sizes
+}
+
+// countSince counts the workers' log lines holding what, written since the
+// sizes logSizes gave.
+func (s *stack) countSince(sizes map[string]int64, what string) (int, error) {
+	n := 0
+	for _, path := range s.logs() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return 0, err
+		}
+		if from := sizes[path]; from <= int64(len(data)) {
+			n += bytes.Count(data[from:], []byte(what))
+		}
+	}
+	return n, nil
+}
+
+// printFailovers prints each failover's lines and tells whether they pass:
+// no writethrough value is ever left stale, none of any reader with the
+// second delete on, and the re-delete fired after each.
+func printFailovers(fs []failoverResult, line func(string, any)) (ok bool, notes []string) {
+	ok = true
+	for _, f := range fs {
+		name := f.name()
+		line(name+"_came_back", f.cameBack)
+		line(name+"_reverted", f.reverted)
+		line(name+"_redeletes", f.redeletes)
+		line(name+"_stale_writethrough", f.stale.writethrough)
+		line(name+"_stale_naive", f.stale.naive)
+		line(name+"_stale_replica", f.stale.replica)
+		line(name+"_drained", f.drained)
+		stale := f.stale.writethrough
+		if f.delay > 0 {
+			stale += f.stale.naive + f.stale.replica
+		}
+		if !f.drained || stale > 0 || f.redeletes == 0 {
+			ok = false
+			notes = append(notes, f.stale.notes...)
+			if f.redeletes == 0 {
+				notes = append(notes, name+": no re-delete after the failover")
+			}
+		}
+	}
+	return ok, notes
+}
