@@ -233,6 +233,9 @@ func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Conte
 			return outcome[V]{retry: true} // someone else's lease or value
 		}
 		if err != nil {
+			// A SET that timed out may have taken the lease all the same:
+			// readers would wait on it for a fill that never comes.
+			c.dropStamped(ctx, key, token)
 			v, err := load(ctx)
 			return outcome[V]{v: v, err: err}
 		}
@@ -295,8 +298,13 @@ func (c *Cache[V]) loadAndFill(ctx context.Context, key string, from entry, leas
 	}
 	e.expiry = c.opts.Clock.Now().Add(ttl)
 	// A failed fill leaves the key to the next reader; the value loaded is
-	// still the answer of the caller that loaded it.
-	filled, _ := c.exec(ctx, fillScript, key, from.stamp, e.encode(), ms(ttl)).AsInt64()
+	// still the answer of the caller that loaded it. Its lease is given back,
+	// so that readers do not wait on it: a fill that lands later is still
+	// checked against it.
+	filled, err := c.exec(ctx, fillScript, key, from.stamp, e.encode(), ms(ttl)).AsInt64()
+	if err != nil && lease {
+		c.dropStamped(ctx, key, from.stamp)
+	}
 	o := outcome[V]{v: v, filled: filled == 1}
 	if e.kind == kindNotFound {
 		o.err = ErrNotFound

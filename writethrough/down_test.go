@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -216,5 +217,67 @@ func TestWritesWhileTheCacheIsDown(t *testing.T) {
 	}
 	if !d.c.breaker.isOpen.Load() {
 		t.Fatal("failed invalidations did not open the breaker")
+	}
+}
+
+// lossyClient fails the commands that lose says to lose: sent, their reply
+// lost past the deadline, or never sent at all.
+type lossyClient struct {
+	valkey.Client
+	lose func(args []string) (lost, sent bool)
+}
+
+func (c *lossyClient) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
+	lost, sent := c.lose(cmd.Commands())
+	if !lost {
+		return c.Client.Do(ctx, cmd)
+	}
+	if sent {
+		var reply *valkey.ValkeyError
+		if resp := c.Client.Do(ctx, cmd); errors.As(resp.Error(), &reply) && reply.IsNoScript() {
+			return resp // for the EVAL that follows, to be lost in turn
+		}
+	}
+	return valkey.NewErrorResult(context.DeadlineExceeded)
+}
+
+// TestLostRepliesLeaveNoLease loses the lease's SET or the fill: the Get
+// still answers from the loader, and no lease is left for other readers to
+// wait on; a fill that landed stays.
+func TestLostRepliesLeaveNoLease(t *testing.T) {
+	client := testenv.Cache(t)
+	isFill := func(args []string) bool {
+		return (args[0] == "EVALSHA" || args[0] == "EVAL") && len(args) == 7 && strings.HasPrefix(args[5], magic+"v|")
+	}
+	for _, tc := range []struct {
+		name       string
+		lose       func(args []string) bool
+		sent, kept bool
+	}{
+		{"lease SET, reply lost", func(args []string) bool { return args[0] == "SET" }, true, false},
+		{"lease SET, never sent", func(args []string) bool { return args[0] == "SET" }, false, false},
+		{"fill, reply lost", isFill, true, true},
+		{"fill, never sent", isFill, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lossy := &lossyClient{Client: client, lose: func(args []string) (bool, bool) { return tc.lose(args), tc.sent }}
+			c := New[product](lossy, Options[product]{})
+			k := key(t)
+			v, err := c.Get(t.Context(), k, func(context.Context) (product, error) { return product{ID: "source"}, nil })
+			if err != nil || v.ID != "source" {
+				t.Fatalf("Get = %+v, %v", v, err)
+			}
+			raw, err := client.Do(t.Context(), client.B().Get().Key(k).Build()).AsBytes()
+			if valkey.IsValkeyNil(err) {
+				if tc.kept {
+					t.Fatal("the fill that landed was deleted")
+				}
+				return
+			}
+			e, derr := decodeEntry(raw)
+			if err != nil || derr != nil || e.kind != kindValue || !tc.kept {
+				t.Fatalf("the key holds %q (%v): want it empty, or the value when the fill landed", raw, err)
+			}
+		})
 	}
 }
