@@ -28,6 +28,7 @@ var (
 type Cache[V any] struct {
 	client    valkey.Client
 	opts      Options[V]
+	breaker   breaker
 	misses    singleflight.Group
 	refreshes singleflight.Group
 }
@@ -56,6 +57,15 @@ func New[V any](client valkey.Client, opts Options[V]) *Cache[V] {
 	if opts.WaitStep <= 0 {
 		opts.WaitStep = 10 * time.Millisecond
 	}
+	if opts.CacheTimeout <= 0 {
+		opts.CacheTimeout = 150 * time.Millisecond
+	}
+	if opts.BreakerThreshold == 0 {
+		opts.BreakerThreshold = 5
+	}
+	if opts.BreakerCoolDown <= 0 {
+		opts.BreakerCoolDown = time.Second
+	}
 	if opts.Codec == nil {
 		opts.Codec = JSONCodec[V]{}
 	}
@@ -65,7 +75,9 @@ func New[V any](client valkey.Client, opts Options[V]) *Cache[V] {
 	if opts.Rand == nil {
 		opts.Rand = randv2.Float64
 	}
-	return &Cache[V]{client: client, opts: opts}
+	c := &Cache[V]{client: client, opts: opts}
+	c.breaker = breaker{threshold: int32(max(opts.BreakerThreshold, 0)), coolDown: opts.BreakerCoolDown, clock: opts.Clock}
+	return c
 }
 
 // fillScript sets KEYS[1] to ARGV[2] with a lifetime of ARGV[3] ms, but only
@@ -88,13 +100,14 @@ return 0`)
 const maxAttempts = 4
 
 // Get returns the value of key, loading it with load on a miss. load
-// returns ErrNotFound when the value does not exist. When the cache cannot
-// be reached, Get loads directly: the cache speeds reads up, it does not
-// gate them.
+// returns ErrNotFound when the value does not exist. When the cache does
+// not answer within CacheTimeout, or the breaker is open, Get loads
+// directly and does not fill: the cache speeds reads up, it does not gate
+// them.
 func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Context) (V, error)) (V, error) {
 	var zero V
 	for range maxAttempts {
-		raw, err := c.client.Do(ctx, c.client.B().Get().Key(key).Build()).AsBytes()
+		raw, err := c.do(ctx, c.client.B().Get().Key(key).Build()).AsBytes()
 		if valkey.IsValkeyNil(err) {
 			v, err, retry := c.miss(ctx, key, load)
 			if !retry {
@@ -215,11 +228,14 @@ func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Conte
 	o, led, err := shared(ctx, &c.misses, key, func(ctx context.Context) outcome[V] {
 		token := stamp()
 		lease := entry{kind: kindLease, stamp: token}.encode()
-		err := c.client.Do(ctx, c.client.B().Set().Key(key).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()).Error()
+		err := c.do(ctx, c.client.B().Set().Key(key).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()).Error()
 		if valkey.IsValkeyNil(err) {
 			return outcome[V]{retry: true} // someone else's lease or value
 		}
 		if err != nil {
+			// A SET that timed out may have taken the lease all the same:
+			// readers would wait on it for a fill that never comes.
+			c.dropStamped(ctx, key, token)
 			v, err := load(ctx)
 			return outcome[V]{v: v, err: err}
 		}
@@ -282,8 +298,13 @@ func (c *Cache[V]) loadAndFill(ctx context.Context, key string, from entry, leas
 	}
 	e.expiry = c.opts.Clock.Now().Add(ttl)
 	// A failed fill leaves the key to the next reader; the value loaded is
-	// still the answer of the caller that loaded it.
-	filled, _ := fillScript.Exec(ctx, c.client, []string{key}, []string{from.stamp, e.encode(), ms(ttl)}).AsInt64()
+	// still the answer of the caller that loaded it. Its lease is given back,
+	// so that readers do not wait on it: a fill that lands later is still
+	// checked against it.
+	filled, err := c.exec(ctx, fillScript, key, from.stamp, e.encode(), ms(ttl)).AsInt64()
+	if err != nil && lease {
+		c.dropStamped(ctx, key, from.stamp)
+	}
 	o := outcome[V]{v: v, filled: filled == 1}
 	if e.kind == kindNotFound {
 		o.err = ErrNotFound
@@ -300,7 +321,7 @@ func (c *Cache[V]) wait(ctx context.Context, key string, load func(context.Conte
 			return v, ctx.Err(), false
 		case <-time.After(c.opts.WaitStep):
 		}
-		raw, err := c.client.Do(ctx, c.client.B().Get().Key(key).Build()).AsBytes()
+		raw, err := c.do(ctx, c.client.B().Get().Key(key).Build()).AsBytes()
 		if err != nil {
 			return v, nil, true // gone (invalidated, or the loader failed) or unreachable: start over
 		}
@@ -323,16 +344,16 @@ func (c *Cache[V]) renew(ctx context.Context, key string, e entry) {
 		ttl = c.opts.NegativeTTL
 	}
 	e.stamp, e.expiry = stamp(), c.opts.Clock.Now().Add(ttl)
-	_ = fillScript.Exec(ctx, c.client, []string{key}, []string{from, e.encode(), ms(ttl)}).Error()
+	_ = c.exec(ctx, fillScript, key, from, e.encode(), ms(ttl)).Error()
 }
 
 // drop deletes an entry that no longer decodes, unless it changed.
 func (c *Cache[V]) drop(ctx context.Context, key, raw string) {
-	_ = dropScript.Exec(ctx, c.client, []string{key}, []string{raw}).Error()
+	_ = c.exec(ctx, dropScript, key, raw).Error()
 }
 
 func (c *Cache[V]) dropStamped(ctx context.Context, key, from string) {
-	_ = dropStampedScript.Exec(ctx, c.client, []string{key}, []string{from}).Error()
+	_ = c.exec(ctx, dropStampedScript, key, from).Error()
 }
 
 // dropStampedScript deletes KEYS[1] only while it holds the entry stamped

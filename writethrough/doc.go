@@ -20,6 +20,17 @@
 // write never overwrites a newer value, nor refills a key that an
 // invalidation emptied.
 //
+// While the cache is down, services keep serving. No call waits for it
+// longer than CacheTimeout (150 ms by default), whatever the caller's
+// deadline: Get then loads directly and does not fill, since only a fill
+// under a lease is safe from racing an invalidation. After
+// BreakerThreshold calls in a row found it down (5), a breaker skips the
+// cache for BreakerCoolDown (1 s), so a read costs a load and no wait; then
+// one call at a time probes it, and the first answer closes the breaker.
+// Writes run the database write, then report the cache's failure as
+// ErrInvalidate with ErrCacheUnavailable: the key is left for the
+// event-driven invalidator to delete.
+//
 // Every cached entry is an envelope: a short header (kind, stamp, version,
 // recompute time, logical expiry) and the encoded value. The invalidator's
 // plain deletes work on it as on any key.

@@ -24,8 +24,8 @@ func (JSONCodec[V]) Unmarshal(data []byte) (V, error) {
 	return v, err
 }
 
-// Clock tells the time used for expiry and early refresh; tests give a fake
-// one.
+// Clock tells the time used for expiry, early refresh and the breaker's
+// cool-down; tests give a fake one.
 type Clock interface{ Now() time.Time }
 
 type systemClock struct{}
@@ -77,6 +77,22 @@ type Options[V any] struct {
 	// them in place; without it, WriteThrough finds their version unknown
 	// and invalidates them instead. Default none.
 	VersionOf func(V) int64
+	// CacheTimeout is how long one call to the cache may take. Past it, Get
+	// loads directly, without filling, and a write returns
+	// ErrCacheUnavailable; without it, valkey-go retries a read until the
+	// caller's deadline. Default 150 ms.
+	CacheTimeout time.Duration
+	// BreakerThreshold is how many calls in a row may find the cache down —
+	// no answer within CacheTimeout, no connection, CLUSTERDOWN, TRYAGAIN,
+	// LOADING; not a miss, an error reply or a value that does not decode —
+	// before the breaker opens. While it is open, calls skip the cache: Get
+	// loads directly without waiting, a write returns ErrCacheUnavailable.
+	// Default 5; negative: it never opens.
+	BreakerThreshold int
+	// BreakerCoolDown is how long the breaker stays open before one call at
+	// a time, the probe, asks the cache again; the first answer closes it.
+	// Default 1 s.
+	BreakerCoolDown time.Duration
 	// Codec encodes values. Default JSONCodec.
 	Codec Codec[V]
 	// Clock tells the time. Default the system clock.

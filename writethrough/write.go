@@ -10,9 +10,13 @@ import (
 )
 
 // ErrInvalidate wraps the cache error of a write whose database part
-// succeeded: the key could not be invalidated or written. The event-driven
-// invalidator and the TTL backstop still correct it; the caller decides
-// whether to retry.
+// succeeded: the key could not be invalidated or written, with
+// ErrCacheUnavailable too when the cache was down. The database write is
+// done: do not run it again. The event-driven invalidator deletes the key
+// when the change's event arrives, and the TTL backstop expires it at the
+// latest; until then readers may get the value from before the write. Treat
+// the write as done and count the error; a caller that must read its own
+// write reads the source, or calls Invalidate again once the cache answers.
 var ErrInvalidate = errors.New("writethrough: database written, cache not updated")
 
 // Write runs write — the database write — and then invalidates key. This is
@@ -27,7 +31,9 @@ func (c *Cache[V]) Write(ctx context.Context, key string, write func(context.Con
 
 // Invalidate deletes key.
 func (c *Cache[V]) Invalidate(ctx context.Context, key string) error {
-	if err := c.client.Do(ctx, c.client.B().Unlink().Key(key).Build()).Error(); err != nil {
+	// A delete is safe to send twice: valkey-go may retry it within
+	// CacheTimeout, over a connection that broke.
+	if err := c.do(ctx, c.client.B().Unlink().Key(key).Build().ToRetryable()).Error(); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidate, key, err)
 	}
 	return nil
@@ -75,7 +81,7 @@ func (c *Cache[V]) WriteThrough(ctx context.Context, key string, write func(cont
 	}
 	ttl := c.jittered(c.opts.TTL)
 	e := entry{kind: kindValue, stamp: stamp(), version: version, expiry: c.opts.Clock.Now().Add(ttl), payload: payload}
-	stored, err := writeScript.Exec(ctx, c.client, []string{key}, []string{strconv.FormatInt(version, 10), e.encode(), ms(ttl)}).AsInt64()
+	stored, err := c.exec(ctx, writeScript, key, strconv.FormatInt(version, 10), e.encode(), ms(ttl)).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("%w: %s: %w", ErrInvalidate, key, err)
 	}

@@ -126,15 +126,7 @@ func (c *Cluster) script(t testing.TB, name string, args ...string) {
 // StopNode kills one node, as a crash would.
 func (c *Cluster) StopNode(t testing.TB, port int) {
 	t.Helper()
-	pidfile := filepath.Join(c.state, "run", "cache-"+strconv.Itoa(port)+".pid")
-	data, err := os.ReadFile(pidfile)
-	if err != nil {
-		t.Fatalf("node %d: %v", port, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		t.Fatalf("node %d pidfile: %v", port, err)
-	}
+	pid := c.pid(t, port)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("stop node %d: %v", port, err)
 	}
@@ -144,6 +136,39 @@ func (c *Cluster) StopNode(t testing.TB, port int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Freeze stops one node with SIGSTOP: its connections stay open and
+// nothing answers, as with a host that hangs or a network that drops
+// packets. Thaw ends it; the cluster's cleanup thaws a frozen node first.
+func (c *Cluster) Freeze(t testing.TB, port int) {
+	t.Helper()
+	pid := c.pid(t, port)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("freeze node %d: %v", port, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+}
+
+// Thaw lets a frozen node run again.
+func (c *Cluster) Thaw(t testing.TB, port int) {
+	t.Helper()
+	if err := syscall.Kill(c.pid(t, port), syscall.SIGCONT); err != nil {
+		t.Fatalf("thaw node %d: %v", port, err)
+	}
+}
+
+func (c *Cluster) pid(t testing.TB, port int) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.state, "run", "cache-"+strconv.Itoa(port)+".pid"))
+	if err != nil {
+		t.Fatalf("node %d: %v", port, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatalf("node %d pidfile: %v", port, err)
+	}
+	return pid
 }
 
 // Restart starts the stopped nodes again; they rejoin with their slots.

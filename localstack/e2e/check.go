@@ -50,6 +50,7 @@ type results struct {
 	lost                                   map[string]int
 	lag                                    map[string][]time.Duration
 	lagAt                                  map[string][]time.Time // when each lag's change was written
+	wtReads                                *wtReads
 	notes                                  []string
 }
 
@@ -99,7 +100,7 @@ func parseLogs(paths []string) (invalidated, error) {
 }
 
 func (l *load) check(ctx context.Context, logs []string) (results, error) {
-	r := results{lost: map[string]int{}, lag: map[string][]time.Duration{}, lagAt: map[string][]time.Time{}, reads: l.reads.Load(), readErrors: l.readErrors.Load()}
+	r := results{lost: map[string]int{}, lag: map[string][]time.Duration{}, lagAt: map[string][]time.Time{}, reads: l.reads.Load(), readErrors: l.readErrors.Load(), wtReads: &l.wt}
 	seen, err := parseLogs(logs)
 	if err != nil {
 		return r, err
@@ -285,6 +286,7 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 			line(name, p.took.Milliseconds())
 		}
 	}
+	readsOK := r.wtReads.report(line, faults)
 	line("drained", drained)
 	line("recovered", recovered)
 	// The races side by side: what the second delete prevents.
@@ -309,7 +311,7 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 		fmt.Println("  " + n)
 	}
 	stale := r.stale.writethrough + r.stale.naive + r.stale.replica
-	ok := stale == 0 && racesOK && failoversOK && r.validParked == 0 && lost == 0 && r.poisonUnparked == 0 && recovered
+	ok := stale == 0 && racesOK && failoversOK && r.validParked == 0 && lost == 0 && r.poisonUnparked == 0 && recovered && readsOK
 	fmt.Println(map[bool]string{true: "E2E PASS", false: "E2E FAIL"}[ok])
 	return ok
 }

@@ -75,6 +75,7 @@ type load struct {
 	poisons  []poisoned
 
 	writes, reads, readErrors, probes atomic.Int64
+	wt                                wtReads
 
 	writers, readers  sync.WaitGroup
 	stopW, stopR      context.CancelFunc
@@ -310,12 +311,11 @@ const maxReplicaLag = 500 * time.Millisecond
 // read the version before it.
 func (l *load) replicaRead(entity string) func(ctx context.Context, id string) error {
 	return func(ctx context.Context, id string) error {
-		_, err := l.replicas.Get(ctx, "replica:"+entity+":"+id, func(ctx context.Context) (item, error) {
+		return l.wt.get(ctx, l.replicas, "replica:"+entity+":"+id, func(ctx context.Context) (item, error) {
 			it := l.replica(entity, id, time.Now().Add(-rand.N(maxReplicaLag)))
 			slowly(ctx)
 			return it, nil
 		})
-		return err
 	}
 }
 
@@ -371,13 +371,11 @@ func (l *load) loadUser(id string) func(context.Context) (item, error) {
 }
 
 func (l *load) cachedProduct(ctx context.Context, id string) error {
-	_, err := l.products.Get(ctx, "cache:product:"+id, l.loadProduct(id))
-	return err
+	return l.wt.get(ctx, l.products, "cache:product:"+id, l.loadProduct(id))
 }
 
 func (l *load) cachedUser(ctx context.Context, id string) error {
-	_, err := l.users.Get(ctx, "cache:user:"+id, l.loadUser(id))
-	return err
+	return l.wt.get(ctx, l.users, "cache:user:"+id, l.loadUser(id))
 }
 
 func (l *load) naiveProduct(ctx context.Context, id string) error {

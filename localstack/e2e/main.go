@@ -7,8 +7,9 @@
 // faults, on entities of their own, with the second delete off and on, show
 // the stale values it prevents. It prints E2E <name> <value> lines, and
 // exits non-zero when a key is stale with the second delete on, a valid
-// change was parked or lost, a poison message was not parked, or a path did
-// not invalidate a fresh change within 5 s of a fault's end.
+// change was parked or lost, a poison message was not parked, a path did
+// not invalidate a fresh change within 5 s of a fault's end, or a read
+// through writethrough failed other than by its loader.
 package main
 
 import (

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/invalidator-go/invalidator/writethrough"
+)
+
+// errLoader marks the error of a writethrough reader's own loader (the
+// source did not answer): not the cache's doing.
+var errLoader = errors.New("e2e: the loader failed")
+
+// wtReads are the reads through writethrough.Get (the cache:* and replica:*
+// readers): when each began and how long it took, and how many failed
+// other than by their loader.
+type wtReads struct {
+	mu     sync.Mutex
+	at     []time.Time
+	took   []time.Duration
+	errors atomic.Int64
+}
+
+// get reads key through c, as a service would, and notes the read.
+func (r *wtReads) get(ctx context.Context, c *writethrough.Cache[item], key string, load func(context.Context) (item, error)) error {
+	start := time.Now()
+	_, err := c.Get(ctx, key, func(ctx context.Context) (item, error) {
+		it, err := load(ctx)
+		if err != nil {
+			err = fmt.Errorf("%w: %w", errLoader, err)
+		}
+		return it, err
+	})
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return err // the readers are stopping
+	}
+	r.mu.Lock()
+	r.at, r.took = append(r.at, start), append(r.took, time.Since(start))
+	r.mu.Unlock()
+	if err != nil && !errors.Is(err, errLoader) {
+		r.errors.Add(1)
+	}
+	return err
+}
+
+// report prints the p99 latency of the reads that began during each fault
+// and outside them all, and the reads that failed; it tells whether none
+// did.
+func (r *wtReads) report(line func(name string, v any), faults []faultResult) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	during := make([][]time.Duration, len(faults))
+	var outside []time.Duration
+	for i, at := range r.at {
+		in := false
+		for j, f := range faults {
+			if !at.Before(f.from) && at.Before(f.to) {
+				during[j], in = append(during[j], r.took[i]), true
+			}
+		}
+		if !in {
+			outside = append(outside, r.took[i])
+		}
+	}
+	for j, f := range faults {
+		line("read_p99_ms_writethrough_"+f.name, percentile(during[j], 0.99).Milliseconds())
+	}
+	line("read_p99_ms_writethrough_no_fault", percentile(outside, 0.99).Milliseconds())
+	line("read_errors_writethrough", r.errors.Load())
+	return r.errors.Load() == 0
+}

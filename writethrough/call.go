@@ -1,0 +1,83 @@
+package writethrough
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// ErrCacheUnavailable marks a cache call that found the cache down: no
+// answer within Options.CacheTimeout, no connection, CLUSTERDOWN, TRYAGAIN
+// or LOADING, or the breaker open. Get never returns it: it loads directly
+// instead. Writes return it within ErrInvalidate.
+var ErrCacheUnavailable = errors.New("writethrough: cache unavailable")
+
+var errBreakerOpen = fmt.Errorf("%w: breaker open, the cache was not asked", ErrCacheUnavailable)
+
+// do runs cmd on the cache, as call does.
+func (c *Cache[V]) do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
+	return c.call(ctx, func(ctx context.Context) valkey.ValkeyResult { return c.client.Do(ctx, cmd) })
+}
+
+// exec runs script on key, as call does.
+func (c *Cache[V]) exec(ctx context.Context, script *valkey.Lua, key string, args ...string) valkey.ValkeyResult {
+	return c.call(ctx, func(ctx context.Context) valkey.ValkeyResult { return script.Exec(ctx, c.client, []string{key}, args) })
+}
+
+// call runs fn through the breaker, for at most CacheTimeout; the error of
+// a call that found the cache down wraps ErrCacheUnavailable.
+func (c *Cache[V]) call(ctx context.Context, fn func(context.Context) valkey.ValkeyResult) valkey.ValkeyResult {
+	probe, ok := c.breaker.allow()
+	if !ok {
+		return valkey.NewErrorResult(errBreakerOpen)
+	}
+	bounded, cancel := context.WithTimeout(ctx, c.opts.CacheTimeout)
+	defer cancel()
+	var resp valkey.ValkeyResult
+	if probe || c.breaker.wary() {
+		resp = detached(bounded, fn)
+	} else {
+		resp = fn(bounded)
+	}
+	switch err := resp.Error(); {
+	case !isDown(err):
+		c.breaker.done(probe, up)
+	case ctx.Err() != nil:
+		c.breaker.done(probe, unknown) // the caller gave up: that says nothing of the cache
+	default:
+		c.breaker.done(probe, down)
+		resp = valkey.NewErrorResult(fmt.Errorf("%w: %w", ErrCacheUnavailable, err))
+	}
+	return resp
+}
+
+// detached runs fn on a goroutine of its own, and returns when it does or
+// when ctx ends, leaving it to finish alone. A deadline bounds valkey-go's
+// retries and its wait for a reply, but not its wait for a connection that
+// another caller is opening, such as its own topology refresh: that lasts
+// up to the dialer's timeout (5 s by default) whatever the deadline. This
+// costs a goroutine per call, so call pays it only while the cache may be
+// failing.
+func detached(ctx context.Context, fn func(context.Context) valkey.ValkeyResult) valkey.ValkeyResult {
+	reply := make(chan valkey.ValkeyResult, 1)
+	go func() { reply <- fn(ctx) }()
+	select {
+	case resp := <-reply:
+		return resp
+	case <-ctx.Done():
+		return valkey.NewErrorResult(ctx.Err())
+	}
+}
+
+// isDown tells a call that found the cache down from one that it answered,
+// if only with a miss or an error reply: any error that is not a reply, and
+// the replies of a cluster that cannot serve the key for now.
+func isDown(err error) bool {
+	var reply *valkey.ValkeyError
+	if errors.As(err, &reply) {
+		return reply.IsClusterDown() || reply.IsTryAgain() || reply.IsLoading()
+	}
+	return err != nil
+}
