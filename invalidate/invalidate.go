@@ -219,6 +219,8 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 	b.status = make([]KeyStatus, len(b.keys))
 	b.errs = make([]error, len(b.keys))
 	pending := f.settle(b)
+	ctx, cancel := retryWithin(ctx, in.RetryFor)
+	defer cancel()
 	for attempt := 1; len(pending) > 0 && inv.pause(ctx, attempt); attempt++ {
 		f = inv.flight(ctx)
 		for start := 0; start < len(pending); start += inv.opts.Chunk {
@@ -232,6 +234,15 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 		pending = f.settle(b)
 	}
 	return inv.report(records, b)
+}
+
+// retryWithin bounds the retries of a batch's keys to d from now, their
+// first failure, unless d is 0 or ctx's deadline comes first.
+func retryWithin(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // plan adds the keys of records[lo:hi] to the batch.

@@ -3,6 +3,7 @@ package invalidate
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // Batch is one batch of input records — SQS messages, SNS records, stream
@@ -12,6 +13,13 @@ import (
 type Batch struct {
 	Len    int
 	Decode func(i int) Record
+	// RetryFor is how long the keys that fail for now are retried after
+	// their first failure, at most; the context's deadline may end it
+	// first. 0 is until that deadline. A source that retries soon itself
+	// — a queue's message back in a second, a stream's batch tried again —
+	// does better with a short one: the records behind wait less, and a
+	// key that cannot be deleted now holds back only its own record.
+	RetryFor time.Duration
 }
 
 // Inputs is the batch of inputs, each decoded by decode when Invalidate

@@ -211,3 +211,34 @@ func TestNoPermissionFailsForGood(t *testing.T) {
 		t.Fatalf("metrics %+v: the denied key was tried more than once or not at all", rep.Metrics)
 	}
 }
+
+// TestABatchRetriesForItsRetryFor: a batch from a source that retries soon
+// itself gives up a key that keeps failing after RetryFor, long before
+// its deadline, as failed for now with the cause; the key that passed is
+// deleted all the same.
+func TestABatchRetriesForItsRetryFor(t *testing.T) {
+	cache := &fakes.Cache{Fail: func(key string, _ int) error {
+		if key == "cache:user:down" {
+			return fakes.ErrRefused
+		}
+		return nil
+	}}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	batch := invalidate.Decoded([]invalidate.Record{user("up"), user("down")})
+	batch.RetryFor = 50 * time.Millisecond
+	start := time.Now()
+	rep := invalidate.New(cache, fast()).Invalidate(ctx, batch)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the batch took %v: it retried until its deadline", took)
+	}
+	if rep.Results[0].Err != nil || rep.Results[0].Keys[0].Status != invalidate.KeyDeleted {
+		t.Fatalf("record up: %+v", rep.Results[0])
+	}
+	if res := rep.Results[1]; !res.Transient || !errors.Is(res.Err, syscall.ECONNREFUSED) {
+		t.Fatalf("record down: %+v, want failed for now, refused", res)
+	}
+	if n := cache.Attempts("cache:user:down"); n < 2 {
+		t.Fatalf("the failing key was tried %d times, want it retried within RetryFor", n)
+	}
+}

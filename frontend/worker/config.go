@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -29,6 +30,10 @@ type Config struct {
 	// keys are deleted they are deleted again, in whole seconds up to 15
 	// minutes. Default 2s; 0 turns second deletes off.
 	SecondDeleteDelay time.Duration
+	// RetryFor is RETRY_FOR: how long an SQS or stream batch retries the
+	// keys that fail for now before their records go back to their source.
+	// Default 1s.
+	RetryFor time.Duration
 	// RedeleteWindow is REDELETE_WINDOW: how far back the keys deleted
 	// before a reconnect are deleted again, which must be at least the
 	// cache's replication lag (ElastiCache bounds none). Default 30s; 0
@@ -78,6 +83,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("SECOND_DELETE_DELAY=%q: want whole seconds from 0 (off) to 15m, like 2s", v)
 		}
 		c.SecondDeleteDelay = d
+	}
+	if c.RetryFor, err = duration(getenv, "RETRY_FOR", time.Second); err != nil || c.RetryFor == 0 {
+		return c, cmp.Or(err, fmt.Errorf("RETRY_FOR=0s: want a positive duration, like 1s"))
 	}
 	if c.RedeleteWindow, err = duration(getenv, "REDELETE_WINDOW", 30*time.Second); err != nil {
 		return c, err

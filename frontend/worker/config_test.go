@@ -29,6 +29,13 @@ func TestLoadConfig(t *testing.T) {
 		{"second delete later", "SECOND_DELETE_DELAY", "15m", ""},
 		{"second delete too late", "SECOND_DELETE_DELAY", "16m", "SECOND_DELETE_DELAY"},
 		{"second delete in milliseconds", "SECOND_DELETE_DELAY", "1500ms", "SECOND_DELETE_DELAY"},
+		{"retry for", "RETRY_FOR", "500ms", ""},
+		{"retry for nothing", "RETRY_FOR", "0s", "RETRY_FOR"},
+		{"retry for a while", "RETRY_FOR", "soon", "RETRY_FOR"},
+		{"re-delete off", "REDELETE_WINDOW", "0s", ""},
+		{"re-delete a while", "REDELETE_WINDOW", "-1s", "REDELETE_WINDOW"},
+		{"re-delete window size", "REDELETE_MAX_KEYS", "0", "REDELETE_MAX_KEYS"},
+		{"re-delete on new nodes", "REDELETE_ON_NEW_NODES", "maybe", "REDELETE_ON_NEW_NODES"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{tc.key: tc.value}

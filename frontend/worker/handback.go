@@ -23,14 +23,18 @@ type Queues interface {
 
 // RetryAfter is how long a message that failed for now stays hidden before
 // it comes back, after its receives-th receive: 1 s, doubled at each
-// receive up to a minute, less up to a quarter of jitter so that messages
-// failed together do not all come back together. Short, so that the first
-// tries after an outage come soon; capped, so that the queue's
-// maxReceiveCount outlasts hours of outage.
+// receive up to MaxRetryAfter, less up to a quarter of jitter so that
+// messages failed together do not all come back together. Short, so that
+// the backlog of an outage comes back within seconds of its end; capped
+// low, so it does — which takes a queue's maxReceiveCount of 1,000 (the
+// template's) to outlast more than an hour of outage: about 80 minutes.
 func RetryAfter(receives int) time.Duration {
-	d := min(time.Second<<min(max(receives, 1)-1, 6), time.Minute)
+	d := min(time.Second<<min(max(receives, 1)-1, 6), MaxRetryAfter)
 	return d - rand.N(d/4+1)
 }
+
+// MaxRetryAfter is the longest RetryAfter.
+const MaxRetryAfter = 5 * time.Second
 
 // receipt is what it takes to hand a message back to its queue.
 type receipt struct {

@@ -297,3 +297,23 @@ func TestAPayloadThatIsNoEventFailsTheInvoke(t *testing.T) {
 		}
 	}
 }
+
+// TestAKeyThatKeepsFailingHoldsBackOnlyItsRecord: with a deadline far off,
+// an SQS batch gives its failing key RetryFor, not the whole deadline, and
+// hands its record back; the record beside it is done.
+func TestAKeyThatKeepsFailingHoldsBackOnlyItsRecord(t *testing.T) {
+	queues := &fakes.SQS{}
+	w := testWorker(down, queues)
+	w.opts.RetryFor = 50 * time.Millisecond
+	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"down","id":"2"}`)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := w.SQS(ctx, payload)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the batch took %v: its failing key was retried until the deadline", took)
+	}
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msgs[1].MessageId {
+		t.Fatalf("response %+v, %v: want only the record of the failing key back", resp, err)
+	}
+}

@@ -42,7 +42,7 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	} else {
 		logger.Info("allowed keys", "allowed_keys", patterns)
 	}
-	opts := Options{Name: name, Logger: logger, Namespace: cfg.Namespace, Queues: queues}
+	opts := Options{Name: name, Logger: logger, Namespace: cfg.Namespace, Queues: queues, RetryFor: cfg.RetryFor}
 	if cfg.RedeleteWindow > 0 {
 		opts.Recent = NewRecent(cfg.RedeleteWindow, cfg.RedeleteMaxKeys, cfg.RedeleteOnNewNodes)
 		opt.DialCtxFn = noteConnections(opts.Recent)

@@ -26,6 +26,13 @@ type Options struct {
 	// Namespace is the CloudWatch namespace of the metrics. Default
 	// "Invalidator".
 	Namespace string
+	// RetryFor is how long the keys of an SQS or stream batch that fail for
+	// now are retried before their records go back to their source, which
+	// tries them again soon: the records behind them wait no longer, and a
+	// node that is down holds back only its own keys. An SNS batch's keys
+	// are retried until its deadline, since its invoke comes back minutes
+	// later. Default 1 s.
+	RetryFor time.Duration
 	// DeadlineMargin is how long before the context's deadline a batch stops
 	// trying its keys, to park what failed for good, hand back what is
 	// unfinished and answer, so that a Lambda function answers instead of
@@ -78,6 +85,9 @@ func New(inv *invalidate.Invalidator, opts Options) *Worker {
 	if opts.DeadlineMargin <= 0 {
 		opts.DeadlineMargin = time.Second
 	}
+	if opts.RetryFor <= 0 {
+		opts.RetryFor = time.Second
+	}
 	return &Worker{inv: inv, opts: opts}
 }
 
@@ -113,6 +123,9 @@ func (f Fate) String() string { return [...]string{"done", "parked", "retry"}[f]
 func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) (invalidate.Report, []Fate) {
 	start := time.Now()
 	again := make([]bool, batch.Len)
+	if source != events.SourceSNS {
+		batch.RetryFor = w.opts.RetryFor
+	}
 	rep := w.process(ctx, source, markSecondDeletes(batch, again))
 	second := w.scheduleSecondDeletes(ctx, &rep, again)
 	redeleted := w.redelete(ctx)

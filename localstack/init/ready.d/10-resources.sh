@@ -22,7 +22,7 @@ again="${SECOND_DELETE_QUEUE_NAME:-cache-invalidation-again}"
 inspect="${INSPECT_QUEUE_NAME:-cache-invalidation-inspect}"
 table="${TABLE_NAME:-Products}"
 # As template.yaml: QueueMaxReceiveCount, and 6 x the function timeout.
-max_receive_count="${MAX_RECEIVE_COUNT:-100}"
+max_receive_count="${MAX_RECEIVE_COUNT:-1000}"
 visibility_timeout="${VISIBILITY_TIMEOUT:-180}"
 
 # awscli v1 sends SQS calls to queue.amazonaws.com unless the endpoint is
