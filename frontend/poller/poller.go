@@ -29,9 +29,11 @@ type SQS interface {
 }
 
 // Handler invalidates a batch, parks what failed for good and tells each
-// record's fate; *worker.Worker is one.
+// record's fate, and says whether the cache answers at all; *worker.Worker
+// is one.
 type Handler interface {
 	Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) (invalidate.Report, []worker.Fate)
+	Probe(ctx context.Context) error
 }
 
 // Options configure a poller. QueueURL is required; the rest have defaults.
@@ -150,7 +152,7 @@ func Run(ctx context.Context, client SQS, handler Handler, opts Options) error {
 	if opts.QueueURL == "" {
 		return errors.New("poller: no queue URL")
 	}
-	p := &poller{client: client, handler: handler, opts: opts, breaker: newBreaker()}
+	p := &poller{client: client, handler: handler, opts: opts, breaker: newBreaker(handler.Probe, opts.Logger)}
 	stopHealth, err := p.serveHealth()
 	if err != nil {
 		return err
@@ -180,15 +182,10 @@ type poller struct {
 // receive is one receive loop.
 func (p *poller) receive(ctx context.Context) {
 	failures := 0
-	for ctx.Err() == nil {
-		probe, ok := p.breaker.acquire(ctx)
-		if !ok {
-			return
-		}
+	for p.breaker.acquire(ctx) {
 		msgs, err := p.receiveOnce(ctx)
 		switch {
 		case err != nil:
-			p.breaker.release(probe, none)
 			if ctx.Err() != nil {
 				return
 			}
@@ -197,25 +194,16 @@ func (p *poller) receive(ctx context.Context) {
 		case ctx.Err() != nil:
 			// The stop signal came during the long poll: these messages
 			// were not started, and go back to the queue at once.
-			p.breaker.release(probe, none)
 			if err := p.changeVisibility(msgs, func(types.Message) time.Duration { return 0 }); err != nil {
 				p.opts.Logger.Warn("cannot hand back the messages received while stopping: they come back after their visibility timeout", "error", err.Error())
 			}
 			return
 		case len(msgs) == 0:
 			failures = 0
-			p.breaker.release(probe, none)
 		default:
 			failures = 0
 			// The batch finishes even when a stop signal arrives meanwhile.
-			state := p.handle(context.WithoutCancel(ctx), msgs)
-			if p.breaker.release(probe, state) {
-				if state == down {
-					p.opts.Logger.Warn("the cache is unreachable: receiving stops; one batch at a time probes it")
-				} else {
-					p.opts.Logger.Info("the cache answers again: receiving resumes")
-				}
-			}
+			p.breaker.saw(ctx, p.handle(context.WithoutCancel(ctx), msgs))
 		}
 	}
 }

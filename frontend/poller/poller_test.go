@@ -1,11 +1,13 @@
 package poller
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,24 +145,33 @@ func TestPollerDeletesWhatIsDoneOrParkedAndHandsBackTheRest(t *testing.T) {
 	}
 }
 
-// TestPollerProbesOneBatchAtATimeWhileTheCacheIsDown: four receivers, but
-// while the cache is down one batch at a time; when it is back, everything
-// is done.
-func TestPollerProbesOneBatchAtATimeWhileTheCacheIsDown(t *testing.T) {
+// TestPollerStopsReceivingWhileTheCacheIsDown: four receivers; once
+// batches show the cache down and a probe finds no node answering, nothing
+// more is received — no batch, no receive count raised towards the DLQ —
+// until the cache answers; then every receiver resumes and everything is
+// done.
+func TestPollerStopsReceivingWhileTheCacheIsDown(t *testing.T) {
 	sqs := &fakes.SQS{}
 	cache := &cacheSwitch{}
 	cache.down.Store(true)
 	for i := range 40 {
 		sqs.Send(queue, `{"entity":"user","id":"`+strconv.Itoa(i)+`"}`)
 	}
+	receives := func() (n int) {
+		for _, m := range sqs.Messages(queue) {
+			n += m.Receives
+		}
+		return n
+	}
 	h, stop := run(t, sqs, cache, Options{Receivers: 4, MaxMessages: 1, WaitTime: time.Second, BatchTimeout: 100 * time.Millisecond})
 	defer stop()
-	// The first batches start together, before any has shown the cache down.
-	eventually(t, "too few batches were tried", func() bool { return h.batches.Load() >= 8 })
-	h.peak.Store(h.now.Load())
+	eventually(t, "no batch was tried", func() bool { return h.batches.Load() > 0 })
+	eventually(t, "the receivers did not stop", func() bool { return h.now.Load() == 0 })
+	batches, received := h.batches.Load(), receives()
 	time.Sleep(time.Second)
-	if p := h.peak.Load(); p != 1 {
-		t.Fatalf("%d batches at once while the cache was down, want 1: the probe", p)
+	if h.batches.Load() != batches || receives() != received {
+		t.Fatalf("%d batches and %d receives while the cache was down, then %d and %d: want none more",
+			batches, received, h.batches.Load(), receives())
 	}
 	h.slow.Store(int64(50 * time.Millisecond))
 	cache.down.Store(false)
@@ -175,6 +186,45 @@ func TestPollerProbesOneBatchAtATimeWhileTheCacheIsDown(t *testing.T) {
 	if p := h.peak.Load(); p < 2 {
 		t.Fatalf("peak %d batches at once after the cache came back: the receivers did not resume", p)
 	}
+}
+
+// TestOneNodeDownStopsNothing: a batch whose every record failed for now
+// does not stop the receivers while the cache answers a probe.
+func TestOneNodeDownStopsNothing(t *testing.T) {
+	sqs := &fakes.SQS{}
+	for i := range 20 {
+		sqs.Send(queue, `{"entity":"down","id":"`+strconv.Itoa(i)+`"}`)
+	}
+	inv := invalidate.New(&fakes.Cache{Fail: func(key string, _ int) error {
+		if strings.HasPrefix(key, "cache:down:") {
+			return fakes.ErrRefused // the keys of a node that is down; the probe's key answers
+		}
+		return nil
+	}}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	h := &concurrency{Handler: worker.New(inv, worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	var logs lockedBuffer
+	go func() {
+		done <- Run(ctx, sqs, h, Options{QueueURL: queue, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Receivers: 2, MaxMessages: 1,
+			WaitTime: time.Second, BatchTimeout: 50 * time.Millisecond})
+	}()
+	defer func() {
+		cancel()
+		<-done
+		if strings.Contains(logs.String(), "receiving stops") {
+			t.Errorf("the receivers stopped while the cache answered:\n%s", logs.String())
+		}
+	}()
+	sqs.Send(queue, `{"entity":"user","id":"fresh"}`)
+	eventually(t, "a change on a node that is up waited behind those on the node down", func() bool {
+		for _, m := range sqs.Messages(queue) {
+			if strings.Contains(m.Body, "fresh") {
+				return m.Deleted
+			}
+		}
+		return false
+	})
 }
 
 // TestPollerHandsBackWhatItReceivesWhileStopping: a message that a long
@@ -193,4 +243,22 @@ func TestPollerHandsBackWhatItReceivesWhileStopping(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].ID != id || msgs[0].Receives != 1 || msgs[0].Deleted || msgs[0].VisibleAt.After(time.Now()) || h.batches.Load() != 0 {
 		t.Fatalf("message %+v, %d batches: want it received once, not handled, visible again", msgs, h.batches.Load())
 	}
+}
+
+// lockedBuffer is a log written and read from different goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

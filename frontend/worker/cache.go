@@ -149,3 +149,23 @@ func noteConnections(recent *Recent) func(context.Context, string, *net.Dialer, 
 		return conn, err
 	}
 }
+
+// ping asks every node of the cluster for a PING, and returns nil as soon
+// as one answers: the cache answers at all.
+func (c *connection) ping(ctx context.Context) error {
+	client, err := c.get(ctx)
+	if err != nil {
+		return err
+	}
+	nodes := client.Nodes()
+	answered := make(chan error, len(nodes))
+	for _, node := range nodes {
+		go func() { answered <- node.Do(ctx, node.B().Ping().Build()).Error() }()
+	}
+	for range nodes {
+		if err = <-answered; err == nil {
+			return nil
+		}
+	}
+	return err
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
@@ -123,4 +124,21 @@ func (w *Worker) Connect(ctx context.Context) error {
 	}
 	_, err := w.conn.get(ctx)
 	return err
+}
+
+// Probe tells whether the cache answers at all: nil as soon as one of its
+// nodes does. The poller asks it before it stops receiving, and while it
+// waits for the cache. Without a connection of its own (a cache given to
+// New) it deletes a key no change plans, and an answer of any kind — even
+// a refusal — is the cache answering.
+func (w *Worker) Probe(ctx context.Context) error {
+	if w.conn != nil {
+		return w.conn.ping(ctx)
+	}
+	rep := w.inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "probe",
+		Changes: []events.Change{{Keys: []string{"cache:invalidator-probe"}}}}}))
+	if res := rep.Results[0]; res.Transient {
+		return res.Err
+	}
+	return nil
 }
