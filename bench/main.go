@@ -9,7 +9,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -346,23 +345,10 @@ func serverCPU(ctx context.Context, client valkey.Client) (func() time.Duration,
 	}
 	_, pid, _ := strings.Cut(info, "process_id:")
 	pid, _, _ = strings.Cut(pid, "\r\n")
-	stat := "/proc/" + pid + "/stat"
-	used := func() time.Duration {
-		b, err := os.ReadFile(stat)
-		if err != nil {
-			return 0
-		}
-		// utime and stime are fields 14 and 15; the command before them,
-		// in parentheses, may hold spaces.
-		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		utime, _ := strconv.Atoi(fields[11])
-		stime, _ := strconv.Atoi(fields[12])
-		return time.Duration(utime+stime) * 10 * time.Millisecond
-	}
-	if _, err := os.Stat(stat); pid == "" || err != nil {
+	if _, err := processCPU(pid); pid == "" || err != nil {
 		return none, false
 	}
-	return used, true
+	return func() time.Duration { cpu, _ := processCPU(pid); return cpu }, true
 }
 
 // streamRSS returns the peak resident memory, in MiB, of the stream function
