@@ -54,7 +54,8 @@ func main() {
 		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the pipeline runs to this file")
 		bin        = flag.String("bin", "bin", "directory of the built functions (make build)")
 		coldRuns   = flag.Int("cold-starts", 101, "cold-start pairs (hello, sqs-invalidate) measured; the median counts")
-		only       = flag.String("only", "", "comma-separated groups to run (coldstart, throughput, memory, reads); all when empty")
+		only       = flag.String("only", "", "comma-separated groups to run (coldstart, throughput, memory, reads, cost); all when empty")
+		costCell   = flag.String("cost-cell", "", "the one cell of the cost group to run, e.g. sqs_b10_sd; the README is left as it is")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -153,6 +154,11 @@ func main() {
 		print("plain_get_ops_per_sec", median(plains))
 		print("get_hit_vs_plain_get", medianRatio(hits, plains))
 		print("stampede_loads", float64(stampede(cfg)))
+	}
+	if run("cost") {
+		naive := build("helloconnect")
+		defer os.RemoveAll(filepath.Dir(naive))
+		costGroup(ctx, client, *bin, naive, *costCell)
 	}
 	if err := writeReadme("README.md"); err != nil {
 		log.Fatal(err)
