@@ -50,7 +50,6 @@ var costCells = []cell{
 // cellUse is what a cell's changes used.
 type cellUse struct {
 	cell
-	changes      int
 	first, again []invokeUse // the invokes of first deletes; of second deletes
 	// mapping are the requests of the event source mappings (in AWS,
 	// Lambda's pollers, billed to you); function the functions' own,
@@ -134,7 +133,7 @@ func (s *costStack) lambdaCell(ctx context.Context, c cell, n int, first, again 
 			return b.SecondDeleteKey >= n && again.mapping.counts().Messages["DeleteMessageBatch"] >= sent
 		})
 	}
-	u := cellUse{cell: c, changes: n, took: time.Since(start), cold: first.fn.cold, coldCPU: first.fn.coldCPU}
+	u := cellUse{cell: c, took: time.Since(start), cold: first.fn.cold, coldCPU: first.fn.coldCPU}
 	u.mapping, u.function = first.mapping.counts(), first.function.counts()
 	u.first, u.batches, u.logBytes = first.stop()
 	if again != nil {

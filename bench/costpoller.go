@@ -47,7 +47,7 @@ func (s *costStack) pollerCell(ctx context.Context, c cell, n int) cellUse {
 		b, _, _ := logs.sums()
 		return deleted() >= n+requests.counts().Calls["SendMessage"] && (!c.second || b.SecondDeleteKey >= n)
 	})
-	u := cellUse{cell: c, changes: n, took: time.Since(start), poller: requests.counts()}
+	u := cellUse{cell: c, took: time.Since(start), poller: requests.counts()}
 	u.pollerCPU = threadsCPU(cmd.Process.Pid) - cpu
 	u.batches, u.logBytes, _ = logs.sums()
 	u.unlinks = s.unlinks(ctx) - before

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -47,8 +48,15 @@ func newAPICounter(target string) (*apiCounter, error) {
 	c := &apiCounter{URL: "http://" + ln.Addr().String()}
 	c.reset()
 	proxy := httputil.NewSingleHostReverseProxy(to)
-	// A long poll cut short when its mapping stops is no error of moto's.
-	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+	// A long poll cut short when its mapping stops is no error of moto's;
+	// any other is said, as the request its client may then send again
+	// is counted again.
+	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		if r.Context().Err() == nil {
+			log.Printf("cost: proxy to moto: %v", err)
+		}
+		w.WriteHeader(http.StatusBadGateway)
+	}
 	c.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// X-Amz-Target is "AmazonSQS.ReceiveMessage", "DynamoDBStreams_20120810.GetRecords"...
 		_, action, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
