@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"slices"
 	"strconv"
@@ -30,7 +31,11 @@ func costGroup(ctx context.Context, client valkey.Client, bin, naive, only strin
 		if only == "" || c.name() == only {
 			at := time.Now()
 			u := s.measure(ctx, c, costChanges)
-			log.Printf("cost: %s: %.1f s, %.1f s of them counted", c.name(), time.Since(at).Seconds(), u.took.Seconds())
+			line := fmt.Sprintf("cost: %s: %.1f s, %.1f s of them counted", c.name(), time.Since(at).Seconds(), u.took.Seconds())
+			if sends := u.function.add(u.poller); sends.Calls["SendMessage"] > 0 {
+				line += fmt.Sprintf("; moto answered a second delete's send in %.1f ms", ms(sends.Took["SendMessage"])/float64(sends.Calls["SendMessage"]))
+			}
+			log.Print(line)
 			uses = append(uses, u)
 		}
 	}
