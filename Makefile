@@ -61,13 +61,18 @@ build-%Function:
 image: ## the poller as an OCI image index for linux/amd64 and linux/arm64 into bin/image (IMAGE_BASE=scratch needs no registry; IMAGE_PUSH=<repo>:<tag> pushes it)
 	$(ENV) && go -C cmd/image run . -src $(CURDIR) -out $(CURDIR)/bin/image
 
-# The benchmarks get a server of their own: one TLS node owning every slot,
-# the shape ElastiCache Serverless shows, with nothing else running on it.
-BENCH_ENV := LOCAL_STATE=$(CURDIR)/.local/bench CACHE_PORTS=7010 CACHE_ENDPOINT=127.0.0.1:7010 \
-	CACHE_CA_FILE=$(CURDIR)/.local/bench/tls/ca.crt
+# The benchmarks get a stack of their own: one TLS node owning every slot,
+# the shape ElastiCache Serverless shows, with nothing else running on it,
+# and moto with the stack's resources for the cost group, which counts the
+# functions' and the poller's requests. BENCH_CACHE_PORT and BENCH_MOTO_PORT
+# move it, to run beside another make bench.
+BENCH_CACHE_PORT ?= 7010
+BENCH_MOTO_PORT ?= 4610
+BENCH_ENV := LOCAL_STATE=$(CURDIR)/.local/bench CACHE_PORTS=$(BENCH_CACHE_PORT) CACHE_ENDPOINT=127.0.0.1:$(BENCH_CACHE_PORT) \
+	CACHE_CA_FILE=$(CURDIR)/.local/bench/tls/ca.crt MOTO_PORT=$(BENCH_MOTO_PORT) AWS_ENDPOINT_URL=http://127.0.0.1:$(BENCH_MOTO_PORT)
 
-bench: setup build ## measure against references in the same run; prints BENCH <name> <value>, rewrites bench/README.md's latest run and bench/throughput.svg
-	$(ENV) && export $(BENCH_ENV) && bash localstack/up.sh cache >/dev/null && \
+bench: setup build ## measure against references in the same run; prints BENCH <name> <value>, rewrites bench/README.md's latest run, its cost tables and bench/throughput.svg
+	$(STACK_UNSET) && export $(BENCH_ENV) && $(ENV) && bash localstack/up.sh >/dev/null && \
 	  { status=0; (cd bench && go run . -bin $(CURDIR)/bin) || status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
 
 # The e2e run gets a stack of its own, beside make local's: moto on 4600, a
@@ -82,7 +87,7 @@ E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=4600 AWS_ENDPOINT_URL=http
 	CACHE_REPLICAS="7304:7303" CACHE_ANNOUNCE="7303:7313 7304:7313" \
 	WORKER_KEYS="cache:* naive:* replica:* e2e:mark:*"
 # What env.sh derives from the endpoint, should the calling shell have it.
-E2E_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL
+STACK_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL
 
 # The run leaves its lag over time in .local/e2e/lag.json, which the bench
 # module (that carries the plotting library) draws into E2E_PLOT.
@@ -90,7 +95,7 @@ E2E_PLOT := localstack/e2e/lag.svg
 
 e2e: setup build ## the pipeline under faults, on a stack of its own; prints E2E <name> <value>, fails on a stale or lost invalidation
 	rm -f .local/e2e/lag.json
-	$(E2E_UNSET) && export $(E2E_ENV) && $(ENV) && bash localstack/up.sh >/dev/null && \
+	$(STACK_UNSET) && export $(E2E_ENV) && $(ENV) && bash localstack/up.sh >/dev/null && \
 	  { status=0; go run ./localstack/e2e $(E2E_FLAGS) || status=$$?; bash localstack/down.sh >/dev/null; \
 	    if [ -f .local/e2e/lag.json ]; then (cd bench && go run ./cmd/e2eplot -in ../.local/e2e/lag.json -out ../$(E2E_PLOT)); fi; \
 	    exit $$status; }

@@ -9,7 +9,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -55,7 +54,8 @@ func main() {
 		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the pipeline runs to this file")
 		bin        = flag.String("bin", "bin", "directory of the built functions (make build)")
 		coldRuns   = flag.Int("cold-starts", 101, "cold-start pairs (hello, sqs-invalidate) measured; the median counts")
-		only       = flag.String("only", "", "comma-separated groups to run (coldstart, throughput, memory, reads); all when empty")
+		only       = flag.String("only", "", "comma-separated groups to run (coldstart, throughput, memory, reads, cost); all when empty")
+		costCell   = flag.String("cost-cell", "", "the one cell of the cost group to run, e.g. sqs_b10_sd; the README is left as it is")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -154,6 +154,11 @@ func main() {
 		print("plain_get_ops_per_sec", median(plains))
 		print("get_hit_vs_plain_get", medianRatio(hits, plains))
 		print("stampede_loads", float64(stampede(cfg)))
+	}
+	if run("cost") {
+		naive := build("helloconnect")
+		defer os.RemoveAll(filepath.Dir(naive))
+		costGroup(ctx, client, *bin, naive, *costCell)
 	}
 	if err := writeReadme("README.md"); err != nil {
 		log.Fatal(err)
@@ -346,23 +351,10 @@ func serverCPU(ctx context.Context, client valkey.Client) (func() time.Duration,
 	}
 	_, pid, _ := strings.Cut(info, "process_id:")
 	pid, _, _ = strings.Cut(pid, "\r\n")
-	stat := "/proc/" + pid + "/stat"
-	used := func() time.Duration {
-		b, err := os.ReadFile(stat)
-		if err != nil {
-			return 0
-		}
-		// utime and stime are fields 14 and 15; the command before them,
-		// in parentheses, may hold spaces.
-		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		utime, _ := strconv.Atoi(fields[11])
-		stime, _ := strconv.Atoi(fields[12])
-		return time.Duration(utime+stime) * 10 * time.Millisecond
-	}
-	if _, err := os.Stat(stat); pid == "" || err != nil {
+	if _, err := processCPU(pid); pid == "" || err != nil {
 		return none, false
 	}
-	return used, true
+	return func() time.Duration { cpu, _ := processCPU(pid); return cpu }, true
 }
 
 // streamRSS returns the peak resident memory, in MiB, of the stream function

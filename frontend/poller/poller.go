@@ -48,7 +48,8 @@ type Options struct {
 	// messages they bring are handed back rather than left hidden: stopping
 	// takes up to this long, plus the batches in flight. Default 20 s.
 	WaitTime time.Duration
-	// MaxMessages is the most messages one receive asks for (1-10). Default 10.
+	// MaxMessages is the most messages one receive asks for, and so one
+	// batch holds (POLLER_MAX_MESSAGES, 1-10). Default 10.
 	MaxMessages int32
 	// VisibilityTimeout is how long received messages stay hidden; while a
 	// batch runs it is extended by as much every half of it
@@ -78,6 +79,11 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	if o.Receivers, err = intEnv(getenv, "POLLER_RECEIVERS", 2, 1, 100); err != nil {
 		return o, err
 	}
+	most, err := intEnv(getenv, "POLLER_MAX_MESSAGES", 10, 1, 10)
+	if err != nil {
+		return o, err
+	}
+	o.MaxMessages = int32(most)
 	if o.VisibilityTimeout, err = durationEnv(getenv, "POLLER_VISIBILITY_TIMEOUT", 30*time.Second); err != nil {
 		return o, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 )
 
 // SQSMapping feeds a queue to a function, as Lambda's SQS event source
-// mapping with ReportBatchItemFailures and no batching window does (the
-// template's defaults): each receive is invoked at once. Messages the
+// mapping with ReportBatchItemFailures does: with no batching window (the
+// template's default) each receive is invoked at once; with one, receives
+// of up to 10 gather into a batch until it is full or the window ends. Messages the
 // function reports failed stay, and come back when their visibility ends —
 // the function may shorten it; a failed invoke leaves its whole batch to
 // come back after the queue's visibility timeout.
@@ -24,10 +26,13 @@ type SQSMapping struct {
 	Client   *sqs.Client
 	QueueURL string
 	Function Invoker
-	// BatchSize is the most messages per invoke (1-10). Default 10, the
-	// template's SqsBatchSize.
+	// BatchSize is the most messages per invoke: 1-10, up to 10,000 with
+	// a BatchingWindow. Default 10, the template's SqsBatchSize.
 	BatchSize int32
-	Logger    *slog.Logger
+	// BatchingWindow is how long a batch may gather messages before it is
+	// invoked (SqsBatchingWindow); zero invokes each receive at once.
+	BatchingWindow time.Duration
+	Logger         *slog.Logger
 }
 
 // Run polls until ctx ends.
@@ -40,13 +45,30 @@ func (m *SQSMapping) Run(ctx context.Context) error {
 		return stopped(ctx, err)
 	}
 	sourceARN := arn.Attributes[string(types.QueueAttributeNameQueueArn)]
-	batch := m.BatchSize
-	if batch <= 0 || batch > 10 {
+	batch, most := m.BatchSize, int32(10)
+	if m.BatchingWindow > 0 {
+		most = 10_000
+	}
+	if batch <= 0 || batch > most {
 		batch = 10
 	}
 	for ctx.Err() == nil {
+		if msgs := m.gather(ctx, log, batch); len(msgs) > 0 {
+			m.deliver(ctx, log, sourceARN, msgs)
+		}
+	}
+	return nil
+}
+
+// gather receives one batch: one receive, or with a batching window
+// receives of up to 10 (SQS's most) until the batch is full or the window,
+// counted from the first message, ends.
+func (m *SQSMapping) gather(ctx context.Context, log *slog.Logger, batch int32) []types.Message {
+	var msgs []types.Message
+	var deadline time.Time
+	for ctx.Err() == nil && int32(len(msgs)) < batch && (msgs == nil || time.Now().Before(deadline)) {
 		out, err := m.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(m.QueueURL), MaxNumberOfMessages: batch, WaitTimeSeconds: 1,
+			QueueUrl: aws.String(m.QueueURL), MaxNumberOfMessages: min(batch-int32(len(msgs)), 10), WaitTimeSeconds: 1,
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
 		if err != nil {
@@ -54,13 +76,17 @@ func (m *SQSMapping) Run(ctx context.Context) error {
 				log.Warn("receive failed", "error", err.Error())
 				time.Sleep(time.Second)
 			}
-			continue
+			break
 		}
-		if len(out.Messages) > 0 {
-			m.deliver(ctx, log, sourceARN, out.Messages)
+		if msgs == nil && len(out.Messages) > 0 {
+			deadline = time.Now().Add(m.BatchingWindow)
+		}
+		msgs = append(msgs, out.Messages...)
+		if m.BatchingWindow <= 0 {
+			break
 		}
 	}
-	return nil
+	return msgs
 }
 
 // deliver invokes the function with one batch and deletes what succeeded.
@@ -93,8 +119,8 @@ func (m *SQSMapping) deliver(ctx context.Context, log *slog.Logger, sourceARN st
 			done = append(done, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msg.ReceiptHandle})
 		}
 	}
-	if len(done) > 0 {
-		if _, err := m.Client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.QueueURL), Entries: done}); err != nil {
+	for chunk := range slices.Chunk(done, 10) { // SQS deletes at most 10 at a time
+		if _, err := m.Client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.QueueURL), Entries: chunk}); err != nil {
 			log.Warn("delete failed", "error", err.Error())
 		}
 	}

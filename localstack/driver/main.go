@@ -33,7 +33,7 @@ import (
 
 type settings struct {
 	queue, again, table, dlq, bin, state string
-	timeout                              time.Duration
+	timeout, sqsWindow                   time.Duration
 	sqsBatch, streamBatch                int
 	retries                              int
 	maxAge                               time.Duration
@@ -49,7 +49,8 @@ func main() {
 	flag.StringVar(&s.bin, "bin", "bin", "directory of the built functions (make build)")
 	flag.StringVar(&s.state, "state", filepath.Join(os.Getenv("LOCAL_STATE"), "esm"), "directory of the stream checkpoints, kept across restarts [LOCAL_STATE/esm]")
 	flag.DurationVar(&s.timeout, "timeout", 30*time.Second, "function timeout (FunctionTimeout)")
-	flag.IntVar(&s.sqsBatch, "sqs-batch-size", 10, "messages per invoke, 1-10 (SqsBatchSize, no batching window)")
+	flag.IntVar(&s.sqsBatch, "sqs-batch-size", 10, "messages per invoke, 1-10, up to 10000 with a batching window (SqsBatchSize)")
+	flag.DurationVar(&s.sqsWindow, "sqs-batching-window", 0, "how long a batch of the queue may gather messages, 0 for none (SqsBatchingWindow; the delay queue's has none)")
 	flag.IntVar(&s.streamBatch, "stream-batch-size", 1000, "stream records per invoke, 1-1000 (StreamBatchSize)")
 	flag.IntVar(&s.retries, "stream-max-retries", -1, "retries of a failed stream record, -1 for no limit (StreamMaximumRetryAttempts)")
 	flag.DurationVar(&s.maxAge, "stream-max-age", 6*time.Hour, "age past which a failed stream record is given up, negative for none (StreamMaximumRecordAgeInSeconds)")
@@ -75,7 +76,7 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 	opts := rie.Options{Output: os.Stdout, Timeout: s.timeout}
 	// One emulator per mapping: an emulator takes one invoke at a time, and
 	// in AWS the two mappings invoke the function side by side.
-	for _, url := range []string{s.queue, s.again} {
+	for i, url := range []string{s.queue, s.again} {
 		if url == "" {
 			continue
 		}
@@ -85,6 +86,9 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 		}
 		defer fn.Stop()
 		m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Function: fn, BatchSize: int32(s.sqsBatch), Logger: log}
+		if i == 0 { // as in template.yaml, where the delay queue's mapping has no window
+			m.BatchingWindow = s.sqsWindow
+		}
 		go func() { errs <- m.Run(ctx) }()
 		mappings++
 	}

@@ -1,0 +1,105 @@
+package esm_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/invalidator-go/invalidator/internal/esm"
+	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
+)
+
+// batches is a function that records the size of each batch it is invoked
+// with and fails none.
+type batches struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (b *batches) Invoke(_ context.Context, ev any) ([]byte, error) {
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	var got struct{ Records []json.RawMessage }
+	if err := json.Unmarshal(payload, &got); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sizes = append(b.sizes, len(got.Records))
+	return []byte(`{"batchItemFailures":[]}`), nil
+}
+
+func (b *batches) total() (n int, sizes []int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.sizes {
+		n += s
+	}
+	return n, append([]int(nil), b.sizes...)
+}
+
+// TestBatchingWindowGathersReceives: with a window, a batch larger than
+// SQS's 10 per receive gathers from several receives into one invoke, and
+// its messages are deleted in chunks of 10.
+func TestBatchingWindowGathersReceives(t *testing.T) {
+	c := awsenv.SQS(t)
+	q, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("test-window-" + strings.ToLower(rand.Text()[:12]))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	for i := range 3 {
+		var entries []types.SendMessageBatchRequestEntry
+		for j := range 10 {
+			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)),
+				MessageBody: aws.String(`{"entity":"product","id":"` + strconv.Itoa(i*10+j) + `"}`)})
+		}
+		if _, err := c.SendMessageBatch(t.Context(), &sqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fn := &batches{}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, Function: fn, BatchSize: 25, BatchingWindow: 2 * time.Second,
+			Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	}()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n, _ := fn.total(); n >= 30 {
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, sizes := fn.total(); n != 30 || sizes[0] != 25 {
+		t.Fatalf("invoked with batches %v, want 25 then the other 5", sizes)
+	}
+	attrs, err := c.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl,
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range attrs.Attributes {
+		if v != "0" {
+			t.Errorf("%s = %s after the batches: not every message was deleted", name, v)
+		}
+	}
+}
