@@ -545,3 +545,24 @@ func statementActions(st any) []any {
 	}
 	return nil
 }
+
+// TestSQSBatchesOverTenHaveAWindow: Lambda refuses an SQS batch size over
+// 10 without a batching window, so a mapping takes SqsBatchSize only beside
+// SqsBatchingWindow; one without a window takes at most 10.
+func TestSQSBatchesOverTenHaveAWindow(t *testing.T) {
+	tpl := loadTemplate(t)
+	for name, fn := range functions(t, tpl) {
+		for _, ev := range fn.get("Properties", "Events").values() {
+			if ev.get("Type").value() != "SQS" {
+				continue
+			}
+			size, window := ev.get("Properties", "BatchSize").value(), ev.get("Properties", "MaximumBatchingWindowInSeconds").value()
+			if n, err := strconv.Atoi(size); err == nil && n <= 10 {
+				continue
+			}
+			if !strings.Contains(size, "SqsBatchSize") || !strings.Contains(window, "SqsBatchingWindow") {
+				t.Errorf("%s: an SQS event with batch size %q and window %q: over 10 needs a window", name, size, window)
+			}
+		}
+	}
+}
