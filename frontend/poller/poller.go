@@ -272,10 +272,15 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 		state = down
 	}
 	p.delete(done)
+	most := 0
 	err := p.changeVisibility(retry, func(m types.Message) time.Duration {
 		n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		most = max(most, n)
 		return worker.RetryAfter(n)
 	})
+	if len(retry) > 0 {
+		worker.LogHandBack(ctx, p.opts.Logger, len(retry), most)
+	}
 	if err != nil {
 		p.opts.Logger.Warn("cannot hand failed messages back: they come back after their visibility timeout", "error", err.Error())
 	}

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -57,14 +58,19 @@ func (w *Worker) handBack(ctx context.Context, msgs []receipt) {
 		return
 	}
 	byQueue := map[string][]types.ChangeMessageVisibilityBatchRequestEntry{}
+	most := 0
 	for i, m := range msgs {
 		if m.handle == "" {
 			continue // not from Lambda's SQS event source: nothing to hand back
 		}
+		most = max(most, m.receives)
 		byQueue[m.queueARN] = append(byQueue[m.queueARN], types.ChangeMessageVisibilityBatchRequestEntry{
 			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.handle),
 			VisibilityTimeout: int32(RetryAfter(m.receives).Round(time.Second) / time.Second),
 		})
+	}
+	if most > 0 {
+		LogHandBack(ctx, w.opts.Logger, len(msgs), most)
 	}
 	for arn, entries := range byQueue {
 		url, ok := queueURL(arn)
@@ -98,4 +104,11 @@ func queueURL(arn string) (string, bool) {
 		domain = "amazonaws.com.cn"
 	}
 	return "https://sqs." + parts[3] + "." + domain + "/" + parts[4] + "/" + parts[5], true
+}
+
+// LogHandBack writes the line of messages handed back to their queue, with
+// the most receives one of them has had: how near the DLQ they are
+// (maxReceiveCount).
+func LogHandBack(ctx context.Context, log *slog.Logger, messages, receives int) {
+	log.InfoContext(ctx, "messages handed back", "messages", messages, "max_receives", receives)
 }
