@@ -1,6 +1,7 @@
 // Command driver is the local event source mapping for make local, make e2e
 // and manual testing: it runs the SQS and stream Lambda functions under the
-// Runtime Interface Emulator, one emulator each, and feeds them from moto
+// Runtime Interface Emulator — several per SQS mapping, which Lambda invokes
+// several batches at once, one for the stream — and feeds them from moto
 // (or LocalStack) the way Lambda would in AWS, with template.yaml's
 // settings unless flags say otherwise: the SQS function from a queue, the
 // stream function from a table's stream, resumed from its checkpoints after
@@ -32,12 +33,12 @@ import (
 )
 
 type settings struct {
-	queue, again, table, dlq, bin, state string
-	timeout, sqsWindow                   time.Duration
-	sqsBatch, streamBatch                int
-	retries                              int
-	maxAge                               time.Duration
-	bisect, latest                       bool
+	queue, again, table, dlq, bin, state  string
+	timeout, sqsWindow                    time.Duration
+	sqsBatch, streamBatch, sqsConcurrency int
+	retries                               int
+	maxAge                                time.Duration
+	bisect, latest                        bool
 }
 
 func main() {
@@ -49,6 +50,7 @@ func main() {
 	flag.StringVar(&s.bin, "bin", "bin", "directory of the built functions (make build)")
 	flag.StringVar(&s.state, "state", filepath.Join(os.Getenv("LOCAL_STATE"), "esm"), "directory of the stream checkpoints, kept across restarts [LOCAL_STATE/esm]")
 	flag.DurationVar(&s.timeout, "timeout", 30*time.Second, "function timeout (FunctionTimeout)")
+	flag.IntVar(&s.sqsConcurrency, "sqs-concurrency", 5, "batches invoked at once per SQS mapping, one emulator each (Lambda's SQS pollers start at five)")
 	flag.IntVar(&s.sqsBatch, "sqs-batch-size", 10, "messages per invoke, 1-10, up to 10000 with a batching window (SqsBatchSize)")
 	flag.DurationVar(&s.sqsWindow, "sqs-batching-window", 0, "how long a batch of the queue may gather messages, 0 for none (SqsBatchingWindow; the delay queue's has none)")
 	flag.IntVar(&s.streamBatch, "stream-batch-size", 1000, "stream records per invoke, 1-1000 (StreamBatchSize)")
@@ -71,26 +73,26 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 	if err != nil {
 		return err
 	}
-	errs := make(chan error, 3)
+	errs := make(chan error, 2*max(s.sqsConcurrency, 1)+1)
 	mappings := 0
 	opts := rie.Options{Output: os.Stdout, Timeout: s.timeout}
-	// One emulator per mapping: an emulator takes one invoke at a time, and
-	// in AWS the two mappings invoke the function side by side.
+	// An emulator takes one invoke at a time: Lambda invokes several SQS
+	// batches at once, so each SQS mapping gets several emulators, each
+	// with its own receive loop, and the two mappings run side by side.
 	for i, url := range []string{s.queue, s.again} {
-		if url == "" {
-			continue
+		for n := 0; url != "" && n < max(s.sqsConcurrency, 1); n++ {
+			fn, err := rie.Start(filepath.Join(s.bin, "sqs-invalidate", "bootstrap"), opts)
+			if err != nil {
+				return err
+			}
+			defer fn.Stop()
+			m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Function: fn, BatchSize: int32(s.sqsBatch), Logger: log}
+			if i == 0 { // as in template.yaml, where the delay queue's mapping has no window
+				m.BatchingWindow = s.sqsWindow
+			}
+			go func() { errs <- m.Run(ctx) }()
+			mappings++
 		}
-		fn, err := rie.Start(filepath.Join(s.bin, "sqs-invalidate", "bootstrap"), opts)
-		if err != nil {
-			return err
-		}
-		defer fn.Stop()
-		m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Function: fn, BatchSize: int32(s.sqsBatch), Logger: log}
-		if i == 0 { // as in template.yaml, where the delay queue's mapping has no window
-			m.BatchingWindow = s.sqsWindow
-		}
-		go func() { errs <- m.Run(ctx) }()
-		mappings++
 	}
 	if s.table != "" {
 		desc, err := dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)})
