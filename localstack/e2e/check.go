@@ -25,6 +25,10 @@ type faultResult struct {
 	name     string
 	from, to time.Time
 	probes   []probeResult
+	// Of the writethrough keys on the nodes that stayed up, sampled a
+	// second after their change while the fault stopped one node: how many,
+	// and how many were stale.
+	samples, staleLive int64
 }
 
 // staleCounts are the values found older than their source, by reader.
@@ -48,6 +52,7 @@ type results struct {
 	failovers                              []failoverResult
 	validParked, poisonUnparked            int
 	lost                                   map[string]int
+	maxReceives                            map[string]int // by path: the most receives of a message handed back
 	lag                                    map[string][]time.Duration
 	lagAt                                  map[string][]time.Time // when each lag's change was written
 	wtReads                                *wtReads
@@ -127,6 +132,12 @@ func (l *load) check(ctx context.Context, logs []string) (results, error) {
 		return r, err
 	}
 	r.notes = append(r.notes, r.stale.notes...)
+	r.maxReceives = map[string]int{}
+	for path, log := range map[string]string{pathPoller: logs[0], pathSQS: logs[1]} { // stack.logs' order
+		if r.maxReceives[path], err = maxReceives(log); err != nil {
+			return r, err
+		}
+	}
 	return r, l.parked(ctx, &r, poisons)
 }
 
@@ -275,6 +286,9 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 		line("lost_"+name, r.lost[path])
 		line("lag_p50_ms_"+name, percentile(r.lag[path], 0.5).Milliseconds())
 		line("lag_p99_ms_"+name, percentile(r.lag[path], 0.99).Milliseconds())
+		if path != pathStream {
+			line("max_receives_"+name, r.maxReceives[path])
+		}
 	}
 	for _, f := range faults {
 		for _, p := range f.probes {
@@ -287,6 +301,9 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 		}
 	}
 	readsOK := r.wtReads.report(line, faults)
+	backlogsOK, notes := r.printBacklogs(faults, line)
+	r.notes = append(r.notes, notes...)
+	recovered = recovered && backlogsOK
 	line("drained", drained)
 	line("recovered", recovered)
 	// The races side by side: what the second delete prevents.

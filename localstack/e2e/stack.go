@@ -160,10 +160,13 @@ func (s *stack) close() {
 
 func (s *stack) logs() []string { return []string{s.poller.log, s.driver.log} }
 
-// fault is one fault of a run: inject returns once it is over.
+// fault is one fault of a run: inject returns once it is over. stops is
+// the port of the one node it stops, if any: the keys of the others are
+// sampled meanwhile.
 type fault struct {
 	name   string
 	inject func(ctx context.Context) error
+	stops  int
 }
 
 // faults are the run's faults, in order. The driver is killed first: the
@@ -176,12 +179,12 @@ func (s *stack) faults(p plan) []fault {
 			s.driver.signal(syscall.SIGKILL)
 			wait.For(ctx, p.restart)
 			return s.driver.start()
-		}},
+		}, 0},
 		{"poller-stopped-restarted", func(ctx context.Context) error {
 			s.poller.signal(syscall.SIGTERM)
 			wait.For(ctx, p.restart)
 			return s.poller.start()
-		}},
+		}, 0},
 		{"node-killed-restarted-empty", func(ctx context.Context) error {
 			if err := s.kill(ports[1], syscall.SIGKILL); err != nil {
 				return err
@@ -189,14 +192,14 @@ func (s *stack) faults(p plan) []fault {
 			wait.For(ctx, p.nodeDown)
 			_ = os.Remove(filepath.Join(s.env.state, "cache", strconv.Itoa(ports[1]), "dump.rdb"))
 			return s.cacheUp(ctx)
-		}},
+		}, ports[1]},
 		{"node-restarted-with-its-data", func(ctx context.Context) error {
 			if err := s.shutdown(ctx, ports[2]); err != nil {
 				return err
 			}
 			wait.For(ctx, p.nodeDown)
 			return s.cacheUp(ctx)
-		}},
+		}, ports[2]},
 		{"all-nodes-frozen", func(ctx context.Context) error {
 			for _, port := range ports {
 				if err := s.kill(port, syscall.SIGSTOP); err != nil {
@@ -210,21 +213,37 @@ func (s *stack) faults(p plan) []fault {
 				}
 			}
 			return s.cacheUp(ctx)
-		}},
+		}, 0},
 		{"slots-migrated", func(ctx context.Context) error {
 			// Redirects (MOVED, ASK) while 2,000 slots and their keys move.
 			return s.reshard(ctx, ports[0], ports[1], 2000)
-		}},
-		{"cache-down", func(ctx context.Context) error {
-			for _, port := range ports {
-				if err := s.shutdown(ctx, port); err != nil {
-					return err
-				}
-			}
-			wait.For(ctx, p.cacheDown)
-			return s.cacheUp(ctx)
-		}},
+		}, 0},
+		// Recovery must not grow with the outage: a short one, then a long one.
+		{"cache-down-5s", s.cacheDown(5 * time.Second), 0},
+		{"cache-down", s.cacheDown(p.cacheDown), 0},
 	}
+}
+
+// cacheDown is the fault of every node shut down for d.
+func (s *stack) cacheDown(d time.Duration) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		for _, port := range s.env.cachePorts {
+			if err := s.shutdown(ctx, port); err != nil {
+				return err
+			}
+		}
+		wait.For(ctx, d)
+		return s.cacheUp(ctx)
+	}
+}
+
+// announced is the address clients reach the node on port at: the shard's
+// endpoint for its master.
+func (s *stack) announced(port int) string {
+	if s.shard != nil && port == s.shard.master {
+		return s.env.endpoint
+	}
+	return "127.0.0.1:" + strconv.Itoa(port)
 }
 
 // kill sends sig to the cache node on port.

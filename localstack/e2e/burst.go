@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/wait"
+	"github.com/invalidator-go/invalidator/writethrough"
+)
+
+// The burst's shape: groups of writethrough keys, one group changed every
+// burstEvery, each key looked at a second after its change — thousands of
+// samples a second, which a bound of 1 in 1,000 takes.
+const (
+	burstGroups = 15  // each changed every 1.5 s: after its last change's look
+	burstKeys   = 300 // per group: one change message names them all
+	burstEvery  = 100 * time.Millisecond
+	sampleAfter = time.Second
+)
+
+// burst samples writethrough keys a second after their change, during a
+// fault that stops one node: each group of keys is filled through
+// writethrough at its source's version, then changed — the source's
+// version raised, one change message naming the keys published on the
+// topic — and a second later each key still holding the version from
+// before is stale. Keys in the slots of the node the fault stops are left
+// out: the fault is meant to make those wait, not the others.
+type burst struct {
+	l              *load
+	cache          *writethrough.Cache[item]
+	groups         [][]string
+	slots          map[string]int64 // key → its slot
+	down           func(slot int64) bool
+	version        sync.Map // key → int64, the source
+	samples, stale atomic.Int64
+	checks         sync.WaitGroup
+	stop           context.CancelFunc
+	done           chan struct{}
+}
+
+// startBurst fills and changes keys until stopped; down tells the slots of
+// the node the fault stops.
+func (l *load) startBurst(ctx context.Context, name string, down func(slot int64) bool) (*burst, error) {
+	b := &burst{l: l, down: down, slots: map[string]int64{}, done: make(chan struct{}),
+		cache: writethrough.New[item](l.cache, writethrough.Options[item]{TTL: time.Hour, VersionOf: func(v item) int64 { return v.Version }})}
+	for g := range burstGroups {
+		var keys []string
+		for k := range burstKeys {
+			key := "cache:burst:" + name + "-" + strconv.Itoa(g) + "-" + strconv.Itoa(k)
+			slot, err := l.cache.Do(ctx, l.cache.B().ClusterKeyslot().Key(key).Build()).AsInt64()
+			if err != nil {
+				return nil, fmt.Errorf("the slot of %s: %w", key, err)
+			}
+			b.slots[key] = slot
+			keys = append(keys, key)
+		}
+		b.groups = append(b.groups, keys)
+	}
+	ctx, b.stop = context.WithCancel(ctx)
+	go func() {
+		defer close(b.done)
+		for i := 0; ctx.Err() == nil; i++ {
+			b.change(ctx, b.groups[i%len(b.groups)])
+			wait.For(ctx, burstEvery)
+		}
+	}()
+	return b, nil
+}
+
+// change fills the group's live keys, changes them, and looks at them a
+// second later.
+func (b *burst) change(ctx context.Context, group []string) {
+	var live []string
+	for _, key := range group {
+		if !b.down(b.slots[key]) {
+			live = append(live, key)
+		}
+	}
+	var fill sync.WaitGroup
+	for _, key := range live {
+		fill.Go(func() {
+			_, _ = b.cache.Get(ctx, key, func(context.Context) (item, error) { return item{Version: b.sourceVersion(key)}, nil })
+		})
+	}
+	fill.Wait()
+	changed := make(map[string]int64, len(live))
+	for _, key := range live {
+		changed[key] = b.sourceVersion(key) + 1
+		b.version.Store(key, changed[key])
+	}
+	body, _ := json.Marshal(map[string]any{"keys": live})
+	if _, err := b.l.sns.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(b.l.env.topicARN), Message: aws.String(string(body))}); err != nil {
+		return // not changed: nothing to sample
+	}
+	b.checks.Go(func() {
+		wait.For(context.WithoutCancel(ctx), sampleAfter)
+		b.check(changed)
+	})
+}
+
+func (b *burst) sourceVersion(key string) int64 {
+	v, _ := b.version.LoadOrStore(key, int64(1))
+	return v.(int64)
+}
+
+// check counts each key whose node stayed up: stale when it still holds a
+// version older than the one its change made.
+func (b *burst) check(changed map[string]int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for key, version := range changed {
+		if b.down(b.slots[key]) {
+			continue
+		}
+		raw, err := b.l.cache.Do(ctx, b.l.cache.B().Get().Key(key).Build()).AsBytes()
+		if err != nil && !valkey.IsValkeyNil(err) {
+			continue // unreadable: no sample
+		}
+		b.samples.Add(1)
+		if s, ok := writethrough.Describe(raw); err == nil && ok && !s.Lease && s.Version < version {
+			b.stale.Add(1)
+		}
+	}
+}
+
+// end stops changing, waits for the last looks, and returns the samples
+// and the stale ones among them.
+func (b *burst) end() (samples, stale int64) {
+	b.stop()
+	<-b.done
+	b.checks.Wait()
+	return b.samples.Load(), b.stale.Load()
+}
+
+// slotsOf tells the slots the node at addr serves now, as the cluster
+// says.
+func (l *load) slotsOf(ctx context.Context, addr string) (func(slot int64) bool, error) {
+	ranges, err := l.cache.Do(ctx, l.cache.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return nil, err
+	}
+	var owned [][2]int64
+	for _, r := range ranges {
+		fields, err := r.ToArray()
+		if err != nil || len(fields) < 3 {
+			return nil, fmt.Errorf("CLUSTER SLOTS: %v", err)
+		}
+		master, err := fields[2].ToArray()
+		if err != nil || len(master) < 2 {
+			return nil, fmt.Errorf("CLUSTER SLOTS: %v", err)
+		}
+		host, _ := master[0].ToString()
+		port, _ := master[1].AsInt64()
+		if host+":"+strconv.FormatInt(port, 10) == addr {
+			from, _ := fields[0].AsInt64()
+			to, _ := fields[1].AsInt64()
+			owned = append(owned, [2]int64{from, to})
+		}
+	}
+	if len(owned) == 0 {
+		return nil, fmt.Errorf("no slot is served by %s", addr)
+	}
+	return func(slot int64) bool {
+		for _, r := range owned {
+			if r[0] <= slot && slot <= r[1] {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
