@@ -42,7 +42,8 @@ type StreamMapping struct {
 	// split in two and retried (BisectBatchOnFunctionError).
 	NoBisect bool
 	// Backoff is the pause before retrying a failed batch, doubled at each
-	// failure in a row up to eight times itself. Default 250 ms.
+	// failure in a row up to four times itself (AWS documents no pause of
+	// its own). Default 250 ms.
 	Backoff time.Duration
 	// Checkpoints keeps the position in each shard across restarts, as
 	// Lambda does. Default none: a new mapping each time.
@@ -154,7 +155,7 @@ func (m *StreamMapping) shard(ctx context.Context, shardID string) error {
 			limit = max(1, int32(len(page.Records))/2)
 		}
 		failures++
-		pause := min(m.Backoff<<min(failures-1, 3), 8*m.Backoff)
+		pause := min(m.Backoff<<min(failures-1, 2), 4*m.Backoff)
 		log.Info("retrying from the lowest failed record", "sequence", seq(lowest), "attempt", attempts[seq(lowest)]+1,
 			"records", limit, "in_ms", pause.Milliseconds())
 		wait.For(ctx, pause)
