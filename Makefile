@@ -5,7 +5,7 @@ SHELL := bash
 ENV := . localstack/env.sh
 LAMBDAS := $(filter-out poller,$(notdir $(patsubst %/,%,$(wildcard functions/*/))))
 
-.PHONY: help setup up down local test build image bench e2e e2e-short lint
+.PHONY: help setup up down local test build image bench e2e e2e-short soak soak-short lint
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -102,7 +102,16 @@ e2e: setup build ## the pipeline under faults, on a stack of its own; prints E2E
 
 e2e-short: E2E_FLAGS := -short
 e2e-short: E2E_PLOT := .local/e2e/lag.svg
-e2e-short: e2e ## make e2e with shorter outages and races, about 4 minutes (CI)
+e2e-short: e2e ## make e2e with shorter outages and races, about 6 minutes (CI)
+
+# make soak runs on make e2e's stack, without faults.
+soak: E2E_FLAGS := -soak 10m
+soak: E2E_PLOT := .local/e2e/lag.svg
+soak: e2e ## a steady load on every path for 10 minutes, then doubling rates; SOAK lines: RSS, goroutines, fds, lag, lost, the highest steady rate
+
+soak-short: E2E_FLAGS := -soak 1m -soak-ramp 0
+soak-short: E2E_PLOT := .local/e2e/lag.svg
+soak-short: e2e ## make soak for a minute, no ramp (CI)
 
 lint: ## gofmt, go vet, shellcheck (when installed) and cfn-lint
 	$(ENV) && test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -199,7 +199,7 @@ func (s *costStack) sqsLambda(ctx context.Context, queue string, batch int, seco
 }
 
 func (s *costStack) sqsMapping(r *lambdaRun, queue string, batch int) *esm.SQSMapping {
-	m := &esm.SQSMapping{Client: s.sqsVia(r.mapping), QueueURL: queue, Function: r.fn, BatchSize: int32(batch), Logger: s.warnings}
+	m := &esm.SQSMapping{Client: s.sqsVia(r.mapping), QueueURL: queue, Functions: []esm.Invoker{r.fn}, BatchSize: int32(batch), Logger: s.warnings}
 	if batch > 10 {
 		// Lambda asks for a window of 1 s or more; moto's receives of a
 		// backlog of 100 take 40 ms each, not SQS's 10-20, and a window

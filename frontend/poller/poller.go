@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -36,119 +35,6 @@ type Handler interface {
 	Probe(ctx context.Context) error
 }
 
-// Options configure a poller. QueueURL is required; the rest have defaults.
-type Options struct {
-	// QueueURL is the queue to consume (QUEUE_URL). Required.
-	QueueURL string
-	// Receivers is how many receive loops run at once (POLLER_RECEIVERS).
-	// Default 2.
-	Receivers int
-	// WaitTime is the long-polling wait of each receive (POLLER_WAIT_TIME,
-	// 1-20 s). A stop signal lets the receives in flight end, so that the
-	// messages they bring are handed back rather than left hidden: stopping
-	// takes up to this long, plus the batches in flight. Default 20 s.
-	WaitTime time.Duration
-	// MaxMessages is the most messages one receive asks for, and so one
-	// batch holds (POLLER_MAX_MESSAGES, 1-10). Default 10.
-	MaxMessages int32
-	// VisibilityTimeout is how long received messages stay hidden; while a
-	// batch runs it is extended by as much every half of it
-	// (POLLER_VISIBILITY_TIMEOUT). Default 30 s.
-	VisibilityTimeout time.Duration
-	// BatchTimeout bounds one batch's processing (POLLER_BATCH_TIMEOUT).
-	// Default 60 s.
-	BatchTimeout time.Duration
-	// HealthAddr serves GET /healthz (HEALTH_ADDR, "off" turns it off).
-	// Default ":8080"; empty in Options means off.
-	HealthAddr string
-	// Backoff is the first pause after SQS fails, doubled up to
-	// MaxBackoff. Defaults 200 ms and 20 s.
-	Backoff    time.Duration
-	MaxBackoff time.Duration
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
-}
-
-// OptionsFromEnv reads the poller's variables through getenv.
-func OptionsFromEnv(getenv func(string) string) (Options, error) {
-	o := Options{QueueURL: getenv("QUEUE_URL"), HealthAddr: healthAddr(getenv)}
-	if o.QueueURL == "" {
-		return o, errors.New("QUEUE_URL is required: the URL of the queue to consume")
-	}
-	var err error
-	if o.Receivers, err = intEnv(getenv, "POLLER_RECEIVERS", 2, 1, 100); err != nil {
-		return o, err
-	}
-	most, err := intEnv(getenv, "POLLER_MAX_MESSAGES", 10, 1, 10)
-	if err != nil {
-		return o, err
-	}
-	o.MaxMessages = int32(most)
-	if o.VisibilityTimeout, err = durationEnv(getenv, "POLLER_VISIBILITY_TIMEOUT", 30*time.Second); err != nil {
-		return o, err
-	}
-	if o.BatchTimeout, err = durationEnv(getenv, "POLLER_BATCH_TIMEOUT", 60*time.Second); err != nil {
-		return o, err
-	}
-	if o.WaitTime, err = durationEnv(getenv, "POLLER_WAIT_TIME", 20*time.Second); err == nil && o.WaitTime > 20*time.Second {
-		err = fmt.Errorf("POLLER_WAIT_TIME=%q: want 1s to 20s, SQS's longest poll", getenv("POLLER_WAIT_TIME"))
-	}
-	return o, err
-}
-
-func intEnv(getenv func(string) string, key string, def, lo, hi int) (int, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		return 0, fmt.Errorf("%s=%q: want a whole number from %d to %d", key, v, lo, hi)
-	}
-	return n, nil
-}
-
-func durationEnv(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Second || d > 12*time.Hour {
-		return 0, fmt.Errorf("%s=%q: want a duration from 1s to 12h, like 30s", key, v)
-	}
-	return d, nil
-}
-
-func (o *Options) defaults() {
-	if o.Receivers <= 0 {
-		o.Receivers = 2
-	}
-	if o.WaitTime <= 0 || o.WaitTime > 20*time.Second {
-		o.WaitTime = 20 * time.Second
-	}
-	o.WaitTime = max(o.WaitTime, time.Second) // less would be short polling, a busy loop
-	if o.MaxMessages <= 0 || o.MaxMessages > 10 {
-		o.MaxMessages = 10
-	}
-	if o.VisibilityTimeout <= 0 {
-		o.VisibilityTimeout = 30 * time.Second
-	}
-	o.VisibilityTimeout = max(o.VisibilityTimeout, time.Second) // SQS counts in seconds
-	if o.BatchTimeout <= 0 {
-		o.BatchTimeout = 60 * time.Second
-	}
-	if o.Backoff <= 0 {
-		o.Backoff = 200 * time.Millisecond
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 20 * time.Second
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-}
-
 // Run consumes the queue until ctx ends, then drains: no new receives, the
 // messages of receives in flight are handed back, the batches in flight
 // finish and their successes are deleted, and Run returns nil. It returns
@@ -164,15 +50,18 @@ func Run(ctx context.Context, client SQS, handler Handler, opts Options) error {
 		return err
 	}
 	defer stopHealth()
-	opts.Logger.Info("poller started", "queue", opts.QueueURL, "receivers", opts.Receivers, "health", opts.HealthAddr)
-	var wg sync.WaitGroup
+	opts.Logger.Info("poller started", "queue", opts.QueueURL, "receivers", opts.Receivers, "max_receivers", opts.MaxReceivers, "health", opts.HealthAddr)
+	p.loops.Store(int32(opts.Receivers))
 	for range opts.Receivers {
-		wg.Go(func() { p.receive(ctx) })
+		p.wg.Go(func() { p.receive(ctx, true) })
+	}
+	if opts.StatsEvery > 0 {
+		p.wg.Go(func() { logStats(ctx, opts.Logger, opts.StatsEvery) })
 	}
 	<-ctx.Done()
 	p.draining.Store(true)
 	opts.Logger.Info("draining: finishing the batches in flight")
-	wg.Wait()
+	p.wg.Wait()
 	opts.Logger.Info("poller stopped")
 	return nil
 }
@@ -183,13 +72,22 @@ type poller struct {
 	opts     Options
 	breaker  *breaker
 	draining atomic.Bool
+	loops    atomic.Int32 // receive loops running
+	wg       sync.WaitGroup
 }
 
-// receive is one receive loop.
-func (p *poller) receive(ctx context.Context) {
+// receive is one receive loop; one not steady ends at an empty receive.
+func (p *poller) receive(ctx context.Context, steady bool) {
 	failures := 0
 	for p.breaker.acquire(ctx) {
 		msgs, err := p.receiveOnce(ctx)
+		if err == nil {
+			p.scale(ctx, len(msgs))
+		}
+		if err == nil && len(msgs) == 0 && !steady {
+			p.loops.Add(-1)
+			return
+		}
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -210,6 +108,20 @@ func (p *poller) receive(ctx context.Context) {
 			failures = 0
 			// The batch finishes even when a stop signal arrives meanwhile.
 			p.breaker.saw(ctx, p.handle(context.WithoutCancel(ctx), msgs))
+		}
+	}
+}
+
+// scale starts one more receive loop after a full receive, while there
+// are fewer than MaxReceivers: a backlog waits in the queue.
+func (p *poller) scale(ctx context.Context, received int) {
+	if received < int(p.opts.MaxMessages) || ctx.Err() != nil {
+		return
+	}
+	for n := p.loops.Load(); n < int32(p.opts.MaxReceivers); n = p.loops.Load() {
+		if p.loops.CompareAndSwap(n, n+1) {
+			p.wg.Go(func() { p.receive(ctx, false) })
+			return
 		}
 	}
 }

@@ -263,3 +263,26 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestPollerScalesWithABacklog: one steady receiver, but full receives
+// start more, up to MaxReceivers, while the backlog lasts.
+func TestPollerScalesWithABacklog(t *testing.T) {
+	sqs := &fakes.SQS{}
+	for i := range 300 {
+		sqs.Send(queue, `{"entity":"user","id":"`+strconv.Itoa(i)+`"}`)
+	}
+	h, stop := run(t, sqs, &cacheSwitch{}, Options{Receivers: 1, MaxReceivers: 4, WaitTime: time.Second})
+	defer stop()
+	h.slow.Store(int64(20 * time.Millisecond))
+	eventually(t, "the backlog was not done", func() bool {
+		for _, m := range sqs.Messages(queue) {
+			if !m.Deleted {
+				return false
+			}
+		}
+		return true
+	})
+	if p := h.peak.Load(); p < 2 || p > 4 {
+		t.Fatalf("peak %d batches at once, want more than the one steady receiver and at most 4", p)
+	}
+}

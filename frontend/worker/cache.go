@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/valkey-io/valkey-go"
@@ -150,8 +151,11 @@ func noteConnections(recent *Recent) func(context.Context, string, *net.Dialer, 
 	}
 }
 
-// ping asks every node of the cluster for a PING, and returns nil as soon
-// as one answers: the cache answers at all.
+// ping asks every node of the cluster how the cluster is, and returns nil
+// as soon as one answers that it is up (CLUSTER INFO's cluster_state:ok):
+// a node that answers a PING may still answer CLUSTERDOWN to every delete
+// while the cluster comes back together. A node that refuses CLUSTER INFO
+// answers all the same.
 func (c *connection) ping(ctx context.Context) error {
 	client, err := c.get(ctx)
 	if err != nil {
@@ -160,7 +164,15 @@ func (c *connection) ping(ctx context.Context) error {
 	nodes := client.Nodes()
 	answered := make(chan error, len(nodes))
 	for _, node := range nodes {
-		go func() { answered <- node.Do(ctx, node.B().Ping().Build()).Error() }()
+		go func() {
+			info, err := node.Do(ctx, node.B().ClusterInfo().Build()).ToString()
+			if _, refused := valkey.IsValkeyErr(err); refused {
+				err = nil
+			} else if err == nil && !strings.Contains(info, "cluster_state:ok") {
+				err = errClusterDown
+			}
+			answered <- err
+		}()
 	}
 	for range nodes {
 		if err = <-answered; err == nil {
@@ -169,3 +181,6 @@ func (c *connection) ping(ctx context.Context) error {
 	}
 	return err
 }
+
+// errClusterDown is a node's answer while its cluster is not whole.
+var errClusterDown = errors.New("the cache answers, but its cluster is down")

@@ -1,11 +1,14 @@
 package esm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,10 +25,19 @@ import (
 // function reports failed stay, and come back when their visibility ends —
 // the function may shorten it; a failed invoke leaves its whole batch to
 // come back after the queue's visibility timeout.
+//
+// Lambda invokes several batches at once, five to begin with, and more
+// while messages keep coming; so does the mapping, one batch at a time per
+// Functions' invoker: Steady receive loops always, one more for each full
+// batch while invokers are free, at most one more every scaleEvery, and
+// those beyond Steady end at an empty receive.
 type SQSMapping struct {
-	Client   *sqs.Client
-	QueueURL string
-	Function Invoker
+	Client    *sqs.Client
+	QueueURL  string
+	Functions []Invoker // each takes one invoke at a time
+	// Steady is how many receive loops always run. Default 5, or as many
+	// as Functions when fewer.
+	Steady int
 	// BatchSize is the most messages per invoke: 1-10, up to 10,000 with
 	// a BatchingWindow. Default 10, the template's SqsBatchSize.
 	BatchSize int32
@@ -52,13 +64,45 @@ func (m *SQSMapping) Run(ctx context.Context) error {
 	if batch <= 0 || batch > most {
 		batch = 10
 	}
-	for ctx.Err() == nil {
-		if msgs := m.gather(ctx, log, batch); len(msgs) > 0 {
-			m.deliver(ctx, log, sourceARN, msgs)
+	free := make(chan Invoker, len(m.Functions))
+	for _, fn := range m.Functions {
+		free <- fn
+	}
+	steady := min(cmp.Or(m.Steady, 5), len(m.Functions))
+	var wg sync.WaitGroup
+	var lastScale atomic.Int64
+	var loop func(fn Invoker, steady bool)
+	loop = func(fn Invoker, steady bool) {
+		defer func() { free <- fn }()
+		for ctx.Err() == nil {
+			msgs := m.gather(ctx, log, batch)
+			if len(msgs) == 0 && !steady {
+				return
+			}
+			if int32(len(msgs)) == batch && time.Since(time.Unix(0, lastScale.Load())) >= scaleEvery {
+				select {
+				case more := <-free:
+					lastScale.Store(time.Now().UnixNano())
+					wg.Go(func() { loop(more, false) })
+				default:
+				}
+			}
+			if len(msgs) > 0 {
+				m.deliver(ctx, fn, log, sourceARN, msgs)
+			}
 		}
 	}
+	for range steady {
+		fn := <-free
+		wg.Go(func() { loop(fn, true) })
+	}
+	wg.Wait()
 	return nil
 }
+
+// scaleEvery is how often a mapping may add a batch at once: Lambda adds
+// up to 300 a minute.
+const scaleEvery = 200 * time.Millisecond
 
 // gather receives one batch: one receive, or with a batching window
 // receives of up to 10 (SQS's most) until the batch is full or the window,
@@ -90,7 +134,7 @@ func (m *SQSMapping) gather(ctx context.Context, log *slog.Logger, batch int32) 
 }
 
 // deliver invokes the function with one batch and deletes what succeeded.
-func (m *SQSMapping) deliver(ctx context.Context, log *slog.Logger, sourceARN string, msgs []types.Message) {
+func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, sourceARN string, msgs []types.Message) {
 	ev := event.SQSEvent{Records: make([]event.SQSMessage, len(msgs))}
 	for i, msg := range msgs {
 		ev.Records[i] = event.SQSMessage{
@@ -100,7 +144,7 @@ func (m *SQSMapping) deliver(ctx context.Context, log *slog.Logger, sourceARN st
 		}
 	}
 	failed := map[string]bool{}
-	out, err := m.Function.Invoke(ctx, ev)
+	out, err := fn.Invoke(ctx, ev)
 	var resp event.BatchResponse
 	if err == nil {
 		err = json.Unmarshal(out, &resp)

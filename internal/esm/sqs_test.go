@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func TestBatchingWindowGathersReceives(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, Function: fn, BatchSize: 25, BatchingWindow: 2 * time.Second,
+		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, Functions: []esm.Invoker{fn}, BatchSize: 25, BatchingWindow: 2 * time.Second,
 			Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
 	}()
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -101,5 +102,62 @@ func TestBatchingWindowGathersReceives(t *testing.T) {
 		if v != "0" {
 			t.Errorf("%s = %s after the batches: not every message was deleted", name, v)
 		}
+	}
+}
+
+// slow is a function whose invokes take a while, counting how many run at
+// once.
+type slow struct {
+	batches
+	now, peak atomic.Int32
+}
+
+func (s *slow) Invoke(ctx context.Context, ev any) ([]byte, error) {
+	n := s.now.Add(1)
+	defer s.now.Add(-1)
+	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+	}
+	time.Sleep(300 * time.Millisecond)
+	return s.batches.Invoke(ctx, ev)
+}
+
+// TestAMappingScalesWithTheBacklog: one steady receive loop, but full
+// batches bring more, one invoker each, as Lambda adds batches at once
+// while messages keep coming.
+func TestAMappingScalesWithTheBacklog(t *testing.T) {
+	c := awsenv.SQS(t)
+	q, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("test-scale-" + strings.ToLower(rand.Text()[:12]))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	for i := range 10 {
+		var entries []types.SendMessageBatchRequestEntry
+		for j := range 10 {
+			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)),
+				MessageBody: aws.String(`{"entity":"product","id":"` + strconv.Itoa(i*10+j) + `"}`)})
+		}
+		if _, err := c.SendMessageBatch(t.Context(), &sqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fn := &slow{}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, Functions: []esm.Invoker{fn, fn, fn}, Steady: 1,
+			Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	}()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if n, _ := fn.total(); n >= 100 {
+			break
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := fn.total(); n < 100 || fn.peak.Load() < 2 || fn.peak.Load() > 3 {
+		t.Fatalf("%d messages, at most %d batches at once: want all 100, and more than the steady loop's one, at most the 3 invokers", n, fn.peak.Load())
 	}
 }

@@ -50,7 +50,7 @@ func main() {
 	flag.StringVar(&s.bin, "bin", "bin", "directory of the built functions (make build)")
 	flag.StringVar(&s.state, "state", filepath.Join(os.Getenv("LOCAL_STATE"), "esm"), "directory of the stream checkpoints, kept across restarts [LOCAL_STATE/esm]")
 	flag.DurationVar(&s.timeout, "timeout", 30*time.Second, "function timeout (FunctionTimeout)")
-	flag.IntVar(&s.sqsConcurrency, "sqs-concurrency", 5, "batches invoked at once per SQS mapping, one emulator each (Lambda's SQS pollers start at five)")
+	flag.IntVar(&s.sqsConcurrency, "sqs-concurrency", 10, "most batches invoked at once per SQS mapping, one emulator each: five always, as Lambda's SQS pollers start, more while messages keep coming")
 	flag.IntVar(&s.sqsBatch, "sqs-batch-size", 10, "messages per invoke, 1-10, up to 10000 with a batching window (SqsBatchSize)")
 	flag.DurationVar(&s.sqsWindow, "sqs-batching-window", 0, "how long a batch of the queue may gather messages, 0 for none (SqsBatchingWindow; the delay queue's has none)")
 	flag.IntVar(&s.streamBatch, "stream-batch-size", 1000, "stream records per invoke, 1-1000 (StreamBatchSize)")
@@ -73,26 +73,31 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 	if err != nil {
 		return err
 	}
-	errs := make(chan error, 2*max(s.sqsConcurrency, 1)+1)
+	errs := make(chan error, 3)
 	mappings := 0
 	opts := rie.Options{Output: os.Stdout, Timeout: s.timeout}
 	// An emulator takes one invoke at a time: Lambda invokes several SQS
-	// batches at once, so each SQS mapping gets several emulators, each
-	// with its own receive loop, and the two mappings run side by side.
+	// batches at once, so each SQS mapping gets several emulators, and the
+	// two mappings run side by side.
 	for i, url := range []string{s.queue, s.again} {
-		for n := 0; url != "" && n < max(s.sqsConcurrency, 1); n++ {
+		if url == "" {
+			continue
+		}
+		var fns []esm.Invoker
+		for range max(s.sqsConcurrency, 1) {
 			fn, err := rie.Start(filepath.Join(s.bin, "sqs-invalidate", "bootstrap"), opts)
 			if err != nil {
 				return err
 			}
 			defer fn.Stop()
-			m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Function: fn, BatchSize: int32(s.sqsBatch), Logger: log}
-			if i == 0 { // as in template.yaml, where the delay queue's mapping has no window
-				m.BatchingWindow = s.sqsWindow
-			}
-			go func() { errs <- m.Run(ctx) }()
-			mappings++
+			fns = append(fns, fn)
 		}
+		m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Functions: fns, BatchSize: int32(s.sqsBatch), Logger: log}
+		if i == 0 { // as in template.yaml, where the delay queue's mapping has no window
+			m.BatchingWindow = s.sqsWindow
+		}
+		go func() { errs <- m.Run(ctx) }()
+		mappings++
 	}
 	if s.table != "" {
 		desc, err := dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -63,8 +64,9 @@ type load struct {
 	sns   *sns.Client
 	sqs   *sqs.Client
 
-	prefix string // of every ID the load writes and reads
-	poison bool   // one write in a hundred is poison
+	prefix string  // of every ID the load writes and reads
+	poison bool    // one write in a hundred is poison
+	rate   float64 // changes a second of each kind, product and user; 0: about three
 
 	products, users, replicas *writethrough.Cache[item]
 
@@ -133,8 +135,7 @@ func (l *load) putProduct(ctx context.Context, id string, version int64, categor
 func (l *load) start(ctx context.Context) {
 	l.writeCtx, l.stopW = context.WithCancel(ctx)
 	l.readCtx, l.stopR = context.WithCancel(ctx)
-	l.writers.Go(func() { l.write(l.writeCtx, l.writeProduct) })
-	l.writers.Go(func() { l.write(l.writeCtx, l.writeUser) })
+	l.startWriters()
 	for range 3 {
 		l.readers.Go(func() { l.read(l.readCtx, "product", l.cachedProduct) })
 		l.readers.Go(func() { l.read(l.readCtx, "user", l.cachedUser) })
@@ -142,6 +143,15 @@ func (l *load) start(ctx context.Context) {
 		l.readers.Go(func() { l.read(l.readCtx, "user", l.naiveUser) })
 		l.readers.Go(func() { l.read(l.readCtx, "product", l.replicaRead("product")) })
 		l.readers.Go(func() { l.read(l.readCtx, "user", l.replicaRead("user")) })
+	}
+}
+
+// startWriters starts the writers of the load's rate, under writeCtx. A
+// writer waits for each write's answer: faster rates take several.
+func (l *load) startWriters() {
+	for range max(1, int(math.Ceil(l.rate/40))) {
+		l.writers.Go(func() { l.write(l.writeCtx, l.writeProduct) })
+		l.writers.Go(func() { l.write(l.writeCtx, l.writeUser) })
 	}
 }
 
@@ -169,8 +179,18 @@ func (l *load) write(ctx context.Context, one func(ctx context.Context, poison i
 		if err := one(ctx, poison); err == nil {
 			l.writes.Add(1)
 		}
-		wait.For(ctx, 250*time.Millisecond+rand.N(150*time.Millisecond))
+		wait.For(ctx, l.pause())
 	}
+}
+
+// pause is a writer's wait between writes: about a third of a second, or
+// what makes the load's rate with its writers.
+func (l *load) pause() time.Duration {
+	if l.rate <= 0 {
+		return 250*time.Millisecond + rand.N(150*time.Millisecond)
+	}
+	every := time.Duration(float64(time.Second) * math.Ceil(l.rate/40) / l.rate)
+	return every/2 + rand.N(every)
 }
 
 func (l *load) next(entity, id string) int64 {

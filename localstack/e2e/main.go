@@ -63,6 +63,10 @@ func main() {
 	// Loads take up to 1.5 s and the replica lags up to 0.5 s: as the
 	// README advises, the delay is longer than the two together.
 	secondDelete := flag.Duration("second-delete", 3*time.Second, "SECOND_DELETE_DELAY of the run and of its race with the second delete on")
+	var soak soakPlan
+	flag.DurationVar(&soak.steady, "soak", 0, "make soak instead: a steady load for this long, no faults")
+	flag.Float64Var(&soak.rate, "soak-rate", 20, "the soak's changes a second of each kind, product and user")
+	flag.DurationVar(&soak.ramp, "soak-ramp", 30*time.Second, "after the soak, each doubled rate for this long, to find the highest steady one; 0 for none")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -70,7 +74,14 @@ func main() {
 	if *isShort {
 		p = short
 	}
-	ok, err := run(ctx, p, *bin, *secondDelete)
+	var ok bool
+	var err error
+	if soak.steady > 0 {
+		soak.judgeGrowth = soak.steady >= 5*time.Minute
+		ok, err = soakRun(ctx, soak, *bin, *secondDelete)
+	} else {
+		ok, err = run(ctx, p, *bin, *secondDelete)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
@@ -78,6 +89,20 @@ func main() {
 	if !ok {
 		os.Exit(1)
 	}
+}
+
+// soakRun runs make soak on the e2e stack.
+func soakRun(ctx context.Context, p soakPlan, bin string, secondDelete time.Duration) (bool, error) {
+	env, err := loadEnv()
+	if err != nil {
+		return false, err
+	}
+	s, err := newStack(ctx, env, bin, secondDelete)
+	if err != nil {
+		return false, err
+	}
+	defer s.close()
+	return runSoak(ctx, env, s, p)
 }
 
 func run(ctx context.Context, p plan, bin string, secondDelete time.Duration) (bool, error) {

@@ -111,6 +111,7 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	// Only a reconnect sets a re-delete off, as on ElastiCache Serverless,
 	// whose failover shows no new node: the failovers show it fires so.
 	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=" + e.workerPassword, "LOG_LEVEL=debug", "REDELETE_ON_NEW_NODES=false",
+		"POLLER_STATS_INTERVAL=10s",
 		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table),
 		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String()}
 	s := &stack{env: e, shard: sh,
