@@ -144,6 +144,7 @@ func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, 
 		}
 	}
 	failed := map[string]bool{}
+	start := time.Now()
 	out, err := fn.Invoke(ctx, ev)
 	var resp event.BatchResponse
 	if err == nil {
@@ -151,7 +152,7 @@ func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, 
 	}
 	if err != nil {
 		// A failed invoke fails the whole batch: every message comes back.
-		log.Warn("invoke failed: the batch will be redelivered", "messages", len(msgs), "error", err.Error())
+		log.Warn("invoke failed: the batch will be redelivered", "messages", len(msgs), "duration_ms", time.Since(start).Milliseconds(), "error", err.Error())
 		return
 	}
 	for _, f := range resp.BatchItemFailures {
@@ -168,5 +169,9 @@ func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, 
 			log.Warn("delete failed", "error", err.Error())
 		}
 	}
-	log.Info("batch delivered", "messages", len(msgs), "failed", len(failed))
+	ids := make([]string, min(len(msgs), 10)) // enough to follow a message from the log
+	for i := range ids {
+		ids[i] = aws.ToString(msgs[i].MessageId)
+	}
+	log.Info("batch delivered", "messages", len(msgs), "failed", len(failed), "duration_ms", time.Since(start).Milliseconds(), "ids", ids)
 }
