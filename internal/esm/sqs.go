@@ -38,6 +38,10 @@ type SQSMapping struct {
 	// Steady is how many receive loops always run. Default 5, or as many
 	// as Functions when fewer.
 	Steady int
+	// InvokeTimeout bounds an invoke, as Lambda's function timeout does
+	// (plus the emulator's own time): past it the invoke fails, and its
+	// batch comes back after the queue's visibility timeout. Default none.
+	InvokeTimeout time.Duration
 	// BatchSize is the most messages per invoke: 1-10, up to 10,000 with
 	// a BatchingWindow. Default 10, the template's SqsBatchSize.
 	BatchSize int32
@@ -145,7 +149,12 @@ func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, 
 	}
 	failed := map[string]bool{}
 	start := time.Now()
-	out, err := fn.Invoke(ctx, ev)
+	ictx, cancel := ctx, context.CancelFunc(func() {})
+	if m.InvokeTimeout > 0 {
+		ictx, cancel = context.WithTimeout(ctx, m.InvokeTimeout)
+	}
+	out, err := fn.Invoke(ictx, ev)
+	cancel()
 	var resp event.BatchResponse
 	if err == nil {
 		err = json.Unmarshal(out, &resp)

@@ -92,7 +92,8 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 			defer fn.Stop()
 			fns = append(fns, fn)
 		}
-		m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Functions: fns, BatchSize: int32(s.sqsBatch), Logger: log}
+		m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Functions: fns, BatchSize: int32(s.sqsBatch), Logger: log,
+			InvokeTimeout: s.timeout + 5*time.Second}
 		if i == 0 { // as in template.yaml, where the delay queue's mapping has no window
 			m.BatchingWindow = s.sqsWindow
 		}
