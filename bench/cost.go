@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -20,9 +22,11 @@ var costRates = []float64{10, 100, 1000}
 
 // costGroup counts what 1,000 changes use on every path, prints the counts
 // and their price as BENCH lines, and writes the tables into README.md.
-// naive is the naive function's bootstrap; only, when set, names the one
-// cell to run (sqs_b10_sd...), to try it out.
-func costGroup(ctx context.Context, client valkey.Client, bin, naive, only string) {
+// When only is set, it names the one cell to run (sqs_b10_sd...), to try
+// it out.
+func costGroup(ctx context.Context, client valkey.Client, bin, only string) {
+	naive := build("helloconnect")
+	defer os.RemoveAll(filepath.Dir(naive))
 	s := newCostStack(ctx, client, bin, naive)
 	defer s.close(ctx)
 	start := time.Now()

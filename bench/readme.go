@@ -6,9 +6,19 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
+
+// printed is this run's lines, for bench/README.md.
+var printed [][2]string
+
+func print(name string, v float64) {
+	value := strconv.FormatFloat(v, 'f', 3, 64)
+	printed = append(printed, [2]string{name, value})
+	fmt.Printf("BENCH %s %s\n", name, value)
+}
 
 // throughputPlot is written by each throughput run, beside README.md.
 const throughputPlot = "throughput.svg"
