@@ -31,7 +31,9 @@ func main() {
 		bin      = flag.String("bin", "bin", "directory of the built functions (make build)")
 		coldRuns = flag.Int("cold-starts", 101, "cold-start pairs (hello, sqs-invalidate) measured; the median counts")
 		only     = flag.String("only", "", "comma-separated groups to run (coldstart, throughput, memory, reads, cost); all when empty")
-		costCell = flag.String("cost-cell", "", "the one cell of the cost group to run, e.g. sqs_b10_sd; the README is left as it is")
+		costCell = flag.String("cost-cell", "", "the one cell of the cost group to run, e.g. sqs_b10_sd; its tables are not written")
+		outDir   = flag.String("out", "../.local/bench", "where to write this run's results: latest.md, cost.md (the cost group's tables) and throughput.svg")
+		readme   = flag.Bool("readme", false, "also write them into README.md's sections and throughput.svg here, the tracked ones (make bench-record)")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -45,6 +47,10 @@ func main() {
 		log.Fatal(err)
 	}
 	defer client.Close()
+	out := results{dir: *outDir, readme: *readme}
+	if err := os.MkdirAll(out.dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 	s := server{cfg: cfg, client: client}
 	s.used, s.local = serverCPU(ctx, client)
@@ -57,7 +63,7 @@ func main() {
 		coldstartGroup(s, *bin, *coldRuns)
 	}
 	if run("throughput") {
-		throughputGroup(ctx, s, tp)
+		throughputGroup(ctx, s, tp, out)
 	}
 	if run("memory") {
 		memoryGroup(ctx, s, *bin)
@@ -66,9 +72,9 @@ func main() {
 		readsGroup(ctx, s)
 	}
 	if run("cost") {
-		costGroup(ctx, client, *bin, *costCell)
+		costGroup(ctx, client, *bin, *costCell, out)
 	}
-	if err := writeReadme("README.md"); err != nil {
+	if err := out.writeLatest(); err != nil {
 		log.Fatal(err)
 	}
 }

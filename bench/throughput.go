@@ -33,8 +33,8 @@ type throughputOptions struct {
 
 // throughputGroup measures the pipeline against the server's limit and the
 // naive loop, the SQS function's whole path against aws-lambda-go's
-// decoding, and the pipeline by batch size, which it plots.
-func throughputGroup(ctx context.Context, s server, o throughputOptions) {
+// decoding, and the pipeline by batch size, which it plots into out.
+func throughputGroup(ctx context.Context, s server, o throughputOptions, out results) {
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
@@ -80,8 +80,10 @@ func throughputGroup(ctx context.Context, s server, o throughputOptions) {
 		perBatch[i] = median(rs)
 		print("invalidate_events_per_sec_batch_"+strconv.Itoa(batchSizes[i]), perBatch[i])
 	}
-	if err := plot.Throughput(throughputPlot, batchSizes, perBatch, median(naives), median(refs)); err != nil {
-		log.Fatal(err)
+	for _, path := range out.plots() {
+		if err := plot.Throughput(path, batchSizes, perBatch, median(naives), median(refs)); err != nil {
+			log.Fatal(err)
+		}
 	}
 }
 
