@@ -5,7 +5,7 @@ SHELL := bash
 ENV := . localstack/env.sh
 LAMBDAS := $(filter-out poller,$(notdir $(patsubst %/,%,$(wildcard functions/*/))))
 
-.PHONY: help setup up down local test build image bench e2e e2e-short soak soak-short lint
+.PHONY: help setup up down local test build image bench bench-record e2e e2e-record e2e-short soak soak-short lint
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -71,9 +71,15 @@ BENCH_MOTO_PORT ?= 4610
 BENCH_ENV := LOCAL_STATE=$(CURDIR)/.local/bench CACHE_PORTS=$(BENCH_CACHE_PORT) CACHE_ENDPOINT=127.0.0.1:$(BENCH_CACHE_PORT) \
 	CACHE_CA_FILE=$(CURDIR)/.local/bench/tls/ca.crt MOTO_PORT=$(BENCH_MOTO_PORT) AWS_ENDPOINT_URL=http://127.0.0.1:$(BENCH_MOTO_PORT)
 
-bench: setup build ## measure against references in the same run; prints BENCH <name> <value>, rewrites bench/README.md's latest run, its cost tables and bench/throughput.svg
+# A run writes its results under .local/bench (latest.md, cost.md,
+# throughput.svg); make bench-record also writes them into the tracked
+# bench/README.md and bench/throughput.svg.
+bench: setup build ## measure against references in the same run; prints BENCH <name> <value>, writes the latest run, the cost tables and the throughput plot under .local/bench
 	$(STACK_UNSET) && export $(BENCH_ENV) && $(ENV) && bash localstack/up.sh >/dev/null && \
-	  { status=0; (cd bench && go run . -bin $(CURDIR)/bin) || status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
+	  { status=0; (cd bench && go run . -bin $(CURDIR)/bin $(BENCH_FLAGS)) || status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
+
+bench-record: BENCH_FLAGS := -readme
+bench-record: bench ## make bench that also rewrites bench/README.md's latest run, its cost tables and bench/throughput.svg
 
 # The e2e run gets a stack of its own, beside make local's: moto on 4600, a
 # cluster on 7301-7303, state under .local/e2e. The third master has a
@@ -90,27 +96,29 @@ E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=4600 AWS_ENDPOINT_URL=http
 STACK_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL
 
 # The run leaves its lag over time in .local/e2e/lag.json, which the bench
-# module (that carries the plotting library) draws into E2E_PLOT.
-E2E_PLOT := localstack/e2e/lag.svg
+# module (that carries the plotting library) draws into E2E_PLOT: under
+# .local/e2e, or into the tracked localstack/e2e/lag.svg for make e2e-record
+# (or E2E_PLOT=localstack/e2e/lag.svg make e2e).
+E2E_PLOT ?= .local/e2e/lag.svg
 
-e2e: setup build ## the pipeline under faults, on a stack of its own; prints E2E <name> <value>, fails on a stale or lost invalidation
+e2e: setup build ## the pipeline under faults, on a stack of its own; prints E2E <name> <value>, fails on a stale or lost invalidation; draws its lag into .local/e2e/lag.svg
 	rm -f .local/e2e/lag.json
 	$(STACK_UNSET) && export $(E2E_ENV) && $(ENV) && bash localstack/up.sh >/dev/null && \
 	  { status=0; go run ./localstack/e2e $(E2E_FLAGS) || status=$$?; bash localstack/down.sh >/dev/null; \
 	    if [ -f .local/e2e/lag.json ]; then (cd bench && go run ./cmd/e2eplot -in ../.local/e2e/lag.json -out ../$(E2E_PLOT)); fi; \
 	    exit $$status; }
 
+e2e-record: E2E_PLOT := localstack/e2e/lag.svg
+e2e-record: e2e ## make e2e that draws its lag into the tracked localstack/e2e/lag.svg instead
+
 e2e-short: E2E_FLAGS := -short
-e2e-short: E2E_PLOT := .local/e2e/lag.svg
 e2e-short: e2e ## make e2e with shorter outages and races, about 6 minutes (CI)
 
 # make soak runs on make e2e's stack, without faults.
 soak: E2E_FLAGS := -soak 10m
-soak: E2E_PLOT := .local/e2e/lag.svg
 soak: e2e ## a steady load on every path for 10 minutes, then doubling rates; SOAK lines: RSS, goroutines, fds, lag, lost, the highest steady rate
 
 soak-short: E2E_FLAGS := -soak 1m -soak-ramp 0
-soak-short: E2E_PLOT := .local/e2e/lag.svg
 soak-short: e2e ## make soak for a minute, no ramp (CI)
 
 lint: ## gofmt, go vet, shellcheck (when installed) and cfn-lint

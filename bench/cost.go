@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -19,10 +21,13 @@ const costChanges = 1000
 var costRates = []float64{10, 100, 1000}
 
 // costGroup counts what 1,000 changes use on every path, prints the counts
-// and their price as BENCH lines, and writes the tables into README.md.
-// naive is the naive function's bootstrap; only, when set, names the one
-// cell to run (sqs_b10_sd...), to try it out.
-func costGroup(ctx context.Context, client valkey.Client, bin, naive, only string) {
+// and their price as BENCH lines, and writes the tables to out (cost.md,
+// and README.md with -readme).
+// When only is set, it names the one cell to run (sqs_b10_sd...), to try
+// it out.
+func costGroup(ctx context.Context, client valkey.Client, bin, only string, out results) {
+	naive := build("helloconnect")
+	defer os.RemoveAll(filepath.Dir(naive))
 	s := newCostStack(ctx, client, bin, naive)
 	defer s.close(ctx)
 	start := time.Now()
@@ -69,7 +74,8 @@ func costGroup(ctx context.Context, client valkey.Client, bin, naive, only strin
 		print("cost_coldstart_"+fn+"_cpu_ms", ms(u.coldCPU))
 	}
 	if only == "" {
-		if err := replaceSection("README.md", costBegin, costEnd, costReport(uses, took)); err != nil {
+		report := costReport(uses, took)
+		if err := out.write("cost.md", costBegin, costEnd, func(string) string { return report }); err != nil {
 			log.Fatal(err)
 		}
 	}

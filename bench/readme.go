@@ -4,13 +4,25 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// throughputPlot is written by each throughput run, beside README.md.
+// printed is this run's lines, for bench/README.md.
+var printed [][2]string
+
+func print(name string, v float64) {
+	value := strconv.FormatFloat(v, 'f', 3, 64)
+	printed = append(printed, [2]string{name, value})
+	fmt.Printf("BENCH %s %s\n", name, value)
+}
+
+// throughputPlot is written by each throughput run, beside latest.md and,
+// with -readme, beside README.md.
 const throughputPlot = "throughput.svg"
 
 // The latest run's section of README.md lies between these lines, and the
@@ -22,10 +34,40 @@ const (
 	costEnd     = "<!-- make bench writes the cost tables up to here -->"
 )
 
-// writeReadme puts this run's lines into README.md's latest-run section,
-// but for the cost group's, which have tables of their own; a run of the
-// cost group alone leaves the section as it was.
-func writeReadme(path string) error {
+// results says where a run writes what it measured: always under dir
+// (latest.md, cost.md, throughput.svg), and with readme into README.md's
+// sections and throughput.svg here too, so that a plain run leaves the
+// tracked files as they were.
+type results struct {
+	dir    string
+	readme bool
+}
+
+// plots are the paths the throughput plot is drawn to.
+func (r results) plots() []string {
+	paths := []string{filepath.Join(r.dir, throughputPlot)}
+	if r.readme {
+		paths = append(paths, throughputPlot)
+	}
+	return paths
+}
+
+// write puts a section into file under dir and, with readme, between begin
+// and end in README.md; body is given the directory it is written to.
+func (r results) write(file, begin, end string, body func(dir string) string) error {
+	if err := os.WriteFile(filepath.Join(r.dir, file), []byte(body(r.dir)), 0o644); err != nil {
+		return err
+	}
+	if !r.readme {
+		return nil
+	}
+	return replaceSection("README.md", begin, end, body("."))
+}
+
+// writeLatest writes this run's lines as the latest run, but for the cost
+// group's, which have tables of their own; a run of the cost group alone
+// leaves the latest run as it was.
+func (r results) writeLatest() error {
 	var lines [][2]string
 	for _, l := range printed {
 		if !strings.HasPrefix(l[0], "cost_") {
@@ -40,10 +82,13 @@ func writeReadme(path string) error {
 	for _, l := range lines {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", l[0], l[1])
 	}
-	if _, err := os.Stat(throughputPlot); err == nil {
-		fmt.Fprintf(&b, "\n![Invalidation throughput by batch size: the invalidator, the naive loop, the server's limit](%s)\n", throughputPlot)
-	}
-	return replaceSection(path, latestBegin, latestEnd, b.String())
+	table := b.String()
+	return r.write("latest.md", latestBegin, latestEnd, func(dir string) string {
+		if _, err := os.Stat(filepath.Join(dir, throughputPlot)); err != nil {
+			return table
+		}
+		return table + fmt.Sprintf("\n![Invalidation throughput by batch size: the invalidator, the naive loop, the server's limit](%s)\n", throughputPlot)
+	})
 }
 
 // machine says when and on what this run ran.

@@ -27,21 +27,96 @@ import (
 const findings = 100
 
 func inspectVerb(args []string, stdout, stderr io.Writer) int {
+	o, code, ok := parseInspect(args, stderr)
+	if !ok {
+		return code
+	}
+	read, checks, stop := stopOnSignals(o.run)
+	defer stop()
+	s, err := connect(read, o.endpoint, *o.rules)
+	if err != nil {
+		fmt.Fprintln(stderr, "invalidator inspect:", err)
+		return 1
+	}
+	defer s.cache.Close()
+	sources, err := o.sources(read, s)
+	if err != nil {
+		fmt.Fprintln(stderr, "invalidator inspect:", err)
+		return 1
+	}
+	in := inspect.New(inspect.Valkey(s.cache), s.cfg.Rules, inspect.Options{Sample: o.sample, Delays: o.delays,
+		VersionPath: o.path, ItemVersion: o.itemVersion, Findings: findings})
+	rep, err := runInspection(in, read, checks, sources, stderr)
+	if o.asJSON {
+		_ = json.NewEncoder(stdout).Encode(rep)
+	} else {
+		printReport(stdout, rep)
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintln(stderr, "invalidator inspect:", err)
+		return 1
+	case checks.Err() != nil:
+		fmt.Fprintln(stderr, "invalidator inspect: stopped before the checks due were done; the figures are partial")
+		return 1
+	}
+	return o.verdict(rep, stderr)
+}
+
+// inspection is what inspect's flags ask for.
+type inspection struct {
+	stream, table, queue, endpoint string
+	rules                          *string
+	receivers                      int
+	sample, wantNines              float64
+	at, versionPath, itemVersion   string
+	run                            time.Duration
+	asJSON                         bool
+	// at and versionPath, parsed.
+	delays []time.Duration
+	path   []string
+}
+
+// parseInspect reads inspect's flags and checks them; when it is not ok
+// the verb returns code, as after parse.
+func parseInspect(args []string, stderr io.Writer) (o inspection, code int, ok bool) {
+	fs := inspectFlags(&o, stderr)
+	if v := os.Getenv("INSPECT_SAMPLE"); v != "" {
+		if err := fs.Set("sample", v); err != nil {
+			fmt.Fprintln(stderr, "invalidator inspect: INSPECT_SAMPLE:", err)
+			return o, 2, false
+		}
+	}
+	if code, ok := parse(fs, args); !ok {
+		return o, code, false
+	}
+	if problem := o.check(fs); problem != "" {
+		fmt.Fprintln(stderr, "invalidator inspect:", problem)
+		return o, 2, false
+	}
+	if *o.rules == "" && os.Getenv("INVALIDATION_RULES") == "" {
+		fmt.Fprintln(stderr, "invalidator inspect: no rules (--rules, INVALIDATION_RULES): planning the default cache:{entity}:{id}, which may not be the worker's keys")
+	}
+	return o, 0, true
+}
+
+// inspectFlags binds inspect's flags, with their environment fallbacks, to o.
+func inspectFlags(o *inspection, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	stream := fs.String("stream", os.Getenv("INSPECT_STREAM_ARN"), "a DynamoDB stream to read beside the stream function [INSPECT_STREAM_ARN]")
-	table := fs.String("table", os.Getenv("INSPECT_TABLE"), "a DynamoDB table whose stream to read, instead of --stream [INSPECT_TABLE]")
-	queue := fs.String("queue", os.Getenv("INSPECT_QUEUE_URL"), "an SQS queue of the inspector's own, subscribed to the worker's topic; its messages are deleted [INSPECT_QUEUE_URL]")
-	receivers := fs.Int("receivers", 1, "receive loops on --queue, each up to 10 messages a receive; raise it for a busy topic")
-	endpoint := fs.String("cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
-	rules := rulesFlag(fs)
-	sample := fs.Float64("sample", 1, "the share of changes checked, from 0 to 1; lower it on a busy system [INSPECT_SAMPLE]")
-	at := fs.String("at", envOr("INSPECT_AT", "1s,10s"), "when to check each change's keys after the change is read [INSPECT_AT]")
-	run := fs.Duration("for", 0, "stop reading after this long, then finish the checks (default: until interrupted)")
-	versionPath := fs.String("version-path", os.Getenv("INSPECT_VERSION_PATH"), "where plain JSON values hold their version, like version or meta.version; writethrough entries carry theirs [INSPECT_VERSION_PATH]")
-	itemVersion := fs.String("item-version", "version", "the number attribute of a stream record's new image that holds the item's version")
-	wantNines := fs.Float64("want-nines", 0, "exit 1 when consistency at the longest delay shows fewer nines than this")
-	asJSON := fs.Bool("json", false, "print the report as one JSON object on stdout")
+	fs.StringVar(&o.stream, "stream", os.Getenv("INSPECT_STREAM_ARN"), "a DynamoDB stream to read beside the stream function [INSPECT_STREAM_ARN]")
+	fs.StringVar(&o.table, "table", os.Getenv("INSPECT_TABLE"), "a DynamoDB table whose stream to read, instead of --stream [INSPECT_TABLE]")
+	fs.StringVar(&o.queue, "queue", os.Getenv("INSPECT_QUEUE_URL"), "an SQS queue of the inspector's own, subscribed to the worker's topic; its messages are deleted [INSPECT_QUEUE_URL]")
+	fs.IntVar(&o.receivers, "receivers", 1, "receive loops on --queue, each up to 10 messages a receive; raise it for a busy topic")
+	fs.StringVar(&o.endpoint, "cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
+	o.rules = rulesFlag(fs)
+	fs.Float64Var(&o.sample, "sample", 1, "the share of changes checked, from 0 to 1; lower it on a busy system [INSPECT_SAMPLE]")
+	fs.StringVar(&o.at, "at", envOr("INSPECT_AT", "1s,10s"), "when to check each change's keys after the change is read [INSPECT_AT]")
+	fs.DurationVar(&o.run, "for", 0, "stop reading after this long, then finish the checks (default: until interrupted)")
+	fs.StringVar(&o.versionPath, "version-path", os.Getenv("INSPECT_VERSION_PATH"), "where plain JSON values hold their version, like version or meta.version; writethrough entries carry theirs [INSPECT_VERSION_PATH]")
+	fs.StringVar(&o.itemVersion, "item-version", "version", "the number attribute of a stream record's new image that holds the item's version")
+	fs.Float64Var(&o.wantNines, "want-nines", 0, "exit 1 when consistency at the longest delay shows fewer nines than this")
+	fs.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object on stdout")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: invalidator inspect [flags]
 
@@ -65,53 +140,46 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if v := os.Getenv("INSPECT_SAMPLE"); v != "" {
-		if err := fs.Set("sample", v); err != nil {
-			fmt.Fprintln(stderr, "invalidator inspect: INSPECT_SAMPLE:", err)
-			return 2
-		}
-	}
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	usage := func(msg string) int {
-		fmt.Fprintln(stderr, "invalidator inspect:", msg)
-		return 2
-	}
-	delays, err := parseDelays(*at)
-	path, perr := inspect.ParsePath(*versionPath)
+	return fs
+}
+
+// check parses --at and --version-path and returns what is wrong with the
+// flags, if anything.
+func (o *inspection) check(fs *flag.FlagSet) string {
+	var err, perr error
+	o.delays, err = parseDelays(o.at)
+	o.path, perr = inspect.ParsePath(o.versionPath)
 	switch {
 	case fs.NArg() > 0:
-		return usage(fmt.Sprintf("unexpected argument %q: everything is a flag", fs.Arg(0)))
+		return fmt.Sprintf("unexpected argument %q: everything is a flag", fs.Arg(0))
 	case err != nil:
-		return usage("--at: " + err.Error())
+		return "--at: " + err.Error()
 	case perr != nil:
-		return usage("--version-path: " + perr.Error())
-	case *stream == "" && *table == "" && *queue == "":
-		return usage("nothing to read: give --stream (or --table), --queue or both")
-	case *stream != "" && *table != "":
-		return usage("--stream and --table both name a stream: give one")
-	case !(*sample > 0 && *sample <= 1):
-		return usage("--sample: want a share above 0, up to 1")
-	case !(*wantNines >= 0):
-		return usage("--want-nines: want a number of nines, 0 or more")
-	case *receivers < 1:
-		return usage("--receivers: want 1 or more")
-	case *run < 0:
-		return usage("--for: want a duration, or 0 for until interrupted")
+		return "--version-path: " + perr.Error()
+	case o.stream == "" && o.table == "" && o.queue == "":
+		return "nothing to read: give --stream (or --table), --queue or both"
+	case o.stream != "" && o.table != "":
+		return "--stream and --table both name a stream: give one"
+	case !(o.sample > 0 && o.sample <= 1):
+		return "--sample: want a share above 0, up to 1"
+	case !(o.wantNines >= 0):
+		return "--want-nines: want a number of nines, 0 or more"
+	case o.receivers < 1:
+		return "--receivers: want 1 or more"
+	case o.run < 0:
+		return "--for: want a duration, or 0 for until interrupted"
 	}
-	if *rules == "" && os.Getenv("INVALIDATION_RULES") == "" {
-		fmt.Fprintln(stderr, "invalidator inspect: no rules (--rules, INVALIDATION_RULES): planning the default cache:{entity}:{id}, which may not be the worker's keys")
-	}
+	return ""
+}
 
-	// The first signal stops the reading, the second the checks.
+// stopOnSignals returns the contexts of the reading and of the checks: the
+// first signal ends the reading, as the end of run does when it is set,
+// the second the checks. stop releases them.
+func stopOnSignals(run time.Duration) (read, checks context.Context, stop func()) {
 	read, stopReading := context.WithCancel(context.Background())
 	checks, stopChecks := context.WithCancel(context.Background())
-	defer stopReading()
-	defer stopChecks()
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(signals)
 	go func() {
 		<-signals
 		stopReading()
@@ -119,32 +187,39 @@ flags:
 		stopChecks()
 		signal.Stop(signals) // a third one ends the process
 	}()
-	if *run > 0 {
-		time.AfterFunc(*run, stopReading)
+	if run > 0 {
+		time.AfterFunc(run, stopReading)
 	}
+	return read, checks, func() {
+		signal.Stop(signals)
+		stopChecks()
+		stopReading()
+	}
+}
 
-	s, err := connect(read, *endpoint, *rules)
-	if err != nil {
-		fmt.Fprintln(stderr, "invalidator inspect:", err)
-		return 1
-	}
-	defer s.cache.Close()
-	if *table != "" && *stream == "" {
-		if *stream, err = latestStream(read, dynamodb.NewFromConfig(s.aws), *table); err != nil {
-			fmt.Fprintln(stderr, "invalidator inspect:", err)
-			return 1
+// sources opens what the flags name to read: the stream (--stream, or
+// --table's latest) and the queue.
+func (o *inspection) sources(ctx context.Context, s session) ([]inspect.Source, error) {
+	stream := o.stream
+	if o.table != "" && stream == "" {
+		var err error
+		if stream, err = latestStream(ctx, dynamodb.NewFromConfig(s.aws), o.table); err != nil {
+			return nil, err
 		}
 	}
 	var sources []inspect.Source
-	if *stream != "" {
-		sources = append(sources, &inspect.Stream{Client: dynamodbstreams.NewFromConfig(s.aws), ARN: *stream})
+	if stream != "" {
+		sources = append(sources, &inspect.Stream{Client: dynamodbstreams.NewFromConfig(s.aws), ARN: stream})
 	}
-	if *queue != "" {
-		sources = append(sources, &inspect.Queue{Client: sqs.NewFromConfig(s.aws), URL: *queue, Receivers: *receivers})
+	if o.queue != "" {
+		sources = append(sources, &inspect.Queue{Client: sqs.NewFromConfig(s.aws), URL: o.queue, Receivers: o.receivers})
 	}
-	in := inspect.New(inspect.Valkey(s.cache), s.cfg.Rules, inspect.Options{Sample: *sample, Delays: delays,
-		VersionPath: path, ItemVersion: *itemVersion, Findings: findings})
+	return sources, nil
+}
 
+// runInspection runs in over sources, printing its progress on stderr
+// every two seconds.
+func runInspection(in *inspect.Inspector, read, checks context.Context, sources []inspect.Source, stderr io.Writer) (inspect.Report, error) {
 	start := time.Now()
 	done := make(chan struct{})
 	go func() {
@@ -159,30 +234,22 @@ flags:
 			}
 		}
 	}()
-	rep, err := in.Run(read, checks, sources...)
-	close(done)
-	if *asJSON {
-		_ = json.NewEncoder(stdout).Encode(rep)
-	} else {
-		printReport(stdout, rep)
-	}
-	switch {
-	case err != nil:
-		fmt.Fprintln(stderr, "invalidator inspect:", err)
-		return 1
-	case checks.Err() != nil:
-		fmt.Fprintln(stderr, "invalidator inspect: stopped before the checks due were done; the figures are partial")
-		return 1
-	}
-	if last := rep.Delays[len(rep.Delays)-1]; *wantNines > 0 {
+	defer close(done)
+	return in.Run(read, checks, sources...)
+}
+
+// verdict is the exit status of a finished inspection: 1 when --want-nines
+// asks for more nines than the longest delay shows.
+func (o *inspection) verdict(rep inspect.Report, stderr io.Writer) int {
+	if last := rep.Delays[len(rep.Delays)-1]; o.wantNines > 0 {
 		n, _ := last.Nines()
 		switch {
 		case last.Compared() == 0:
 			fmt.Fprintf(stderr, "invalidator inspect: no key compared at +%v (unverified %d, unreadable %d): no nines to show\n", last.After, last.Unverified, last.Unreadable)
 			return 1
-		case n < *wantNines:
+		case n < o.wantNines:
 			fmt.Fprintf(stderr, "invalidator inspect: %.2f nines at +%v, want %v (with none inconsistent, %.0f checks show %v)\n",
-				n, last.After, *wantNines, math.Ceil(math.Pow(10, *wantNines)), *wantNines)
+				n, last.After, o.wantNines, math.Ceil(math.Pow(10, o.wantNines)), o.wantNines)
 			return 1
 		}
 	}

@@ -13,7 +13,7 @@ import (
 
 func main() {
 	in := flag.String("in", "../.local/e2e/lag.json", "the lag file make e2e writes")
-	out := flag.String("out", "../localstack/e2e/lag.svg", "the plot to write (.svg or .png)")
+	out := flag.String("out", "../.local/e2e/lag.svg", "the plot to write (.svg or .png); make e2e-record draws the tracked ../localstack/e2e/lag.svg")
 	flag.Parse()
 	log.SetFlags(0)
 	data, err := os.ReadFile(*in)

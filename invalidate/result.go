@@ -1,0 +1,81 @@
+package invalidate
+
+import (
+	"time"
+
+	"github.com/invalidator-go/invalidator/events"
+)
+
+// Record is one input record — an SQS message, an SNS record, a stream
+// record — with its decoded changes, or the error that decoding gave.
+type Record struct {
+	ID      string // message ID or sequence number, reported back on failure
+	Changes []events.Change
+	Err     error
+}
+
+// KeyStatus is what happened to one key.
+type KeyStatus uint8
+
+// The outcomes of a key.
+const (
+	KeyFailed  KeyStatus = iota // not deleted: see the record's error
+	KeyDeleted                  // it existed and was deleted
+	KeyAbsent                   // it did not exist: nothing to delete
+)
+
+func (s KeyStatus) String() string { return [...]string{"failed", "deleted", "absent"}[s] }
+
+// KeyResult is the outcome of one key of a record.
+type KeyResult struct {
+	Key    string
+	Status KeyStatus
+}
+
+// Result is the outcome of one record. It succeeded when Err is nil: every
+// one of its keys was deleted or already absent.
+type Result struct {
+	Record string
+	Keys   []KeyResult
+	Err    error
+	// Transient, beside an Err, says that the record failed for now: some
+	// of its keys could not be deleted because the cache could not be
+	// reached, was in motion, or the deadline came. It may pass when tried
+	// again, and should be, for as long as it takes. Without it the record
+	// failed for good — it cannot be decoded or planned, the cache refuses
+	// a key to this user, a bug was caught — and retrying cannot help:
+	// it belongs in a failure queue, to be replayed once fixed. A record
+	// with both kinds of faults is transient: its keys are retried first.
+	Transient bool
+}
+
+// Metrics count a batch, for the front ends to log and emit.
+type Metrics struct {
+	Records     int
+	Failed      int // records that failed
+	Transient   int // of which for now
+	KeysDeleted int // distinct keys
+	KeysAbsent  int
+	KeysFailed  int
+	// MaxLag is the longest time between a change and its invalidation,
+	// among the changes of the records that succeeded and say when they
+	// happened.
+	MaxLag time.Duration
+}
+
+// Report is the outcome of a batch: one Result per record, in input order.
+type Report struct {
+	Results []Result
+	Metrics Metrics
+}
+
+// Failed returns the IDs of the records that failed, in input order.
+func (r *Report) Failed() []string {
+	var ids []string
+	for i := range r.Results {
+		if r.Results[i].Err != nil {
+			ids = append(ids, r.Results[i].Record)
+		}
+	}
+	return ids
+}
