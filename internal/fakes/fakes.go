@@ -2,7 +2,9 @@ package fakes
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -11,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/invalidate"
 )
@@ -24,13 +27,43 @@ type dialError struct{ errno syscall.Errno }
 func (e *dialError) Error() string { return "dial tcp 127.0.0.1:7001: " + e.errno.Error() }
 func (e *dialError) Unwrap() error { return e.errno }
 
+// ErrNoPerm is the cache's refusal of a key to the user, the reply of
+// Valkey and Redis 7 in the type valkey-go gives it, so that the code
+// classes it as the real one: failed for good.
+var ErrNoPerm = errorReply("NOPERM this user has no permissions to access one of the keys used as arguments")
+
+// errorReply is the error reply msg as valkey-go reads it. Its only
+// exported constructor of one is the reader of its client-side cache
+// format: 7 bytes of TTL, the type, the length, the string. The contract
+// test (internal/testenv/contract) checks it against the real one.
+func errorReply(msg string) error {
+	buf := binary.BigEndian.AppendUint64(append(make([]byte, 7), '-'), uint64(len(msg)))
+	var m valkey.ValkeyMessage
+	if err := m.CacheUnmarshalView(append(buf, msg...)); err != nil {
+		panic(err)
+	}
+	return m.Error()
+}
+
 // Cache is an invalidate.Cache in memory, for tests that need nothing
-// running: every key is deleted, unless Fail, when set, says it fails at
-// that attempt (counted from 1 per key).
+// running. It holds every key until the key is deleted, and again once
+// Set: a key is deleted once, then absent. Fail, when set, says that a key
+// fails at that attempt (counted from 1 per key), ErrRefused for a node
+// down, ErrNoPerm for a key refused to the user.
 type Cache struct {
 	Fail     func(key string, attempt int) error
 	mu       sync.Mutex
 	attempts map[string]int
+	deleted  map[string]bool // since last Set
+}
+
+// Set stores keys again, as a service filling the cache would.
+func (f *Cache) Set(keys ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range keys {
+		delete(f.deleted, k)
+	}
 }
 
 // Unlink is invalidate.Cache's.
@@ -38,7 +71,7 @@ func (f *Cache) Unlink(ctx context.Context, keys []string, status []invalidate.K
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.attempts == nil {
-		f.attempts = map[string]int{}
+		f.attempts, f.deleted = map[string]int{}, map[string]bool{}
 	}
 	var errs []error
 	for i, k := range keys {
@@ -47,14 +80,17 @@ func (f *Cache) Unlink(ctx context.Context, keys []string, status []invalidate.K
 		if err == nil && f.Fail != nil {
 			err = f.Fail(k, f.attempts[k])
 		}
-		if err == nil {
-			status[i] = invalidate.KeyDeleted
-			continue
+		switch {
+		case err == nil && f.deleted[k]:
+			status[i] = invalidate.KeyAbsent
+		case err == nil:
+			status[i], f.deleted[k] = invalidate.KeyDeleted, true
+		default:
+			if errs == nil {
+				errs = make([]error, len(keys))
+			}
+			status[i], errs[i] = invalidate.KeyFailed, err
 		}
-		if errs == nil {
-			errs = make([]error, len(keys))
-		}
-		status[i], errs[i] = invalidate.KeyFailed, err
 	}
 	return errs
 }
@@ -67,7 +103,10 @@ func (f *Cache) Attempts(key string) int {
 }
 
 // SQS is SQS in memory, for tests that need nothing running: queues by
-// URL, made when first used, with receive counts and visibility timeouts.
+// URL, made when first used, with receive counts, visibility timeouts and
+// delays, and the attributes a receive asks for; every receipt handle a
+// message had still deletes it or changes its visibility, as in SQS. No
+// redrive policy: a message is received however often it comes back.
 // Fail, when set, may fail a call by its name ("SendMessage"...).
 type SQS struct {
 	Fail   func(op string) error
@@ -82,6 +121,7 @@ type Message struct {
 	Receives         int
 	Sent, VisibleAt  time.Time
 	Deleted          bool
+	handles          []string // every one it was received with
 }
 
 func (f *SQS) fail(op string) error {
@@ -136,7 +176,7 @@ func (f *SQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _
 	}
 	deadline := time.Now().Add(time.Duration(in.WaitTimeSeconds) * time.Second)
 	for {
-		if msgs := f.take(aws.ToString(in.QueueUrl), int(max(in.MaxNumberOfMessages, 1)), time.Duration(in.VisibilityTimeout)*time.Second); len(msgs) > 0 || time.Now().After(deadline) {
+		if msgs := f.take(in); len(msgs) > 0 || time.Now().After(deadline) {
 			return &sqs.ReceiveMessageOutput{Messages: msgs}, nil
 		}
 		select {
@@ -147,15 +187,16 @@ func (f *SQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _
 	}
 }
 
-func (f *SQS) take(url string, n int, visibility time.Duration) []types.Message {
+func (f *SQS) take(in *sqs.ReceiveMessageInput) []types.Message {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	visibility := time.Duration(in.VisibilityTimeout) * time.Second
 	if visibility <= 0 {
 		visibility = 30 * time.Second
 	}
-	now := time.Now()
+	n, now := int(max(in.MaxNumberOfMessages, 1)), time.Now()
 	var out []types.Message
-	for _, m := range f.queues[url] {
+	for _, m := range f.queues[aws.ToString(in.QueueUrl)] {
 		if len(out) == n {
 			break
 		}
@@ -165,25 +206,46 @@ func (f *SQS) take(url string, n int, visibility time.Duration) []types.Message 
 		f.serial++
 		m.Receives++
 		m.Handle = "handle-" + strconv.Itoa(f.serial)
+		m.handles = append(m.handles, m.Handle)
 		m.VisibleAt = now.Add(visibility)
-		out = append(out, types.Message{
-			MessageId: aws.String(m.ID), Body: aws.String(m.Body), ReceiptHandle: aws.String(m.Handle),
-			Attributes: map[string]string{
-				"ApproximateReceiveCount": strconv.Itoa(m.Receives), "SentTimestamp": strconv.FormatInt(m.Sent.UnixMilli(), 10),
-			},
-		})
+		out = append(out, types.Message{MessageId: aws.String(m.ID), Body: aws.String(m.Body), ReceiptHandle: aws.String(m.Handle),
+			Attributes: attributes(in, m)})
 	}
 	return out
 }
 
-// byHandle finds the message a receipt handle names; f.mu is held.
+// attributes are those of m's system attributes that in asks for: SQS
+// returns no others.
+func attributes(in *sqs.ReceiveMessageInput, m *Message) map[string]string {
+	var out map[string]string
+	for name, value := range map[types.MessageSystemAttributeName]string{
+		types.MessageSystemAttributeNameApproximateReceiveCount: strconv.Itoa(m.Receives),
+		types.MessageSystemAttributeNameSentTimestamp:           strconv.FormatInt(m.Sent.UnixMilli(), 10),
+	} {
+		if slices.Contains(in.MessageSystemAttributeNames, name) || slices.Contains(in.MessageSystemAttributeNames, types.MessageSystemAttributeNameAll) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[string(name)] = value
+		}
+	}
+	return out
+}
+
+// byHandle finds the message that was received with handle, deleted or
+// not; f.mu is held.
 func (f *SQS) byHandle(url, handle string) *Message {
 	for _, m := range f.queues[url] {
-		if m.Handle == handle && !m.Deleted {
+		if slices.Contains(m.handles, handle) {
 			return m
 		}
 	}
 	return nil
+}
+
+// handleError fails entry id of a batch for its receipt handle.
+func handleError(id *string) types.BatchResultErrorEntry {
+	return types.BatchResultErrorEntry{Id: id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("no such receipt handle"), SenderFault: true}
 }
 
 // DeleteMessageBatch is sqs.Client's.
@@ -195,11 +257,12 @@ func (f *SQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchIn
 	defer f.mu.Unlock()
 	out := &sqs.DeleteMessageBatchOutput{}
 	for _, e := range in.Entries {
+		// Deleting a deleted message again succeeds.
 		if m := f.byHandle(aws.ToString(in.QueueUrl), aws.ToString(e.ReceiptHandle)); m != nil {
 			m.Deleted = true
 			out.Successful = append(out.Successful, types.DeleteMessageBatchResultEntry{Id: e.Id})
 		} else {
-			out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("no such receipt handle")})
+			out.Failed = append(out.Failed, handleError(e.Id))
 		}
 	}
 	return out, nil
@@ -214,11 +277,11 @@ func (f *SQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMess
 	defer f.mu.Unlock()
 	out := &sqs.ChangeMessageVisibilityBatchOutput{}
 	for _, e := range in.Entries {
-		if m := f.byHandle(aws.ToString(in.QueueUrl), aws.ToString(e.ReceiptHandle)); m != nil {
+		if m := f.byHandle(aws.ToString(in.QueueUrl), aws.ToString(e.ReceiptHandle)); m != nil && !m.Deleted {
 			m.VisibleAt = time.Now().Add(time.Duration(e.VisibilityTimeout) * time.Second)
 			out.Successful = append(out.Successful, types.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
 		} else {
-			out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("no such receipt handle")})
+			out.Failed = append(out.Failed, handleError(e.Id))
 		}
 	}
 	return out, nil

@@ -1,0 +1,51 @@
+package worker
+
+import (
+	"log/slog"
+	"net"
+	"testing"
+
+	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/internal/testenv/contract"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+// TestConnectionContract runs the cache contract against the worker's own
+// connection, logged in as the worker's user, on the stack's cluster: its
+// slots stay put and its nodes up, for the tests that share it. Resharding
+// and stopping a node are the Valkey adapter's run, on a private cluster,
+// through the same client; the connection's own refusal is to connect.
+func TestConnectionContract(t *testing.T) {
+	cfg := testenv.WorkerCacheConfig(t)
+	set := contract.Set(testenv.Cache(t))
+	contract.Cache(t, func(t *testing.T) contract.CacheUnderTest {
+		return contract.CacheUnderTest{
+			Cache: connectAs(t, cfg),
+			Set:   set,
+			Down: func(t *testing.T, _ string) invalidate.Cache {
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				closed := cfg
+				closed.Endpoint = l.Addr().String()
+				l.Close()
+				return connectAs(t, closed)
+			},
+		}
+	})
+}
+
+// connectAs is the connection Start makes, closed when the test ends.
+func connectAs(t *testing.T, cfg elasticache.Config) *connection {
+	t.Helper()
+	opt, err := cfg.ClientOption()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tune(&opt)
+	c := newConnection(opt, cfg.Endpoint, slog.New(slog.DiscardHandler), nil)
+	t.Cleanup(c.close)
+	return c
+}

@@ -1,0 +1,203 @@
+package contract
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+// CacheUnderTest is a cache and the means to put what it talks to in each
+// state the contract needs.
+type CacheUnderTest struct {
+	// Cache deletes keys as a user that may delete the keys under "cache:"
+	// and not those under "session:", as the worker's (WORKER_KEYS).
+	Cache invalidate.Cache
+	// Set stores keys, as a service filling the cache would.
+	Set func(t *testing.T, keys ...string)
+	// Reshard stores key on another node than the one that served its
+	// slot when Cache was made: with ask, while the slot migrates there
+	// (the old owner answers ASK); without, once it has (MOVED). Nil where
+	// the slots must stay put, on a cluster others' tests share.
+	Reshard func(t *testing.T, key string, ask bool)
+	// Down returns a cache whose connection to what serves key is refused
+	// until the test ends: Cache with key's node stopped, or one that
+	// cannot connect at all.
+	Down func(t *testing.T, key string) invalidate.Cache
+}
+
+// Cache runs the contract of an invalidate.Cache, each behaviour in a
+// subtest of its own with a cache from newCache.
+func Cache(t *testing.T, newCache func(t *testing.T) CacheUnderTest) {
+	for _, b := range []struct {
+		name string
+		test func(*testing.T, CacheUnderTest)
+	}{
+		{"each key deleted, or absent once deleted, across slots", deletedOrAbsent},
+		{"a key behind ASK is deleted", func(t *testing.T, c CacheUnderTest) { redirected(t, c, true) }},
+		{"a key behind MOVED is deleted", func(t *testing.T, c CacheUnderTest) { redirected(t, c, false) }},
+		{"a key refused to the user fails for good, alone", refusedKey},
+		{"a refused connection fails for now", refusedConnection},
+		{"a deadline fails every key with it", deadline},
+	} {
+		t.Run(b.name, func(t *testing.T) { b.test(t, newCache(t)) })
+	}
+}
+
+// Set returns a CacheUnderTest.Set storing keys through client, for a
+// minute at most.
+func Set(client valkey.Client) func(t *testing.T, keys ...string) {
+	return func(t *testing.T, keys ...string) {
+		t.Helper()
+		cmds := make(valkey.Commands, len(keys))
+		for i, k := range keys {
+			cmds[i] = client.B().Set().Key(k).Value("cached").ExSeconds(60).Build()
+		}
+		for i, res := range client.DoMulti(t.Context(), cmds...) {
+			if err := res.Error(); err != nil {
+				t.Fatalf("SET %s: %v", keys[i], err)
+			}
+		}
+	}
+}
+
+// newKeys returns n keys of the test's own under "cache:", in many slots.
+func newKeys(n int) []string {
+	prefix := "cache:contract:" + rand.Text()[:8] + ":"
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	return keys
+}
+
+func unlink(ctx context.Context, cache invalidate.Cache, keys []string) ([]invalidate.KeyStatus, []error) {
+	status := make([]invalidate.KeyStatus, len(keys))
+	errs := cache.Unlink(ctx, keys, status)
+	if errs == nil {
+		errs = make([]error, len(keys)) // so that every index reads
+	}
+	return status, errs
+}
+
+// expect fails t unless the keys came out as want, and without an error
+// when not failed.
+func expect(t *testing.T, keys []string, status []invalidate.KeyStatus, errs []error, want func(i int) invalidate.KeyStatus) {
+	t.Helper()
+	for i, st := range status {
+		if st != want(i) || (st == invalidate.KeyFailed) != (errs[i] != nil) {
+			t.Fatalf("key %s: %v (error %v), want %v", keys[i], st, errs[i], want(i))
+		}
+	}
+}
+
+func all(st invalidate.KeyStatus) func(int) invalidate.KeyStatus {
+	return func(int) invalidate.KeyStatus { return st }
+}
+
+// classify invalidates one record of keys, retrying what fails for now
+// briefly: the code's own verdict on the keys' errors.
+func classify(ctx context.Context, t *testing.T, cache invalidate.Cache, keys ...string) invalidate.Result {
+	t.Helper()
+	rules, err := invalidate.ParseRules([]byte(`allowedKeys: ["*"]`)) // the cache alone refuses
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := invalidate.Decoded([]invalidate.Record{{ID: "contract", Changes: []events.Change{{Keys: keys}}}})
+	batch.RetryFor = 100 * time.Millisecond
+	inv := invalidate.New(cache, invalidate.Options{Rules: rules, Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	return inv.Invalidate(ctx, batch).Results[0]
+}
+
+func deletedOrAbsent(t *testing.T, c CacheUnderTest) {
+	keys := newKeys(300) // on every node of a cluster
+	c.Set(t, keys...)
+	var even []string
+	for i := 0; i < len(keys); i += 2 {
+		even = append(even, keys[i])
+	}
+	status, errs := unlink(t.Context(), c.Cache, even)
+	expect(t, even, status, errs, all(invalidate.KeyDeleted))
+	status, errs = unlink(t.Context(), c.Cache, keys)
+	expect(t, keys, status, errs, func(i int) invalidate.KeyStatus {
+		if i%2 == 0 {
+			return invalidate.KeyAbsent
+		}
+		return invalidate.KeyDeleted
+	})
+}
+
+// redirected: valkey-go follows a redirect itself; the key is deleted, and
+// the others of the call are not disturbed.
+func redirected(t *testing.T, c CacheUnderTest, ask bool) {
+	if c.Reshard == nil {
+		t.Skip("this cache's slots stay put: the run on a private cluster reshards")
+	}
+	keys := newKeys(20)
+	c.Set(t, keys[1:]...)
+	c.Reshard(t, keys[0], ask)
+	status, errs := unlink(t.Context(), c.Cache, keys)
+	expect(t, keys, status, errs, all(invalidate.KeyDeleted))
+}
+
+func refusedKey(t *testing.T, c CacheUnderTest) {
+	keys := newKeys(2)
+	denied := "session:contract:" + rand.Text()[:8]
+	c.Set(t, keys...)
+	call := []string{keys[0], denied, keys[1]}
+	status, errs := unlink(t.Context(), c.Cache, call)
+	expect(t, call, status, errs, func(i int) invalidate.KeyStatus {
+		if i == 1 {
+			return invalidate.KeyFailed
+		}
+		return invalidate.KeyDeleted
+	})
+	if !strings.HasPrefix(errs[1].Error(), "NOPERM") {
+		t.Fatalf("refused key: %v, want NOPERM", errs[1])
+	}
+	if res := classify(t.Context(), t, c.Cache, denied); res.Err == nil || res.Transient {
+		t.Fatalf("a record of the refused key: %+v, want failed for good", res)
+	}
+}
+
+func refusedConnection(t *testing.T, c CacheUnderTest) {
+	key := newKeys(1)[0]
+	down := c.Down(t, key)
+	// The first attempt may find instead a connection that was open lost
+	// (EOF); the next ones are refused.
+	status, errs := unlink(t.Context(), down, []string{key})
+	expect(t, []string{key}, status, errs, all(invalidate.KeyFailed))
+	if res := classify(t.Context(), t, down, key); !res.Transient || !errors.Is(res.Err, syscall.ECONNREFUSED) {
+		t.Fatalf("a record of the key: %+v, want failed for now, refused", res)
+	}
+}
+
+func deadline(t *testing.T, c CacheUnderTest) {
+	keys := newKeys(20)
+	c.Set(t, keys...)
+	past, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	status, errs := unlink(past, c.Cache, keys)
+	expect(t, keys, status, errs, all(invalidate.KeyFailed))
+	for i, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("key %s: %v, want the deadline", keys[i], err)
+		}
+	}
+	if res := classify(past, t, c.Cache, keys...); !res.Transient || !errors.Is(res.Err, context.DeadlineExceeded) {
+		t.Fatalf("a record of the keys: %+v, want failed for now, the deadline", res)
+	}
+	// Leave no key in a slot a later reshard moves.
+	if _, errs = unlink(t.Context(), c.Cache, keys); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+}

@@ -1,0 +1,172 @@
+package contract_test
+
+import (
+	"context"
+	"crypto/rand"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/internal/fakes"
+	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/internal/testenv/contract"
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+// TestFakeCache: the fake refuses what the worker's user may not delete
+// (WORKER_KEYS: cache:*), and the keys of a node Down stops.
+func TestFakeCache(t *testing.T) {
+	contract.Cache(t, func(t *testing.T) contract.CacheUnderTest {
+		var mu sync.Mutex
+		down := map[string]bool{}
+		cache := &fakes.Cache{Fail: func(key string, _ int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case down[key]:
+				return fakes.ErrRefused
+			case !strings.HasPrefix(key, "cache:"):
+				return fakes.ErrNoPerm
+			}
+			return nil
+		}}
+		return contract.CacheUnderTest{
+			Cache: cache,
+			Set:   func(_ *testing.T, keys ...string) { cache.Set(keys...) },
+			// No slots: a key the cluster would redirect is a key like any other.
+			Reshard: func(_ *testing.T, key string, _ bool) { cache.Set(key) },
+			Down: func(_ *testing.T, key string) invalidate.Cache {
+				mu.Lock()
+				defer mu.Unlock()
+				down[key] = true
+				return cache
+			},
+		}
+	})
+}
+
+// TestValkeyCache runs on a private cluster, which it reshards and stops
+// nodes of, logged in as the worker's user.
+func TestValkeyCache(t *testing.T) {
+	cluster := testenv.StartCluster(t, "contract-cluster", 7471)
+	admin := connect(t, cluster.Config)
+	worker := cluster.Config
+	worker.Username, worker.Password = testenv.Getenv(t, "WORKER_USERNAME"), testenv.Getenv(t, "WORKER_PASSWORD")
+	contract.Cache(t, func(t *testing.T) contract.CacheUnderTest {
+		cache := invalidate.Valkey(connect(t, worker))
+		return contract.CacheUnderTest{
+			Cache:   cache,
+			Set:     contract.Set(admin),
+			Reshard: func(t *testing.T, key string, ask bool) { reshard(t, admin, key, ask) },
+			Down: func(t *testing.T, key string) invalidate.Cache {
+				addr, _ := owner(t, admin, key)
+				port, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+				cluster.StopNode(t, port)
+				t.Cleanup(func() { cluster.Restart(t) })
+				return cache
+			},
+		}
+	})
+}
+
+func connect(t *testing.T, cfg elasticache.Config) valkey.Client {
+	t.Helper()
+	c, err := elasticache.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// owner is the node that serves key: the others answer MOVED.
+func owner(t *testing.T, admin valkey.Client, key string) (string, valkey.Client) {
+	t.Helper()
+	for addr, node := range admin.Nodes() {
+		if node.Do(t.Context(), node.B().Exists().Key(key).Build()).Error() == nil {
+			return addr, node
+		}
+	}
+	t.Fatalf("no node serves %s", key)
+	return "", nil
+}
+
+// reshard moves the slot of key from its owner to another node, halfway
+// when ask, and stores key there, the way a resharding moves keys.
+func reshard(t *testing.T, admin valkey.Client, key string, ask bool) {
+	t.Helper()
+	ctx := t.Context()
+	slot, err := admin.Do(ctx, admin.B().ClusterKeyslot().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcAddr, src := owner(t, admin, key)
+	var dst valkey.Client
+	var srcID, dstID, dstAddr string
+	for addr, node := range admin.Nodes() {
+		id, err := node.Do(ctx, node.B().ClusterMyid().Build()).ToString()
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case addr == srcAddr:
+			srcID = id
+		default:
+			dst, dstID, dstAddr = node, id, addr
+		}
+	}
+	setSlot := func(ctx context.Context, node valkey.Client, args ...string) {
+		t.Helper()
+		args = append([]string{strconv.FormatInt(slot, 10)}, args...)
+		if err := node.Do(ctx, node.B().Arbitrary("CLUSTER", "SETSLOT").Args(args...).Build()).Error(); err != nil {
+			t.Fatalf("CLUSTER SETSLOT %v: %v", args, err)
+		}
+	}
+	setSlot(ctx, dst, "IMPORTING", srcID)
+	setSlot(ctx, src, "MIGRATING", dstID)
+	if ask {
+		t.Cleanup(func() { setSlot(context.Background(), src, "STABLE"); setSlot(context.Background(), dst, "STABLE") })
+		err = dst.Dedicated(func(c valkey.DedicatedClient) error {
+			return c.DoMulti(ctx, c.B().Asking().Build(), c.B().Set().Key(key).Value("cached").ExSeconds(60).Build())[1].Error()
+		})
+	} else {
+		setSlot(ctx, dst, "NODE", dstID) // the new owner first, as redis-cli --cluster reshard does
+		for addr, node := range admin.Nodes() {
+			if addr != dstAddr {
+				setSlot(ctx, node, "NODE", dstID)
+			}
+		}
+		err = dst.Do(ctx, dst.B().Set().Key(key).Value("cached").ExSeconds(60).Build()).Error()
+	}
+	if err != nil {
+		t.Fatalf("SET %s on its new node: %v", key, err)
+	}
+	verr, _ := valkey.IsValkeyErr(src.Do(ctx, src.B().Exists().Key(key).Build()).Error())
+	if _, moved := verr.IsMoved(); verr == nil || (ask && !strings.HasPrefix(verr.Error(), "ASK")) || (!ask && !moved) {
+		t.Fatalf("the old owner of %s answers %v, want a redirect", key, verr)
+	}
+}
+
+func TestFakeSQS(t *testing.T) {
+	contract.SQS(t, func(*testing.T) (contract.SQSClient, string) {
+		return &fakes.SQS{}, "https://sqs.us-east-1.amazonaws.com/123456789012/contract"
+	})
+}
+
+func TestMotoSQS(t *testing.T) {
+	client := awsenv.SQS(t)
+	contract.SQS(t, func(t *testing.T) (contract.SQSClient, string) {
+		out, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("contract-" + rand.Text()[:8])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		return client, aws.ToString(out.QueueUrl)
+	})
+}

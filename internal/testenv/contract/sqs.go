@@ -1,0 +1,256 @@
+package contract
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// SQSClient is all the front ends ask of SQS but the replayer's single
+// calls: parking and second deletes send, the poller and inspect receive
+// and delete, the worker and the poller hand messages back. *sqs.Client
+// and *fakes.SQS have it.
+type SQSClient interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+// SQS runs the contract of an SQS client, each behaviour in a parallel
+// subtest on a new empty standard queue that newQueue returns the URL of.
+// Timings are in whole seconds, as SQS (and moto) count them.
+func SQS(t *testing.T, newQueue func(t *testing.T) (SQSClient, string)) {
+	for _, b := range []struct {
+		name string
+		test func(*testing.T, queue)
+	}{
+		{"sent, received with the attributes asked, deleted", sendReceiveDelete},
+		{"no attributes unless asked", unasked},
+		{"back after its visibility timeout, counted", comesBack},
+		{"visibility changed in a batch, partly", changeVisibility},
+		{"deleted in a batch, partly; older handles still work", deleteBatch},
+		{"hidden until its DelaySeconds", delayed},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			client, url := newQueue(t)
+			b.test(t, queue{client, url})
+		})
+	}
+}
+
+type queue struct {
+	client SQSClient
+	url    string
+}
+
+func (q queue) send(t *testing.T, body string, delay int32) string {
+	t.Helper()
+	out, err := q.client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &body, DelaySeconds: delay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.MessageId)
+}
+
+// attributes are those the code reads.
+var attributes = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount}
+
+// receive waits up to wait seconds for messages, hidden for visibility
+// seconds once received.
+func (q queue) receive(t *testing.T, wait, visibility int32, attrs ...types.MessageSystemAttributeName) []types.Message {
+	t.Helper()
+	out, err := q.client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: &q.url, MaxNumberOfMessages: 10,
+		WaitTimeSeconds: wait, VisibilityTimeout: visibility, MessageSystemAttributeNames: attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Messages
+}
+
+// receiveAll receives until it holds the messages of ids, which a receive
+// may hand out a few at a time, and fails on any other.
+func (q queue) receiveAll(t *testing.T, visibility int32, ids ...string) []types.Message {
+	t.Helper()
+	var got []types.Message
+	for deadline := time.Now().Add(5 * time.Second); len(got) < len(ids); {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of messages %v", len(got), ids)
+		}
+		for _, m := range q.receive(t, 1, visibility, attributes...) {
+			if !slices.Contains(ids, aws.ToString(m.MessageId)) {
+				t.Fatalf("received message %s, want only %v", aws.ToString(m.MessageId), ids)
+			}
+			got = append(got, m)
+		}
+	}
+	slices.SortFunc(got, func(a, b types.Message) int {
+		return slices.Index(ids, aws.ToString(a.MessageId)) - slices.Index(ids, aws.ToString(b.MessageId))
+	})
+	return got
+}
+
+// none fails t if a message is visible.
+func (q queue) none(t *testing.T, why string) {
+	t.Helper()
+	if msgs := q.receive(t, 0, 30); len(msgs) > 0 {
+		t.Fatalf("%s: received %s", why, aws.ToString(msgs[0].MessageId))
+	}
+}
+
+func receives(t *testing.T, m types.Message, want int) {
+	t.Helper()
+	if n := m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)]; n != strconv.Itoa(want) {
+		t.Fatalf("message %s: ApproximateReceiveCount %q, want %d", aws.ToString(m.MessageId), n, want)
+	}
+}
+
+// batchResult fails t unless the entries with the IDs ok succeeded and
+// the others failed for an invalid receipt handle.
+func batchResult(t *testing.T, call string, successful []string, failed []types.BatchResultErrorEntry, ok ...string) {
+	t.Helper()
+	slices.Sort(successful)
+	var invalid []string
+	for _, f := range failed {
+		if aws.ToString(f.Code) != "ReceiptHandleIsInvalid" {
+			t.Fatalf("%s: entry %s failed with %s, want ReceiptHandleIsInvalid", call, aws.ToString(f.Id), aws.ToString(f.Code))
+		}
+		invalid = append(invalid, aws.ToString(f.Id))
+	}
+	if !slices.Equal(successful, ok) || len(invalid) != 1 || invalid[0] != "bogus" {
+		t.Fatalf("%s: successful %v, failed %v; want %v and bogus", call, successful, invalid, ok)
+	}
+}
+
+func (q queue) delete(t *testing.T, handles map[string]*string, ok ...string) {
+	t.Helper()
+	var entries []types.DeleteMessageBatchRequestEntry
+	for id, h := range handles {
+		entries = append(entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(id), ReceiptHandle: h})
+	}
+	out, err := q.client.DeleteMessageBatch(t.Context(), &sqs.DeleteMessageBatchInput{QueueUrl: &q.url, Entries: entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var successful []string
+	for _, s := range out.Successful {
+		successful = append(successful, aws.ToString(s.Id))
+	}
+	batchResult(t, "DeleteMessageBatch", successful, out.Failed, ok...)
+}
+
+func (q queue) hide(t *testing.T, entries []types.ChangeMessageVisibilityBatchRequestEntry, ok ...string) {
+	t.Helper()
+	out, err := q.client.ChangeMessageVisibilityBatch(t.Context(), &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &q.url, Entries: entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var successful []string
+	for _, s := range out.Successful {
+		successful = append(successful, aws.ToString(s.Id))
+	}
+	batchResult(t, "ChangeMessageVisibilityBatch", successful, out.Failed, ok...)
+}
+
+// bogus is a receipt handle never given.
+var bogus = aws.String("AQEBbogus")
+
+func sendReceiveDelete(t *testing.T, q queue) {
+	before := time.Now()
+	id := q.send(t, "one", 0)
+	after := time.Now()
+	m := q.receiveAll(t, 1, id)[0]
+	if aws.ToString(m.Body) != "one" {
+		t.Fatalf("body %q, want one", aws.ToString(m.Body))
+	}
+	receives(t, m, 1)
+	sent, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
+	if err != nil || sent < before.Add(-time.Second).UnixMilli() || sent > after.Add(time.Second).UnixMilli() {
+		t.Fatalf("SentTimestamp %q (%v), want within a second of %v", m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], err, before)
+	}
+	q.delete(t, map[string]*string{"m": m.ReceiptHandle, "bogus": bogus}, "m")
+	q.delete(t, map[string]*string{"again": m.ReceiptHandle, "bogus": bogus}, "again") // a deleted message deletes again
+	time.Sleep(1500 * time.Millisecond)                                                // past its visibility timeout
+	q.none(t, "a deleted message")
+}
+
+func unasked(t *testing.T, q queue) {
+	q.send(t, "one", 0)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if msgs := q.receive(t, 1, 30); len(msgs) > 0 {
+			if len(msgs[0].Attributes) > 0 {
+				t.Fatalf("attributes %v, asked for none", msgs[0].Attributes)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no message")
+		}
+	}
+}
+
+func comesBack(t *testing.T, q queue) {
+	id := q.send(t, "one", 0)
+	first := q.receiveAll(t, 1, id)[0]
+	received := time.Now()
+	q.none(t, "a message in flight")
+	again := q.receiveAll(t, 30, id)[0]
+	if waited := time.Since(received); waited < 500*time.Millisecond {
+		t.Fatalf("back after %v, before its visibility timeout of 1 s", waited)
+	}
+	receives(t, again, 2)
+	if aws.ToString(again.ReceiptHandle) == aws.ToString(first.ReceiptHandle) {
+		t.Fatal("the same receipt handle twice")
+	}
+}
+
+func changeVisibility(t *testing.T, q queue) {
+	ids := []string{q.send(t, "now", 0), q.send(t, "later", 0)}
+	msgs := q.receiveAll(t, 30, ids...)
+	changed := time.Now()
+	q.hide(t, []types.ChangeMessageVisibilityBatchRequestEntry{
+		{Id: aws.String("now"), ReceiptHandle: msgs[0].ReceiptHandle, VisibilityTimeout: 0},
+		{Id: aws.String("later"), ReceiptHandle: msgs[1].ReceiptHandle, VisibilityTimeout: 2},
+		{Id: aws.String("bogus"), ReceiptHandle: bogus, VisibilityTimeout: 2},
+	}, "later", "now")
+	receives(t, q.receiveAll(t, 30, ids[0])[0], 2)
+	if waited := time.Since(changed); waited > time.Second {
+		t.Fatalf("a message made visible at once came back after %v", waited)
+	}
+	q.none(t, "a message hidden for 2 s")
+	receives(t, q.receiveAll(t, 30, ids[1])[0], 2)
+	if waited := time.Since(changed); waited < 1500*time.Millisecond {
+		t.Fatalf("a message hidden for 2 s came back after %v", waited)
+	}
+}
+
+func deleteBatch(t *testing.T, q queue) {
+	ids := []string{q.send(t, "done", 0), q.send(t, "failed", 0)}
+	msgs := q.receiveAll(t, 1, ids...)
+	q.delete(t, map[string]*string{"done": msgs[0].ReceiptHandle, "bogus": bogus}, "done")
+	again := q.receiveAll(t, 30, ids[1])[0] // and never the deleted one
+	receives(t, again, 2)
+	// The poller's visibility extensions and deletes may hold the handle
+	// of an earlier receive: SQS takes it.
+	old := msgs[1].ReceiptHandle
+	q.hide(t, []types.ChangeMessageVisibilityBatchRequestEntry{{Id: aws.String("old"), ReceiptHandle: old, VisibilityTimeout: 30},
+		{Id: aws.String("bogus"), ReceiptHandle: bogus}}, "old")
+	q.delete(t, map[string]*string{"old": old, "bogus": bogus}, "old")
+}
+
+func delayed(t *testing.T, q queue) {
+	start := time.Now()
+	id := q.send(t, "one", 1)
+	q.none(t, "a delayed message")
+	q.receiveAll(t, 30, id)
+	if waited := time.Since(start); waited < 900*time.Millisecond {
+		t.Fatalf("a message delayed 1 s came after %v", waited)
+	}
+}
