@@ -293,7 +293,7 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 	for _, f := range faults {
 		for _, p := range f.probes {
 			name := "recovery_ms_" + f.name + "_" + strings.TrimSuffix(p.path, "-invalidate")
-			if p.err != nil || p.took > recoveryLimit {
+			if p.err != nil || p.took > recoveryLimitOf(f.name) {
 				recovered = false
 				r.notes = append(r.notes, fmt.Sprintf("%s: %v after %v", name, p.err, p.took.Round(time.Millisecond)))
 			}
