@@ -172,6 +172,7 @@ func runSoak(ctx context.Context, e env, s *stack, p soakPlan) (bool, error) {
 	line("duration_s", int(time.Since(start).Seconds()))
 	line("rate_per_kind", p.rate)
 	line("changes", r.changes)
+	line("changes_per_s", fmt.Sprintf("%.1f", float64(r.changes)/time.Since(start).Seconds()))
 	line("lost", lost)
 	line("drained", drained)
 	ok := lost == 0 && drained
