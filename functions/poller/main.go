@@ -77,7 +77,7 @@ func run(ctx context.Context) error {
 	g.Go(func() error { return poller.Run(ctx, queues, w, opts) })
 	if cfg.SecondDeleteQueueURL != "" { // consumed even when off: what is left in it
 		again := opts
-		again.QueueURL, again.HealthAddr = cfg.SecondDeleteQueueURL, "" // one health endpoint
+		again.QueueURL, again.HealthAddr, again.StatsEvery = cfg.SecondDeleteQueueURL, "", -1 // one health endpoint, one stats line
 		g.Go(func() error { return poller.Run(ctx, queues, w, again) })
 	}
 	return g.Wait()
