@@ -13,7 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 // node is a parsed template node with helpers for walking it. CloudFormation

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 
-	"github.com/invalidator-go/invalidator/internal/rie"
+	"github.com/invalidator-go/invalidator/localstack/rie"
 )
 
 // coldstartGroup times runs rounds of cold starts of hello, helloconnect
@@ -87,7 +87,7 @@ func coldStart(bootstrap string, env []string) time.Duration {
 	}
 	defer fn.Stop()
 	start := time.Now()
-	if _, err := fn.Invoke(context.Background(), events.SQSEvent{Records: snsMessages(0, 1)}); err != nil {
+	if _, err := fn.Invoke(context.Background(), lambdaevents.SQSEvent{Records: snsMessages(0, 1)}); err != nil {
 		log.Fatalf("cold start of %s: %v", bootstrap, err)
 	}
 	return time.Since(start)

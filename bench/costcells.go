@@ -8,14 +8,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/invalidator-go/invalidator/elasticache"
-	"github.com/invalidator-go/invalidator/internal/esm"
+	"github.com/invalidator-go/invalidator/localstack/esm"
 )
 
 // cell is one configuration the cost group measures: a path, its batch
@@ -182,11 +182,11 @@ func (s *costStack) table(ctx context.Context, c cell, n int) string {
 }
 
 // snsEvent is what SNS hands the function for one published change.
-func snsEvent(id int) events.SNSEvent {
-	return events.SNSEvent{Records: []events.SNSEventRecord{{
+func snsEvent(id int) lambdaevents.SNSEvent {
+	return lambdaevents.SNSEvent{Records: []lambdaevents.SNSEventRecord{{
 		EventVersion: "1.0", EventSource: "aws:sns",
 		EventSubscriptionArn: "arn:aws:sns:us-east-1:123456789012:cache-changes:2bcfbf39-05c3-41de-beaa-fcfcc21c8f55",
-		SNS: events.SNSEntity{
+		SNS: lambdaevents.SNSEntity{
 			Type: "Notification", MessageID: fmt.Sprintf("95df01b4-ee98-5cb9-9903-%012d", id),
 			TopicArn: "arn:aws:sns:us-east-1:123456789012:cache-changes", Timestamp: time.Now().UTC(),
 			Message:          `{"entity":"product","id":"` + strconv.Itoa(id) + `","op":"update","version":3}`,
@@ -199,6 +199,6 @@ func snsEvent(id int) events.SNSEvent {
 
 // naiveEnv is the naive function's: the cache only.
 func naiveEnv() []string {
-	cfg, _ := elasticache.FromEnv(os.Getenv)
+	cfg, _ := elasticache.ConfigFromEnv(os.Getenv)
 	return append(cfg.Env(), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE="+strconv.Itoa(memoryMB))
 }

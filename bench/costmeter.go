@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/invalidator-go/invalidator/internal/rie"
+	"github.com/invalidator-go/invalidator/localstack/rie"
 )
 
 // logMeter reads a worker's output as CloudWatch Logs would take it in:

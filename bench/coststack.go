@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,7 +18,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/elasticache"
-	"github.com/invalidator-go/invalidator/internal/esm"
+	"github.com/invalidator-go/invalidator/localstack/esm"
 )
 
 // The settings the cost group runs the functions with: template.yaml's
@@ -64,7 +64,7 @@ func newCostStack(ctx context.Context, cache valkey.Client, bin, naive string) *
 // functionEnv is a function's environment: the cache, template.yaml's
 // memory size, second deletes on or off, and SQS through its own counter.
 func (s *costStack) functionEnv(own *apiCounter, second bool) []string {
-	cfg, _ := elasticache.FromEnv(os.Getenv)
+	cfg, _ := elasticache.ConfigFromEnv(os.Getenv)
 	delay := "0s"
 	if second {
 		delay = secondDelay
@@ -168,7 +168,7 @@ func (s *costStack) unlinks(ctx context.Context) int {
 }
 
 // emptySQSEvent warms a function up without touching a key or a queue.
-var emptySQSEvent = events.SQSEvent{Records: []events.SQSMessage{}}
+var emptySQSEvent = lambdaevents.SQSEvent{Records: []lambdaevents.SQSMessage{}}
 
 // lambdaRun is a function under the emulator fed by an event source
 // mapping, each with its own counted way to moto: what the mapping asks

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/elasticache"
@@ -65,7 +65,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // functionEnv points a function at the benchmark's cache, second deletes
 // off: they add an SQS send to an invoke, which neither reference makes.
 func functionEnv() []string {
-	cfg, _ := elasticache.FromEnv(os.Getenv)
+	cfg, _ := elasticache.ConfigFromEnv(os.Getenv)
 	return append(cfg.Env(), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128", "SECOND_DELETE_DELAY=0")
 }
 
@@ -90,8 +90,8 @@ var signature = strings.Repeat("EXAMPLEpH+DcEwjAPg8O9mY8dReBSwksfg2S7WKQcikcNKWL
 // snsMessages builds SQS messages carrying SNS envelopes, as the
 // cache-invalidation queue receives them and Lambda delivers them, one
 // product change each.
-func snsMessages(from, n int) []events.SQSMessage {
-	msgs := make([]events.SQSMessage, n)
+func snsMessages(from, n int) []lambdaevents.SQSMessage {
+	msgs := make([]lambdaevents.SQSMessage, n)
 	for i := range msgs {
 		id := strconv.Itoa(from + i)
 		change, _ := json.Marshal(map[string]any{"entity": "product", "id": id, "op": "update", "version": 3})
@@ -102,12 +102,12 @@ func snsMessages(from, n int) []events.SQSMessage {
 			"SigningCertURL": "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0000.pem",
 			"UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe&SubscriptionArn=arn:aws:sns:us-east-1:123456789012:cache-changes:0",
 		})
-		msgs[i] = events.SQSMessage{
+		msgs[i] = lambdaevents.SQSMessage{
 			MessageId: fmt.Sprintf("059f36b4-87a3-44ab-83d2-%012d", from+i), Body: string(envelope),
 			ReceiptHandle: "AQEBwJnKyrHigUMZj6rYigCgxlaS3SLy0a" + strings.Repeat("Q", 120) + id,
 			Attributes: map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": "1795953600000",
 				"SenderId": "AIDAIENQZJOLO23YVJ4VO", "ApproximateFirstReceiveTimestamp": "1795953600001"},
-			MessageAttributes: map[string]events.SQSMessageAttribute{}, Md5OfBody: "e4e68fb7bd0e697a0ae8f1bb342846b3",
+			MessageAttributes: map[string]lambdaevents.SQSMessageAttribute{}, Md5OfBody: "e4e68fb7bd0e697a0ae8f1bb342846b3",
 			EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:cache-invalidation", AWSRegion: "us-east-1",
 		}
 	}

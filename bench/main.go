@@ -38,7 +38,7 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 	run := func(group string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), group) }
-	cfg, err := elasticache.FromEnv(os.Getenv)
+	cfg, err := elasticache.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		log.Fatal(err)
 	}

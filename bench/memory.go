@@ -14,13 +14,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/valkey-io/valkey-go"
 
-	decode "github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/lambda/event"
-	"github.com/invalidator-go/invalidator/internal/rie"
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/rie"
 )
 
 // memoryGroup measures the stream function's peak heap and RSS over one
@@ -34,7 +34,7 @@ func memoryGroup(ctx context.Context, s server, bin string) {
 // DynamoDB stream batch from its JSON payload (as Lambda delivers it) to the
 // report, as the stream function does: split, decode, plan and delete.
 func stream10k(ctx context.Context, client valkey.Client) float64 {
-	payload := event.StreamPayload(10_000)
+	payload := shape.StreamPayload(10_000)
 	inv := invalidate.New(invalidate.Valkey(client), invalidate.Options{})
 	runtime.GC()
 	base := heapBytes()
@@ -53,13 +53,13 @@ func stream10k(ctx context.Context, client valkey.Client) float64 {
 			time.Sleep(50 * time.Microsecond)
 		}
 	}()
-	raws, err := decode.SplitRecords(payload)
+	raws, err := events.SplitRecords(payload)
 	if err != nil {
 		log.Fatal(err)
 	}
 	rep := inv.Invalidate(ctx, invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
-		seq, c, err := decode.DecodeDynamoDBJSON(*raw)
-		return invalidate.Record{ID: seq, Changes: []decode.Change{c}, Err: err}
+		seq, c, err := events.DecodeDynamoDBJSON(*raw)
+		return invalidate.Record{ID: seq, Changes: []events.Change{c}, Err: err}
 	}))
 	close(done)
 	if rep.Metrics.Failed > 0 {
@@ -87,7 +87,7 @@ func streamRSS(bootstrap string) float64 {
 		log.Fatal(err)
 	}
 	defer fn.Stop()
-	var ev json.RawMessage = event.StreamPayload(10_000)
+	var ev json.RawMessage = shape.StreamPayload(10_000)
 	if len(ev) > 6_000_000 {
 		log.Fatalf("stream payload of %d bytes is over Lambda's 6 MB", len(ev))
 	}
@@ -95,7 +95,7 @@ func streamRSS(bootstrap string) float64 {
 	if err != nil {
 		log.Fatalf("stream batch: %v", err)
 	}
-	var resp events.DynamoDBEventResponse
+	var resp lambdaevents.DynamoDBEventResponse
 	if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) > 0 {
 		log.Fatalf("stream batch: %d failures (%v)", len(resp.BatchItemFailures), err)
 	}

@@ -15,12 +15,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/bench/plot"
 	"github.com/invalidator-go/invalidator/elasticache"
-	decode "github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
@@ -119,7 +119,7 @@ func redisBenchmark(cfg elasticache.Config, n int) float64 {
 
 // handle is what the SQS front end does with a batch: decode, then plan and
 // delete.
-func handle(ctx context.Context, inv *invalidate.Invalidator, msgs []events.SQSMessage) invalidate.Report {
+func handle(ctx context.Context, inv *invalidate.Invalidator, msgs []lambdaevents.SQSMessage) invalidate.Report {
 	return inv.Invalidate(ctx, invalidate.Inputs(msgs, decodeSQS))
 }
 
@@ -130,7 +130,7 @@ var batchSizes = []int{1, 10, 100, 1000, 10000}
 // over enough batches to take a fraction of a second.
 func batchRate(ctx context.Context, client valkey.Client, size int) float64 {
 	inv := invalidate.New(invalidate.Valkey(client), invalidate.Options{})
-	batches := make([][]events.SQSMessage, 4)
+	batches := make([][]lambdaevents.SQSMessage, 4)
 	for i := range batches {
 		batches[i] = snsMessages(i*size, size)
 	}
@@ -154,7 +154,7 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int, serve
 	inv := invalidate.New(invalidate.Valkey(client), invalidate.Options{})
 	// A few distinct batches, cycled: holding every message at once would
 	// make the benchmark measure the garbage collector on a huge heap.
-	batches := make([][]events.SQSMessage, 16)
+	batches := make([][]lambdaevents.SQSMessage, 16)
 	for i := range batches {
 		batches[i] = snsMessages(i*batch, batch)
 	}
@@ -192,19 +192,19 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int, serve
 
 	payloads := make([][]byte, len(batches))
 	for i, b := range batches {
-		payloads[i], _ = json.Marshal(events.SQSEvent{Records: b})
+		payloads[i], _ = json.Marshal(lambdaevents.SQSEvent{Records: b})
 	}
 	w := worker.New(inv, worker.Options{Name: "sqs-invalidate", Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 	start = time.Now()
 	for i := range rounds {
-		if resp, err := w.SQS(ctx, payloads[i%len(payloads)]); err != nil || len(resp.BatchItemFailures) > 0 {
-			log.Fatalf("SQS function: %d failures (%v)", len(resp.BatchItemFailures), err)
+		if resp, err := w.SQS(ctx, payloads[i%len(payloads)]); err != nil || len(resp.Retry) > 0 {
+			log.Fatalf("SQS function: %d failures (%v)", len(resp.Retry), err)
 		}
 	}
 	r.payload = n / time.Since(start).Seconds()
 	start = time.Now()
 	for i := range max(1, rounds/4) { // far slower: a quarter of the batches
-		var ev events.SQSEvent
+		var ev lambdaevents.SQSEvent
 		if err := json.Unmarshal(payloads[i%len(payloads)], &ev); err != nil {
 			log.Fatal(err)
 		}
@@ -219,8 +219,8 @@ type rates struct {
 	serverCPUPerKey                                         float64 // seconds
 }
 
-func decodeSQS(m *events.SQSMessage) invalidate.Record {
-	changes, err := decode.DecodeSQSBody(m.MessageId, m.Body, m.Attributes["SentTimestamp"])
+func decodeSQS(m *lambdaevents.SQSMessage) invalidate.Record {
+	changes, err := events.DecodeSQSBody(m.MessageId, m.Body, m.Attributes["SentTimestamp"])
 	return invalidate.Record{ID: m.MessageId, Changes: changes, Err: err}
 }
 
@@ -231,7 +231,7 @@ func naiveLoop(ctx context.Context, client valkey.Client, total int) float64 {
 	rules := invalidate.DefaultRules()
 	start := time.Now()
 	for _, m := range msgs {
-		changes, err := decode.DecodeSQSBody(m.MessageId, m.Body, m.Attributes["SentTimestamp"])
+		changes, err := events.DecodeSQSBody(m.MessageId, m.Body, m.Attributes["SentTimestamp"])
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -41,9 +41,9 @@ type Config struct {
 	ConnLifetime time.Duration
 }
 
-// FromEnv reads the configuration from environment variables through getenv
+// ConfigFromEnv reads the configuration from environment variables through getenv
 // (os.Getenv in production) and validates it.
-func FromEnv(getenv func(string) string) (Config, error) {
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		Endpoint: getenv("CACHE_ENDPOINT"),
 		TLS:      true,
@@ -85,7 +85,7 @@ func boolEnv(getenv func(string) string, key string, def bool) (bool, error) {
 	return on, nil
 }
 
-// Env is the environment that FromEnv reads back as this configuration,
+// Env is the environment that ConfigFromEnv reads back as this configuration,
 // for starting a worker binary with it. IAM settings are not carried.
 func (c Config) Env() []string {
 	return []string{

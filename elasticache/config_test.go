@@ -18,7 +18,7 @@ func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
-func TestFromEnv(t *testing.T) {
+func TestConfigFromEnv(t *testing.T) {
 	tests := []struct {
 		name    string
 		env     map[string]string
@@ -65,7 +65,7 @@ func TestFromEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := FromEnv(env(tt.env))
+			got, err := ConfigFromEnv(env(tt.env))
 			if tt.wantErr != "" {
 				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want ErrConfig containing %q", err, tt.wantErr)
@@ -118,7 +118,7 @@ func TestClientOptionTLS(t *testing.T) {
 func TestIAMConfig(t *testing.T) {
 	good := map[string]string{"CACHE_ENDPOINT": "c.serverless.use1.cache.amazonaws.com:6379", "CACHE_IAM_AUTH": "true",
 		"CACHE_NAME": "orders", "CACHE_USERNAME": "invalidator"}
-	c, err := FromEnv(env(good))
+	c, err := ConfigFromEnv(env(good))
 	if err != nil || c.IAM == nil || c.IAM.CacheName != "orders" {
 		t.Fatalf("config = %+v, %v", c, err)
 	}
@@ -128,7 +128,7 @@ func TestIAMConfig(t *testing.T) {
 	for key, value := range map[string]string{"CACHE_NAME": "", "CACHE_USERNAME": "", "CACHE_TLS": "false", "CACHE_PASSWORD": "p", "CACHE_IAM_AUTH": "sure"} {
 		bad := maps.Clone(good)
 		bad[key] = value
-		if _, err := FromEnv(env(bad)); !errors.Is(err, ErrConfig) {
+		if _, err := ConfigFromEnv(env(bad)); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s=%q: err = %v, want ErrConfig", key, value, err)
 		}
 	}
@@ -192,8 +192,8 @@ func TestEnvRoundTrip(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
 	}
-	if got, err := FromEnv(env(vars)); err != nil || got != want {
-		t.Fatalf("FromEnv(Env()) = %+v, %v; want %+v", got, err, want)
+	if got, err := ConfigFromEnv(env(vars)); err != nil || got != want {
+		t.Fatalf("ConfigFromEnv(Env()) = %+v, %v; want %+v", got, err, want)
 	}
 }
 

@@ -6,7 +6,7 @@
 // connections recycled before ElastiCache drops them.
 //
 // Build a [Config] from a struct or from the CACHE_* environment
-// ([FromEnv]), then [New] for a valkey-go client, or [Config.ClientOption]
+// ([ConfigFromEnv]), then [New] for a valkey-go client, or [Config.ClientOption]
 // to tune valkey-go's options first. It depends on valkey-go and the AWS
 // SDK's signer only.
 package elasticache

@@ -29,6 +29,16 @@ type IAM struct {
 	Now func() time.Time
 }
 
+// SignWith gives c's IAM authentication, if it has one, the region and
+// credentials its tokens are signed with: a service's own, from the AWS
+// SDK's configuration, or a Lambda function's execution role. Without IAM
+// it does nothing.
+func (c *Config) SignWith(region string, creds aws.CredentialsProvider) {
+	if c.IAM != nil {
+		c.IAM.Region, c.IAM.Credentials = region, creds
+	}
+}
+
 const (
 	// tokenLifetime is how long ElastiCache accepts a token: a connection
 	// must be opened within it, and each new one gets a fresh token.

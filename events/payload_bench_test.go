@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/lambda/event"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
 )
 
 // BenchmarkSQSPayload splits the payload of a batch as Lambda delivers it
@@ -21,7 +21,7 @@ func BenchmarkSQSPayload(b *testing.B) {
 // BenchmarkStreamPayload does the same as the stream function with 1,000
 // MODIFY records with both images.
 func BenchmarkStreamPayload(b *testing.B) {
-	benchmarkPayload(b, event.StreamPayload(1000), func(raw []byte) error { _, _, err := events.DecodeDynamoDBJSON(raw); return err })
+	benchmarkPayload(b, shape.StreamPayload(1000), func(raw []byte) error { _, _, err := events.DecodeDynamoDBJSON(raw); return err })
 }
 
 func benchmarkPayload(b *testing.B, data []byte, decode func(raw []byte) error) {

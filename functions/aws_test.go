@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/frontend/parking"
-	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 )
 
 // queue is a queue with a DLQ made for one test, removed after it, so tests

@@ -16,11 +16,11 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/frontend/lambda/event"
-	"github.com/invalidator-go/invalidator/internal/esm"
-	"github.com/invalidator-go/invalidator/internal/rie"
-	"github.com/invalidator-go/invalidator/internal/testenv"
-	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/localstack/esm"
+	"github.com/invalidator-go/invalidator/localstack/rie"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 )
 
 // mapping runs an event source mapping for the rest of the test.
@@ -116,7 +116,7 @@ func TestPoisonMessageIsParked(t *testing.T) {
 
 	eventually(t, 15*time.Second, "the good messages of the batch were not processed", gone(t, c, good...))
 	p := parked(t, failures, 1)
-	var rec event.SQSMessage
+	var rec shape.SQSMessage
 	if len(p) != 1 || json.Unmarshal(p[0].Content(), &rec) != nil || rec.Body != entries[2] || !strings.Contains(p[0].Reason, "malformed JSON") {
 		t.Fatalf("parked %+v, want the poison message, whole, and why", p)
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/elasticache"
-	"github.com/invalidator-go/invalidator/internal/testenv"
-	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 )
 
 // pollerProcess is the poller binary running against a test queue.

@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/invalidator-go/invalidator/frontend/lambda/event"
-	"github.com/invalidator-go/invalidator/internal/rie"
-	"github.com/invalidator-go/invalidator/internal/testenv"
-	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/localstack/rie"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 )
 
 // TestAnInvokeNamesItsLinesAndParkedRecords: aws-lambda-go hands the
@@ -34,7 +34,7 @@ func TestAnInvokeNamesItsLinesAndParkedRecords(t *testing.T) {
 	setKeys(t, c, "cache:product:"+ns)
 	failures, env := failureQueue(t)
 	inv := rie.Invocation{RequestID: "req-" + ns, TraceID: "Root=1-67891233-abcdef012345678912345678;Parent=53995c3f42cd8ad8;Sampled=1"}
-	payload, _ := json.Marshal(event.SQSEvent{Records: []event.SQSMessage{
+	payload, _ := json.Marshal(shape.SQSEvent{Records: []shape.SQSMessage{
 		sqsMessage("good", `{"entity":"product","id":"`+ns+`"}`), sqsMessage("poison", `{"entity":"product"}`)}})
 	api := newRuntimeAPI(t, inv, payload)
 	var out lockedBuffer
@@ -158,7 +158,7 @@ func TestSIGTERMLetsTheInvokeInFlightFinish(t *testing.T) {
 
 	answered := make(chan error, 1)
 	go func() {
-		resp, err := fn.Invoke(t.Context(), event.SQSEvent{Records: []event.SQSMessage{sqsMessage("m1", `{"entity":"product","id":"`+ns+`"}`)}})
+		resp, err := fn.Invoke(t.Context(), shape.SQSEvent{Records: []shape.SQSMessage{sqsMessage("m1", `{"entity":"product","id":"`+ns+`"}`)}})
 		if err == nil && string(resp) != `{"batchItemFailures":[]}` {
 			err = &rie.FunctionError{Type: "unexpected response", Message: string(resp)}
 		}

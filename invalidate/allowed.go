@@ -18,9 +18,9 @@ type allowed struct {
 func checkPattern(p string) error {
 	switch {
 	case p == "":
-		return fmt.Errorf("%w: allowedKeys holds an empty pattern", ErrConfig)
+		return fmt.Errorf("%w: allowedKeys holds an empty pattern", ErrRules)
 	case strings.ContainsAny(p, `[]\`):
-		return fmt.Errorf("%w: allowedKeys pattern %q: only * and ? are wildcards here", ErrConfig, p)
+		return fmt.Errorf("%w: allowedKeys pattern %q: only * and ? are wildcards here", ErrRules, p)
 	}
 	return nil
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/fakes"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 // The batch logic against a cache in memory: the tests of the same

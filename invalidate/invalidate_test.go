@@ -14,7 +14,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 func setKeys(ctx context.Context, t *testing.T, c valkey.Client, keys []string) {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/fakes"
-	"github.com/invalidator-go/invalidator/internal/testenv"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 func user(id string) invalidate.Record {

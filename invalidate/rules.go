@@ -54,7 +54,7 @@ type RulesConfig struct {
 }
 
 // Rules turn a change into the cache keys it invalidates. Build them with
-// NewRules, ParseRules or LoadRules; the zero value is not usable.
+// NewRules, ParseRules or RulesFromEnv; the zero value is not usable.
 type Rules struct {
 	defaults    []template
 	entities    map[string][]template
@@ -80,7 +80,7 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 		r.maxKeyBytes = DefaultMaxKeyBytes
 	}
 	if r.maxKeyBytes < 1 || r.maxKeyBytes > 512<<20 {
-		return nil, fmt.Errorf("%w: maxKeyBytes %d is not between 1 and 512 MiB", ErrConfig, cfg.MaxKeyBytes)
+		return nil, fmt.Errorf("%w: maxKeyBytes %d is not between 1 and 512 MiB", ErrRules, cfg.MaxKeyBytes)
 	}
 	if cfg.Default == nil {
 		cfg.Default = []string{DefaultTemplate}
@@ -109,7 +109,7 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 		return r, nil
 	}
 	if len(cfg.AllowedKeys) == 0 {
-		return nil, fmt.Errorf("%w: allowedKeys is empty: no key could ever be deleted", ErrConfig)
+		return nil, fmt.Errorf("%w: allowedKeys is empty: no key could ever be deleted", ErrRules)
 	}
 	for _, p := range cfg.AllowedKeys {
 		if err := checkPattern(p); err != nil {
@@ -128,7 +128,7 @@ func (r *Rules) AllowedKeys() (patterns []string, derived bool) {
 
 func compile(where string, raws []string, allowImages bool) ([]template, error) {
 	if len(raws) == 0 {
-		return nil, fmt.Errorf("%w: %s has no templates", ErrConfig, where)
+		return nil, fmt.Errorf("%w: %s has no templates", ErrRules, where)
 	}
 	templates := make([]template, len(raws))
 	for i, raw := range raws {
@@ -155,19 +155,19 @@ func sortedKeys(m map[string][]string) []string {
 func ParseRules(data []byte) (*Rules, error) {
 	var cfg RulesConfig
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrRules, err)
 	}
 	return NewRules(cfg)
 }
 
-// LoadRules reads INVALIDATION_RULES (the rules inline) or
+// RulesFromEnv reads INVALIDATION_RULES (the rules inline) or
 // INVALIDATION_RULES_FILE (a path) through getenv; with neither it returns
 // DefaultRules. Setting both is an error.
-func LoadRules(getenv func(string) string) (*Rules, error) {
+func RulesFromEnv(getenv func(string) string) (*Rules, error) {
 	inline, file := getenv("INVALIDATION_RULES"), getenv("INVALIDATION_RULES_FILE")
 	switch {
 	case inline != "" && file != "":
-		return nil, fmt.Errorf("%w: set INVALIDATION_RULES or INVALIDATION_RULES_FILE, not both", ErrConfig)
+		return nil, fmt.Errorf("%w: set INVALIDATION_RULES or INVALIDATION_RULES_FILE, not both", ErrRules)
 	case inline != "":
 		r, err := ParseRules([]byte(inline))
 		if err != nil {
@@ -177,7 +177,7 @@ func LoadRules(getenv func(string) string) (*Rules, error) {
 	case file != "":
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("%w: INVALIDATION_RULES_FILE: %w", ErrConfig, err)
+			return nil, fmt.Errorf("%w: INVALIDATION_RULES_FILE: %w", ErrRules, err)
 		}
 		r, err := ParseRules(data)
 		if err != nil {

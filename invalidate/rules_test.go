@@ -134,14 +134,14 @@ func TestRulesValidation(t *testing.T) {
 	}
 	for name, yaml := range tests {
 		t.Run(name, func(t *testing.T) {
-			if _, err := ParseRules([]byte(yaml)); !errors.Is(err, ErrConfig) {
-				t.Fatalf("err = %v, want ErrConfig", err)
+			if _, err := ParseRules([]byte(yaml)); !errors.Is(err, ErrRules) {
+				t.Fatalf("err = %v, want ErrRules", err)
 			}
 		})
 	}
 }
 
-func TestLoadRules(t *testing.T) {
+func TestRulesFromEnv(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "rules.json")
 	if err := os.WriteFile(file, []byte(`{"entities":{"product":["p:{id}"]}}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -161,10 +161,10 @@ func TestLoadRules(t *testing.T) {
 		"bad inline":  {env: map[string]string{"INVALIDATION_RULES": "entities: {product: [\"{nope}\"]}"}, wantErr: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r, err := LoadRules(env(tc.env))
+			r, err := RulesFromEnv(env(tc.env))
 			if tc.wantErr {
-				if !errors.Is(err, ErrConfig) {
-					t.Fatalf("err = %v, want ErrConfig", err)
+				if !errors.Is(err, ErrRules) {
+					t.Fatalf("err = %v, want ErrRules", err)
 				}
 				return
 			}
@@ -249,8 +249,8 @@ func TestKeysOutsideTheAllowedOnesFail(t *testing.T) {
 		t.Errorf("session:1 planned: %v, want ErrPlan", err)
 	}
 	for _, bad := range []string{`allowedKeys: []`, `allowedKeys: [""]`, `allowedKeys: ["cache:[ab]*"]`} {
-		if _, err := ParseRules([]byte(bad)); !errors.Is(err, ErrConfig) {
-			t.Errorf("%s: %v, want ErrConfig", bad, err)
+		if _, err := ParseRules([]byte(bad)); !errors.Is(err, ErrRules) {
+			t.Errorf("%s: %v, want ErrRules", bad, err)
 		}
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 )
 
-// ErrConfig marks invalid rules; start-up stops on it.
-var ErrConfig = errors.New("invalid invalidation rules")
+// ErrRules marks invalid rules; start-up stops on it. (A bad cache setting is elasticache.ErrConfig.)
+var ErrRules = errors.New("invalid invalidation rules")
 
 // ErrPlan is wrapped by the errors of a change whose keys cannot be planned
 // safely: a placeholder is missing or empty, or a key is too long. The
@@ -142,7 +142,7 @@ func (e *configError) Error() string {
 	return "template " + strconv.Quote(e.template) + ": " + e.reason
 }
 
-func (e *configError) Unwrap() error { return ErrConfig }
+func (e *configError) Unwrap() error { return ErrRules }
 
 // PlanError says why a change's keys could not be planned.
 type PlanError struct {

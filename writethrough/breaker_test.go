@@ -11,7 +11,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 // lockedClock is a fake clock that goroutines may read while a test moves it.

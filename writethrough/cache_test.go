@@ -14,7 +14,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 type product struct {

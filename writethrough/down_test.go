@@ -11,7 +11,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 // These tests stop the nodes of a cluster of their own, with a service's

@@ -18,7 +18,7 @@ import (
 )
 
 func main() {
-	cfg, err := elasticache.FromEnv(os.Getenv)
+	cfg, err := elasticache.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		log.Fatal(err)
 	}

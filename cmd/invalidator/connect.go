@@ -31,15 +31,13 @@ func connect(ctx context.Context, endpoint, rules string) (session, error) {
 	})
 	var s session
 	var err error
-	if s.cfg, err = worker.LoadConfig(getenv); err != nil {
+	if s.cfg, err = worker.ConfigFromEnv(getenv); err != nil {
 		return s, err
 	}
 	if s.aws, err = config.LoadDefaultConfig(ctx); err != nil {
 		return s, err
 	}
-	if iam := s.cfg.Cache.IAM; iam != nil {
-		iam.Region, iam.Credentials = s.aws.Region, s.aws.Credentials
-	}
+	s.cfg.Cache.SignWith(s.aws.Region, s.aws.Credentials)
 	s.cache, err = elasticache.New(s.cfg.Cache)
 	return s, err
 }

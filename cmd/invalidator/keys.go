@@ -50,7 +50,7 @@ flags:
 		fmt.Fprintln(stderr, "invalidator keys:", err)
 		return 2
 	}
-	rules, err := invalidate.LoadRules(ruleEnv(*rulesFile, os.Getenv))
+	rules, err := invalidate.RulesFromEnv(ruleEnv(*rulesFile, os.Getenv))
 	if err != nil {
 		fmt.Fprintln(stderr, "invalidator keys:", err)
 		return 2

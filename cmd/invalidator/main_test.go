@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/internal/testenv"
-	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 )
 
 func TestVerbsAndHelp(t *testing.T) {

@@ -48,7 +48,7 @@ func (c changes) Read(ctx context.Context, emit func([]events.Change, error), _ 
 }
 
 func TestInspectorJudgesEachKeyAtEachDelay(t *testing.T) {
-	rules, err := invalidate.LoadRules(func(string) string { return "" }) // cache:{entity}:{id}
+	rules, err := invalidate.RulesFromEnv(func(string) string { return "" }) // cache:{entity}:{id}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestInspectorJudgesEachKeyAtEachDelay(t *testing.T) {
 }
 
 func TestSampling(t *testing.T) {
-	rules, _ := invalidate.LoadRules(func(string) string { return "" })
+	rules, _ := invalidate.RulesFromEnv(func(string) string { return "" })
 	var src changes
 	for i := range 2000 {
 		src = append(src, []events.Change{{Entity: "user", ID: fmt.Sprint(i)}})
@@ -114,7 +114,7 @@ func (flood) Read(ctx context.Context, emit func([]events.Change, error), _ func
 // TestStoppingTheChecksNeverHangs: with the checks stopped, readers facing
 // full queues go on, and the run ends once the reading stops.
 func TestStoppingTheChecksNeverHangs(t *testing.T) {
-	rules, _ := invalidate.LoadRules(func(string) string { return "" })
+	rules, _ := invalidate.RulesFromEnv(func(string) string { return "" })
 	in := New(&fakeCache{}, rules, Options{Delays: []time.Duration{time.Hour}})
 	read, stopReading := context.WithCancel(t.Context())
 	checks, stopChecks := context.WithCancel(t.Context())
@@ -144,7 +144,7 @@ func (failing) Read(context.Context, func([]events.Change, error), func(error)) 
 // TestASourceThatCannotReadStopsTheRun: a stream the inspector may not read
 // is said at once, not after the queue beside it has been read for an hour.
 func TestASourceThatCannotReadStopsTheRun(t *testing.T) {
-	rules, _ := invalidate.LoadRules(func(string) string { return "" })
+	rules, _ := invalidate.RulesFromEnv(func(string) string { return "" })
 	in := New(&fakeCache{}, rules, Options{})
 	read, stop := context.WithTimeout(t.Context(), 10*time.Second)
 	defer stop()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/fakes"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 const queue = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-failures"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/invalidator-go/invalidator/internal/fakes"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 func freePort(t *testing.T) string {

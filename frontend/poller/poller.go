@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
@@ -202,14 +203,7 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 // lambdaRecord is a received message in the shape Lambda delivers it, the
 // form the failure queue keeps SQS messages in.
 func lambdaRecord(m *types.Message) []byte {
-	rec, _ := json.Marshal(struct {
-		MessageID     string            `json:"messageId"`
-		ReceiptHandle string            `json:"receiptHandle"`
-		Body          string            `json:"body"`
-		Attributes    map[string]string `json:"attributes"`
-		MD5OfBody     string            `json:"md5OfBody"`
-		EventSource   string            `json:"eventSource"`
-	}{aws.ToString(m.MessageId), aws.ToString(m.ReceiptHandle), aws.ToString(m.Body), m.Attributes, aws.ToString(m.MD5OfBody), "aws:sqs"})
+	rec, _ := json.Marshal(shape.SQSMessageOf(*m, "", ""))
 	return rec
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/frontend/worker"
-	"github.com/invalidator-go/invalidator/internal/fakes"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 func TestOptionsFromEnv(t *testing.T) {

@@ -17,12 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/lambda/event"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/frontend/streams"
-	"github.com/invalidator-go/invalidator/internal/testenv"
-	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 )
 
 // streamTable makes a table with a stream, puts items, and returns the
@@ -68,11 +68,11 @@ func TestReplayEveryKind(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sqsRecord, _ := json.Marshal(event.SQSMessage{MessageId: "m-sqs", Body: `{"entity":"replay","id":"` + ns + `sqs"}`})
+	sqsRecord, _ := json.Marshal(shape.SQSMessage{MessageId: "m-sqs", Body: `{"entity":"replay","id":"` + ns + `sqs"}`})
 	snsRecord, _ := json.Marshal(events.SNSRecord{SNS: events.SNSMessage{MessageID: "m-sns", Message: `{"entity":"replay","id":"` + ns + `sns"}`}})
-	truncated, _ := json.Marshal(event.DynamoDBEventRecord{EventName: "INSERT", EventSourceArn: arn,
-		Change: event.DynamoDBStreamRecord{SequenceNumber: aws.ToString(records[1].Dynamodb.SequenceNumber)}})
-	asyncPayload, _ := json.Marshal(event.SNSEvent{Records: []events.SNSRecord{{SNS: events.SNSMessage{
+	truncated, _ := json.Marshal(shape.DynamoDBEventRecord{EventName: "INSERT", EventSourceArn: arn,
+		Change: shape.DynamoDBStreamRecord{SequenceNumber: aws.ToString(records[1].Dynamodb.SequenceNumber)}})
+	asyncPayload, _ := json.Marshal(shape.SNSEvent{Records: []events.SNSRecord{{SNS: events.SNSMessage{
 		MessageID: "m-async", Message: `{"entity":"replay","id":"` + ns + `async"}`}}}})
 	seq := aws.ToString(records[0].Dynamodb.SequenceNumber)
 	bodies := map[string]string{}

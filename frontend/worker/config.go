@@ -55,15 +55,15 @@ type Config struct {
 	Namespace string
 }
 
-// LoadConfig reads and validates the configuration; the error names the
+// ConfigFromEnv reads and validates the configuration; the error names the
 // variable at fault.
-func LoadConfig(getenv func(string) string) (Config, error) {
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	var err error
-	if c.Cache, err = elasticache.FromEnv(getenv); err != nil {
+	if c.Cache, err = elasticache.ConfigFromEnv(getenv); err != nil {
 		return c, err
 	}
-	if c.Rules, err = invalidate.LoadRules(getenv); err != nil {
+	if c.Rules, err = invalidate.RulesFromEnv(getenv); err != nil {
 		return c, err
 	}
 	if c.FailureQueueURL = getenv("FAILURE_QUEUE_URL"); c.FailureQueueURL != "" {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func TestLoadConfig(t *testing.T) {
+func TestConfigFromEnv(t *testing.T) {
 	base := map[string]string{"CACHE_ENDPOINT": "cache.example:6379"}
 	for _, tc := range []struct {
 		name, key, value, wantErr string
@@ -44,7 +44,7 @@ func TestLoadConfig(t *testing.T) {
 					env[k] = v
 				}
 			}
-			_, err := LoadConfig(func(k string) string { return env[k] })
+			_, err := ConfigFromEnv(func(k string) string { return env[k] })
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/invalidator-go/invalidator/elasticache"
-	"github.com/invalidator-go/invalidator/internal/testenv"
-	"github.com/invalidator-go/invalidator/internal/testenv/contract"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/contract"
 )
 
 // TestConnectionContract runs the cache contract against the worker's own

@@ -4,31 +4,31 @@ import (
 	"encoding/json"
 	"fmt"
 
-	decode "github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
 // Decode decodes one raw record of a Lambda event from source, as the
 // function for that source does: replay and the CLI decode the same way.
-func Decode(source decode.Source, raw []byte) invalidate.Record {
+func Decode(source events.Source, raw []byte) invalidate.Record {
 	switch source {
-	case decode.SourceSQS:
-		id, changes, err := decode.DecodeSQSJSON(raw)
+	case events.SourceSQS:
+		id, changes, err := events.DecodeSQSJSON(raw)
 		return invalidate.Record{ID: id, Changes: changes, Err: err}
-	case decode.SourceSNS:
-		var rec decode.SNSRecord
+	case events.SourceSNS:
+		var rec events.SNSRecord
 		if err := json.Unmarshal(raw, &rec); err != nil {
-			return invalidate.Record{Err: &decode.DecodeError{Reason: "not an SNS record", Err: err}}
+			return invalidate.Record{Err: &events.DecodeError{Reason: "not an SNS record", Err: err}}
 		}
-		changes, err := decode.DecodeSNS(rec)
+		changes, err := events.DecodeSNS(rec)
 		return invalidate.Record{ID: rec.SNS.MessageID, Changes: changes, Err: err}
-	case decode.SourceDynamoDB:
-		seq, c, err := decode.DecodeDynamoDBJSON(raw)
+	case events.SourceDynamoDB:
+		seq, c, err := events.DecodeDynamoDBJSON(raw)
 		if err != nil {
 			return invalidate.Record{ID: seq, Err: err}
 		}
-		return invalidate.Record{ID: seq, Changes: []decode.Change{c}}
+		return invalidate.Record{ID: seq, Changes: []events.Change{c}}
 	default:
-		return invalidate.Record{Err: &decode.DecodeError{Reason: fmt.Sprintf("records from %q are not decoded here", source)}}
+		return invalidate.Record{Err: &events.DecodeError{Reason: fmt.Sprintf("records from %q are not decoded here", source)}}
 	}
 }

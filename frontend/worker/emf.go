@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	decode "github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -25,7 +25,7 @@ const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","
 // Logs turns it into metrics without any API call from the function. The
 // line's shape is fixed, so it is written directly: json.Marshal of maps
 // slowed the first invoke of every cold start (bench/README.md).
-func writeEMF(w io.Writer, namespace, function, requestID string, source decode.Source, m invalidate.Metrics, parked int, second secondDeletes, again redeletes, now time.Time) error {
+func writeEMF(w io.Writer, namespace, function, requestID string, source events.Source, m invalidate.Metrics, parked int, second secondDeletes, again redeletes, now time.Time) error {
 	b := make([]byte, 0, 768)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)

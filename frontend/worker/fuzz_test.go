@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/invalidator-go/invalidator/frontend/lambda/event"
-	"github.com/invalidator-go/invalidator/internal/fakes"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 // The front ends whole, payload to answer, against the fakes: any payload
@@ -46,14 +45,8 @@ type nilWriter struct{}
 
 func (nilWriter) Write(p []byte) (int, error) { return len(p), nil }
 
-// named is a batch answer's records to retry.
-func named(resp event.BatchResponse, err error) ([]string, error) {
-	var ids []string
-	for _, r := range resp.BatchItemFailures {
-		ids = append(ids, r.ItemIdentifier)
-	}
-	return ids, err
-}
+// named is a batch outcome's records to retry.
+func named(out Outcome, err error) ([]string, error) { return out.IDs(), err }
 
 func FuzzSQSFrontEnd(f *testing.F) {
 	fuzzFrontEnd(f, "sqs*.json", func(w *Worker, ctx context.Context, payload []byte) ([]string, error) {
@@ -69,7 +62,6 @@ func FuzzStreamFrontEnd(f *testing.F) {
 
 func FuzzSNSFrontEnd(f *testing.F) {
 	fuzzFrontEnd(f, "sns*.json", func(w *Worker, ctx context.Context, payload []byte) ([]string, error) {
-		_, err := w.SNS(ctx, payload)
-		return nil, err
+		return named(w.SNS(ctx, payload))
 	})
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	decode "github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/events"
 )
 
 // Queues is what the SQS function needs of SQS to hand messages back to
@@ -45,7 +45,7 @@ type receipt struct {
 
 func receiptOf(raw []byte) receipt {
 	var r receipt
-	r.handle, r.queueARN, r.receives = decode.SQSReceipt(raw)
+	r.handle, r.queueARN, r.receives = events.SQSReceipt(raw)
 	return r
 }
 

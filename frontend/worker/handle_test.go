@@ -16,11 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/elasticache"
-	decode "github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/lambda/event"
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/frontend/parking"
-	"github.com/invalidator-go/invalidator/internal/fakes"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 const (
@@ -47,7 +47,7 @@ func testWorker(fail func(string, int) error, queues *fakes.SQS) *Worker {
 
 // received sends bodies to the fake queue, receives them, and returns the
 // Lambda payload of the batch.
-func received(t *testing.T, queues *fakes.SQS, bodies ...string) ([]byte, []event.SQSMessage) {
+func received(t *testing.T, queues *fakes.SQS, bodies ...string) ([]byte, []shape.SQSMessage) {
 	t.Helper()
 	for _, b := range bodies {
 		queues.Send(testQueueURL, b)
@@ -56,9 +56,9 @@ func received(t *testing.T, queues *fakes.SQS, bodies ...string) ([]byte, []even
 	if err != nil || len(out.Messages) != len(bodies) {
 		t.Fatalf("receive: %d messages, %v", len(out.Messages), err)
 	}
-	var ev event.SQSEvent
+	var ev shape.SQSEvent
 	for _, m := range out.Messages {
-		ev.Records = append(ev.Records, event.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body,
+		ev.Records = append(ev.Records, shape.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body,
 			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: testQueueARN, AWSRegion: "us-east-1"})
 	}
 	payload, err := json.Marshal(ev)
@@ -93,14 +93,14 @@ func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
 	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`, `{"entity":"down","id":"2"}`)
 	start := time.Now()
 	resp, err := testWorker(down, queues).SQS(deadline(t), payload)
-	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msgs[2].MessageId {
+	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[2].MessageId {
 		t.Fatalf("response %+v, %v: want only the message whose key failed for now", resp, err)
 	}
 	p := parked(t, queues)
-	if len(p) != 1 || p[0].ID != msgs[1].MessageId || p[0].Source != decode.SourceSQS || !strings.Contains(p[0].Reason, "malformed JSON") {
+	if len(p) != 1 || p[0].ID != msgs[1].MessageId || p[0].Source != events.SourceSQS || !strings.Contains(p[0].Reason, "malformed JSON") {
 		t.Fatalf("parked %+v: want the poison message, with its reason", p)
 	}
-	var rec event.SQSMessage
+	var rec shape.SQSMessage
 	if err := json.Unmarshal(p[0].Content(), &rec); err != nil || rec.Body != msgs[1].Body || rec.ReceiptHandle != msgs[1].ReceiptHandle {
 		t.Fatalf("parked content %s (%v): want the whole record", p[0].Content(), err)
 	}
@@ -124,26 +124,26 @@ func TestARecordThatCannotBeParkedIsRetried(t *testing.T) {
 	}}
 	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `not json`)
 	resp, err := testWorker(nil, queues).SQS(deadline(t), payload)
-	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msgs[1].MessageId {
+	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[1].MessageId {
 		t.Fatalf("response %+v, %v: want the poison message handed back, not dropped", resp, err)
 	}
 }
 
-func streamPayload(t *testing.T, records ...event.DynamoDBEventRecord) []byte {
+func streamPayload(t *testing.T, records ...shape.DynamoDBEventRecord) []byte {
 	t.Helper()
-	payload, err := json.Marshal(event.DynamoDBEvent{Records: records})
+	payload, err := json.Marshal(shape.DynamoDBEvent{Records: records})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return payload
 }
 
-func streamRecord(seq, id string, table string) event.DynamoDBEventRecord {
-	return event.DynamoDBEventRecord{
+func streamRecord(seq, id string, table string) shape.DynamoDBEventRecord {
+	return shape.DynamoDBEventRecord{
 		EventName: "MODIFY", EventSource: "aws:dynamodb",
 		EventSourceArn: "arn:aws:dynamodb:us-east-1:123456789012:table/" + table + "/stream/2026-11-29T12:00:00.000",
-		Change: event.DynamoDBStreamRecord{SequenceNumber: seq,
-			Keys: decode.Image{"id": {Type: decode.TypeString, S: id}}},
+		Change: shape.DynamoDBStreamRecord{SequenceNumber: seq,
+			Keys: events.Image{"id": {Type: events.TypeString, S: id}}},
 	}
 }
 
@@ -156,14 +156,14 @@ func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
 	payload := streamPayload(t, streamRecord("100", "1", "user"), bad, streamRecord("300", "2", "down"), later)
 	resp, err := testWorker(down, queues).DynamoDB(deadline(t), payload)
 	var failed []string
-	for _, f := range resp.BatchItemFailures {
-		failed = append(failed, f.ItemIdentifier)
+	for _, f := range resp.Retry {
+		failed = append(failed, f.Record)
 	}
 	if err != nil || !slices.Equal(failed, []string{"300", "400"}) {
 		t.Fatalf("reported %q (%v): want 300, to retry, and 400 after it", failed, err)
 	}
 	// 400 comes again with 300: parking it now would park it twice.
-	if p := parked(t, queues); len(p) != 1 || p[0].ID != "200" || p[0].Source != decode.SourceDynamoDB {
+	if p := parked(t, queues); len(p) != 1 || p[0].ID != "200" || p[0].Source != events.SourceDynamoDB {
 		t.Fatalf("parked %+v: want 200 alone", p)
 	}
 }
@@ -171,28 +171,30 @@ func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
 func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
 	queues := &fakes.SQS{}
 	w := testWorker(down, queues)
-	invoke := func(message string) error {
-		payload, _ := json.Marshal(event.SNSEvent{Records: []decode.SNSRecord{{
-			SNS: decode.SNSMessage{MessageID: "sns-1", Message: message, Timestamp: time.Now()}}}})
-		_, err := w.SNS(deadline(t), payload)
-		return err
+	invoke := func(message string) Outcome {
+		payload, _ := json.Marshal(shape.SNSEvent{Records: []events.SNSRecord{{
+			SNS: events.SNSMessage{MessageID: "sns-1", Message: message, Timestamp: time.Now()}}}})
+		out, err := w.SNS(deadline(t), payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
-	if err := invoke(`{"entity":"user","op":"upsert"}`); err != nil {
-		t.Fatalf("a message that fails for good: %v, want it parked and the invoke done", err)
+	if out := invoke(`{"entity":"user","op":"upsert"}`); len(out.Retry) != 0 {
+		t.Fatalf("a message that fails for good: retry %v, want it parked and the invoke done", out.IDs())
 	}
-	if p := parked(t, queues); len(p) != 1 || p[0].ID != "sns-1" || p[0].Source != decode.SourceSNS {
+	if p := parked(t, queues); len(p) != 1 || p[0].ID != "sns-1" || p[0].Source != events.SourceSNS {
 		t.Fatalf("parked %+v", p)
 	}
-	err := invoke(`{"entity":"down","id":"1"}`)
-	if failed := RecordsFailed(nil); !errors.As(err, &failed) || !strings.Contains(err.Error(), "sns-1") {
-		t.Fatalf("a message that fails for now: %v, want RecordsFailed naming it, so SNS retries", err)
+	if out := invoke(`{"entity":"down","id":"1"}`); len(out.Retry) != 1 || out.Retry[0].Record != "sns-1" || out.Retry[0].Err == nil {
+		t.Fatalf("a message that fails for now: retry %+v, want it with its error, so SNS retries", out.Retry)
 	}
 }
 
 func TestAPanicParksTheBatchWithItsStack(t *testing.T) {
 	queues := &fakes.SQS{}
 	raws := [][]byte{[]byte(`{"n":1}`)}
-	_, fates := testWorker(nil, queues).Handle(deadline(t), decode.SourceSQS,
+	_, fates := testWorker(nil, queues).Handle(deadline(t), events.SourceSQS,
 		invalidate.Inputs(raws, func(*[]byte) invalidate.Record { panic("decoder bug") }),
 		func(i int) []byte { return raws[i] })
 	p := parked(t, queues)
@@ -219,7 +221,7 @@ func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	resp, err := w.SQS(ctx, payload)
-	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msgs[0].MessageId {
+	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[0].MessageId {
 		t.Fatalf("response %+v, %v: want the good message to retry", resp, err)
 	}
 	if took := time.Since(start); took > 2*time.Second {
@@ -250,7 +252,7 @@ func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
 	queues := &fakes.SQS{}
 	w := testWorker(nil, queues)
 	w.opts.Park = parking.Queue{Client: refusing{queues, `"recordId":"201"`}, URL: failureURL}
-	var records []event.DynamoDBEventRecord
+	var records []shape.DynamoDBEventRecord
 	for i := range 12 {
 		r := streamRecord(strconv.Itoa(201+i), "x", "t")
 		r.EventName = "UPSERT"
@@ -258,8 +260,8 @@ func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
 	}
 	resp, err := w.DynamoDB(deadline(t), streamPayload(t, records...))
 	var failed []string
-	for _, f := range resp.BatchItemFailures {
-		failed = append(failed, f.ItemIdentifier)
+	for _, f := range resp.Retry {
+		failed = append(failed, f.Record)
 	}
 	if err != nil || !slices.Equal(failed, []string{"201", "211", "212"}) {
 		t.Fatalf("reported %q (%v): want 201, which could not be parked, and the records past its chunk", failed, err)
@@ -271,12 +273,12 @@ func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
 
 func TestEachFailedIdentifierOnce(t *testing.T) {
 	queues := &fakes.SQS{}
-	payload, _ := json.Marshal(event.SQSEvent{Records: []event.SQSMessage{
+	payload, _ := json.Marshal(shape.SQSEvent{Records: []shape.SQSMessage{
 		{MessageId: "twice", Body: `{"entity":"down","id":"1"}`},
 		{MessageId: "twice", Body: `{"entity":"down","id":"2"}`},
 	}})
 	resp, err := testWorker(down, queues).SQS(deadline(t), payload)
-	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "twice" {
+	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != "twice" {
 		t.Fatalf("response %+v, %v: want the shared identifier once", resp, err)
 	}
 }
@@ -313,7 +315,7 @@ func TestAKeyThatKeepsFailingHoldsBackOnlyItsRecord(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("the batch took %v: its failing key was retried until the deadline", took)
 	}
-	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msgs[1].MessageId {
+	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[1].MessageId {
 		t.Fatalf("response %+v, %v: want only the record of the failing key back", resp, err)
 	}
 }

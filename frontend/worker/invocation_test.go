@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/invalidator-go/invalidator/internal/fakes"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 // TestAnInvocationNamesEveryLineAndParkedRecord: the lines of a batch

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/invalidator-go/invalidator/internal/fakes"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 // clock is a time the test moves by hand.

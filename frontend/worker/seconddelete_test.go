@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/frontend/parking"
-	"github.com/invalidator-go/invalidator/internal/fakes"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 const delayURL = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-again"
@@ -49,7 +49,7 @@ func TestKeysAreDeletedAgainLater(t *testing.T) {
 	queues := &fakes.SQS{}
 	w := againWorker(queues, &fakes.Cache{}, io.Discard)
 	payload, _ := received(t, queues, `{"entity":"user","id":"1"}`, `{"keys":["cache:a","cache:b"]}`, `{"entity":"user","id":"1"}`)
-	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.BatchItemFailures) != 0 {
+	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v: want every message done", resp, err)
 	}
 	msgs, keys := delayed(t, queues)
@@ -67,7 +67,7 @@ func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
 	w := againWorker(queues, &fakes.Cache{}, &logs)
 	// Two paths scheduled cache:a: it counts once.
 	payload, _ := received(t, queues, `{"keys":["cache:a","cache:b"],"secondDelete":true}`, `{"keys":["cache:a"],"secondDelete":true}`)
-	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.BatchItemFailures) != 0 {
+	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
 	if msgs, _ := delayed(t, queues); len(msgs) != 0 {
@@ -91,8 +91,8 @@ func TestARecordWhoseSecondDeleteCannotBeSentIsRetried(t *testing.T) {
 	}
 	resp, err := w.SQS(deadline(t), payload)
 	var failed []string
-	for _, f := range resp.BatchItemFailures {
-		failed = append(failed, f.ItemIdentifier)
+	for _, f := range resp.Retry {
+		failed = append(failed, f.Record)
 	}
 	if err != nil || !slices.Equal(failed, []string{msgs[0].MessageId, msgs[1].MessageId}) {
 		t.Fatalf("failed %q, %v: want both messages retried, their second deletes unsent", failed, err)

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	decode "github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/lambda/event"
-	"github.com/invalidator-go/invalidator/internal/fakes"
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 func TestEMFLine(t *testing.T) {
@@ -22,7 +22,7 @@ func TestEMFLine(t *testing.T) {
 	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond}
 	// The function name is escaped as JSON wants, whatever it holds.
 	function := "sqs-\"invalidate\"\\\n\x01é"
-	if err := writeEMF(&buf, "Invalidator", function, "req-1", decode.SourceSQS, m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, time.UnixMilli(1795953600000)); err != nil {
+	if err := writeEMF(&buf, "Invalidator", function, "req-1", events.SourceSQS, m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {
@@ -76,7 +76,7 @@ func TestSQSHandlerInProcess(t *testing.T) {
 	secret := "do-not-log-this-body"
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	payload, err := json.Marshal(event.SQSEvent{Records: []event.SQSMessage{
+	payload, err := json.Marshal(shape.SQSEvent{Records: []shape.SQSMessage{
 		{MessageId: "ok", Body: `{"entity":"user","id":"1"}`},
 		{MessageId: "bad", Body: `{"entity":"user","id":"1","` + secret + `":` + strings.Repeat("[", 3)},
 	}})
@@ -84,7 +84,7 @@ func TestSQSHandlerInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, err := w.SQS(ctx, payload)
-	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "bad" {
+	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != "bad" {
 		t.Fatalf("response = %+v, %v; want exactly the bad message", resp, err)
 	}
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
@@ -111,8 +111,8 @@ func TestSQSPayloads(t *testing.T) {
 	resp, err := w.SQS(t.Context(), []byte(`{"Records":[{"messageId":"fine","body":"{\"entity\":\"user\",\"id\":\"7\"}"},`+
 		`{"body":7,"messageId":"no-body"},{"messageId":"bad-body","body":"{\"entity\":"},{"messageId":"empty-body","attributes":{"SentTimestamp":"1"},"body":""}]}`))
 	var failed []string
-	for _, f := range resp.BatchItemFailures {
-		failed = append(failed, f.ItemIdentifier)
+	for _, f := range resp.Retry {
+		failed = append(failed, f.Record)
 	}
 	if err != nil || !slices.Equal(failed, []string{"no-body", "bad-body", "empty-body"}) {
 		t.Fatalf("failed %q (%v), want no-body, bad-body and empty-body", failed, err)
@@ -139,7 +139,7 @@ func TestHandleStopsBeforeTheDeadline(t *testing.T) {
 		w := New(inv, Options{DeadlineMargin: tc.margin, Metrics: &bytes.Buffer{}, Logger: slog.New(slog.DiscardHandler)})
 		deadline := time.Now().Add(tc.left)
 		ctx, cancel := context.WithDeadline(t.Context(), deadline)
-		w.Handle(ctx, decode.SourceSQS, invalidate.Decoded([]invalidate.Record{{ID: "1", Changes: []decode.Change{{Entity: "user", ID: "1"}}}}), nil)
+		w.Handle(ctx, events.SourceSQS, invalidate.Decoded([]invalidate.Record{{ID: "1", Changes: []events.Change{{Entity: "user", ID: "1"}}}}), nil)
 		cancel()
 		// The attempt's own timeout is longer: the deadline seen is the batch's.
 		if got := deadline.Sub(seen); got < tc.want-50*time.Millisecond || got > tc.want+50*time.Millisecond {

@@ -51,7 +51,7 @@ func checkHealth() int {
 }
 
 func run(ctx context.Context) error {
-	cfg, err := worker.LoadConfig(os.Getenv)
+	cfg, err := worker.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -63,9 +63,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if iam := cfg.Cache.IAM; iam != nil {
-		iam.Region, iam.Credentials = aws.Region, aws.Credentials
-	}
+	cfg.Cache.SignWith(aws.Region, aws.Credentials)
 	queues := sqs.NewFromConfig(aws)
 	w, err := worker.Start("poller", cfg, queues)
 	if err != nil {

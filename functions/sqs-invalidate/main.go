@@ -3,8 +3,7 @@
 package main
 
 import (
-	"github.com/invalidator-go/invalidator/frontend/lambda"
-	"github.com/invalidator-go/invalidator/frontend/worker"
+	"github.com/invalidator-go/invalidator/frontend/function"
 )
 
-func main() { lambda.Start("sqs-invalidate", (*worker.Worker).SQS) }
+func main() { function.Start("sqs-invalidate", function.SQS) }

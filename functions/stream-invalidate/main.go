@@ -3,8 +3,7 @@
 package main
 
 import (
-	"github.com/invalidator-go/invalidator/frontend/lambda"
-	"github.com/invalidator-go/invalidator/frontend/worker"
+	"github.com/invalidator-go/invalidator/frontend/function"
 )
 
-func main() { lambda.Start("stream-invalidate", (*worker.Worker).DynamoDB) }
+func main() { function.Start("stream-invalidate", function.DynamoDB) }

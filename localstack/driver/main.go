@@ -28,8 +28,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/frontend/worker"
-	"github.com/invalidator-go/invalidator/internal/esm"
-	"github.com/invalidator-go/invalidator/internal/rie"
+	"github.com/invalidator-go/invalidator/localstack/esm"
+	"github.com/invalidator-go/invalidator/localstack/rie"
 )
 
 type settings struct {

@@ -22,9 +22,9 @@ const (
 	// SQS's costs 10-20 ms whatever the backlog): 3.4-5.4 s measured, so
 	// it is held to the backlog's limit here (bench/README.md, "Recovery").
 	longOutageRecoveryLimit = backlogLimit
-	backlogLimit  = 10 * time.Second
-	liveStale     = 0.001
-	liveSamples   = 3000
+	backlogLimit            = 10 * time.Second
+	liveStale               = 0.001
+	liveSamples             = 3000
 )
 
 // backlog is how long after the fault's end the last change written

@@ -56,7 +56,7 @@ func loadEnv() (env, error) {
 	if e.shard, e.endpoint, err = parseShard(os.Getenv("CACHE_REPLICAS"), os.Getenv("CACHE_ANNOUNCE")); err != nil {
 		return e, err
 	}
-	e.cache, err = elasticache.FromEnv(os.Getenv)
+	e.cache, err = elasticache.ConfigFromEnv(os.Getenv)
 	return e, err
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 type clock struct{ t time.Time }

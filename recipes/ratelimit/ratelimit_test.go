@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/invalidator-go/invalidator/internal/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 // burst sends n concurrent requests and returns how many were allowed and

@@ -35,7 +35,7 @@ var ErrNoPerm = errorReply("NOPERM this user has no permissions to access one of
 // errorReply is the error reply msg as valkey-go reads it. Its only
 // exported constructor of one is the reader of its client-side cache
 // format: 7 bytes of TTL, the type, the length, the string. The contract
-// test (internal/testenv/contract) checks it against the real one.
+// test (localstack/testenv/contract) checks it against the real one.
 func errorReply(msg string) error {
 	buf := binary.BigEndian.AppendUint64(append(make([]byte, 7), '-'), uint64(len(msg)))
 	var m valkey.ValkeyMessage

@@ -1,4 +1,4 @@
-package lambda
+package function
 
 import (
 	"context"
@@ -40,15 +40,13 @@ import (
 // before it stops the environment: the invokes in flight finish, then the
 // cache and SQS connections are closed.
 func Start[R any](name string, handle func(*worker.Worker, context.Context, []byte) (R, error)) {
-	cfg, err := worker.LoadConfig(os.Getenv)
+	cfg, err := worker.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		initError(name, err)
 	}
 	creds := credentials.NewStaticCredentialsProvider(
 		os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN"))
-	if iam := cfg.Cache.IAM; iam != nil {
-		iam.Region, iam.Credentials = os.Getenv("AWS_REGION"), creds
-	}
+	cfg.Cache.SignWith(os.Getenv("AWS_REGION"), creds)
 	transport := awshttp.NewBuildableClient().GetTransport() // the SDK's defaults, closable at shutdown
 	queues := sqs.New(sqs.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds, BaseEndpoint: endpoint(),
 		HTTPClient: &http.Client{Transport: transport}})

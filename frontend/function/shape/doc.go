@@ -2,4 +2,4 @@
 // as Lambda delivers them, for what builds payloads: the local event source
 // mapping, the tests and the benchmarks. The functions themselves read
 // payloads with package events' decoders, not with these.
-package event
+package shape

@@ -13,11 +13,11 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/elasticache"
-	"github.com/invalidator-go/invalidator/internal/fakes"
-	"github.com/invalidator-go/invalidator/internal/testenv"
-	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
-	"github.com/invalidator-go/invalidator/internal/testenv/contract"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/contract"
 )
 
 // TestFakeCache: the fake refuses what the worker's user may not delete

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/invalidator-go/invalidator/frontend/lambda/event"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
 )
 
 // SQSMapping feeds a queue to a function, as Lambda's SQS event source
@@ -139,13 +139,9 @@ func (m *SQSMapping) gather(ctx context.Context, log *slog.Logger, batch int32) 
 
 // deliver invokes the function with one batch and deletes what succeeded.
 func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, sourceARN string, msgs []types.Message) {
-	ev := event.SQSEvent{Records: make([]event.SQSMessage, len(msgs))}
+	ev := shape.SQSEvent{Records: make([]shape.SQSMessage, len(msgs))}
 	for i, msg := range msgs {
-		ev.Records[i] = event.SQSMessage{
-			MessageId: aws.ToString(msg.MessageId), ReceiptHandle: aws.ToString(msg.ReceiptHandle),
-			Body: aws.ToString(msg.Body), MD5OfBody: aws.ToString(msg.MD5OfBody), Attributes: msg.Attributes,
-			EventSource: "aws:sqs", EventSourceARN: sourceARN, AWSRegion: "us-east-1",
-		}
+		ev.Records[i] = shape.SQSMessageOf(msg, sourceARN, "us-east-1")
 	}
 	failed := map[string]bool{}
 	start := time.Now()
@@ -155,7 +151,7 @@ func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, 
 	}
 	out, err := fn.Invoke(ictx, ev)
 	cancel()
-	var resp event.BatchResponse
+	var resp shape.BatchResponse
 	if err == nil {
 		err = json.Unmarshal(out, &resp)
 	}

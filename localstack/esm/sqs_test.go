@@ -16,8 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/invalidator-go/invalidator/internal/esm"
-	"github.com/invalidator-go/invalidator/internal/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/localstack/esm"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 )
 
 // batches is a function that records the size of each batch it is invoked

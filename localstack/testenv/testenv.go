@@ -52,7 +52,7 @@ func Getenv(t testing.TB, key string) string {
 func CacheConfig(t testing.TB) elasticache.Config {
 	t.Helper()
 	Getenv(t, "CACHE_ENDPOINT")
-	cfg, err := elasticache.FromEnv(os.Getenv)
+	cfg, err := elasticache.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		Unavailable(t, err.Error())
 	}

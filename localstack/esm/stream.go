@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/frontend/lambda/event"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/frontend/streams"
 	"github.com/invalidator-go/invalidator/internal/wait"
 )
@@ -190,12 +190,12 @@ func (m *StreamMapping) checkpoint(log *slog.Logger, shardID string, r types.Rec
 // failed ones in stream order (Lambda restarts from the first, the lowest),
 // and whether the invoke failed as a whole.
 func (m *StreamMapping) deliver(ctx context.Context, log *slog.Logger, records []types.Record) (failed []int, whole bool) {
-	ev := event.DynamoDBEvent{Records: make([]event.DynamoDBEventRecord, len(records))}
+	ev := shape.DynamoDBEvent{Records: make([]shape.DynamoDBEventRecord, len(records))}
 	for i, r := range records {
 		ev.Records[i] = lambdaRecord(r, m.StreamARN)
 	}
 	out, err := m.Function.Invoke(ctx, ev)
-	var resp event.BatchResponse
+	var resp shape.BatchResponse
 	if err == nil {
 		err = json.Unmarshal(out, &resp)
 	}
@@ -241,12 +241,12 @@ func (m *StreamMapping) giveUp(ctx context.Context, log *slog.Logger, shardID st
 
 // lambdaRecord turns a record of the DynamoDB Streams API into the one
 // Lambda delivers.
-func lambdaRecord(r types.Record, streamARN string) event.DynamoDBEventRecord {
+func lambdaRecord(r types.Record, streamARN string) shape.DynamoDBEventRecord {
 	rec := streams.Record(r, streamARN)
-	out := event.DynamoDBEventRecord{
+	out := shape.DynamoDBEventRecord{
 		EventID: aws.ToString(r.EventID), EventName: rec.EventName, EventVersion: aws.ToString(r.EventVersion),
 		EventSource: aws.ToString(r.EventSource), AWSRegion: aws.ToString(r.AwsRegion), EventSourceArn: streamARN,
-		Change: event.DynamoDBStreamRecord{
+		Change: shape.DynamoDBStreamRecord{
 			Keys: rec.Keys, NewImage: rec.NewImage, OldImage: rec.OldImage, SequenceNumber: rec.SequenceNumber,
 		},
 	}

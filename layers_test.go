@@ -1,0 +1,53 @@
+package invalidator
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// layers are the module's, lowest first: a package may import only its own
+// layer's and those below (tests aside). The helpers under everything; the
+// decoders, the rules and the deleter, the packages services import; the
+// front ends; the mains and the CLI; the local stack's tools and test
+// support, above all of them.
+var layers = [][]string{
+	{"internal/"},
+	{"events"},
+	{"invalidate", "elasticache"},
+	{"writethrough", "recipes/"},
+	{"frontend/"},
+	{"functions", "cmd/"},
+	{"localstack", ""}, // "": the root package, the template's tests
+}
+
+const module = "github.com/invalidator-go/invalidator"
+
+func layerOf(path string) int {
+	rel := strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
+	for i, layer := range layers {
+		for _, prefix := range layer {
+			if rel == strings.TrimSuffix(prefix, "/") || (prefix != "" && strings.HasPrefix(rel, strings.TrimSuffix(prefix, "/")+"/")) {
+				return i
+			}
+		}
+	}
+	return len(layers) - 1
+}
+
+// TestImportsRunDownTheLayers: no package imports one of a layer above its
+// own, so internal/ imports nothing public and no front end a dev tool.
+func TestImportsRunDownTheLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, module) && layerOf(imp) > layerOf(f[0]) {
+				t.Errorf("%s imports %s, a layer above it", strings.TrimPrefix(f[0], module+"/"), strings.TrimPrefix(imp, module+"/"))
+			}
+		}
+	}
+}
