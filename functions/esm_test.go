@@ -115,10 +115,17 @@ func TestPoisonMessageIsParked(t *testing.T) {
 	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Functions: []esm.Invoker{fn}}).Run)
 
 	eventually(t, 15*time.Second, "the good messages of the batch were not processed", gone(t, c, good...))
+	// At least once: the SDK sends a batch again when it cannot read moto's
+	// answer, and the poison message then arrives, and is parked, twice.
 	p := parked(t, failures, 1)
-	var rec shape.SQSMessage
-	if len(p) != 1 || json.Unmarshal(p[0].Content(), &rec) != nil || rec.Body != entries[2] || !strings.Contains(p[0].Reason, "malformed JSON") {
-		t.Fatalf("parked %+v, want the poison message, whole, and why", p)
+	if len(p) == 0 {
+		t.Fatal("nothing parked, want the poison message")
+	}
+	for _, r := range p {
+		var rec shape.SQSMessage
+		if json.Unmarshal(r.Content(), &rec) != nil || rec.Body != entries[2] || !strings.Contains(r.Reason, "malformed JSON") {
+			t.Fatalf("parked %+v, want the poison message, whole, and why", r)
+		}
 	}
 	eventually(t, 15*time.Second, "the queue was not emptied", func() bool { return messages(t, q.URL) == 0 })
 	if n := messages(t, q.DLQ); n != 0 {
