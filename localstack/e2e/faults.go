@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/invalidator-go/invalidator/internal/wait"
+)
+
+// fault is one fault of a run: inject returns once it is over. stops is
+// the port of the one node it stops, if any: the keys of the others are
+// sampled meanwhile.
+type fault struct {
+	name   string
+	inject func(ctx context.Context) error
+	stops  int
+}
+
+// faults are the run's faults, in order. The driver is killed first: the
+// messages of the invoke it cut come back after the queue's visibility
+// timeout, as in AWS, and the run goes on meanwhile.
+func (s *stack) faults(p plan) []fault {
+	ports := s.env.cachePorts
+	return []fault{
+		{"driver-killed-restarted", func(ctx context.Context) error {
+			s.driver.signal(syscall.SIGKILL)
+			wait.For(ctx, p.restart)
+			return s.driver.start()
+		}, 0},
+		{"poller-stopped-restarted", func(ctx context.Context) error {
+			s.poller.signal(syscall.SIGTERM)
+			wait.For(ctx, p.restart)
+			return s.poller.start()
+		}, 0},
+		{"node-killed-restarted-empty", func(ctx context.Context) error {
+			if err := s.kill(ports[1], syscall.SIGKILL); err != nil {
+				return err
+			}
+			wait.For(ctx, p.nodeDown)
+			_ = os.Remove(filepath.Join(s.env.state, "cache", strconv.Itoa(ports[1]), "dump.rdb"))
+			return s.cacheUp(ctx)
+		}, ports[1]},
+		{"node-restarted-with-its-data", func(ctx context.Context) error {
+			if err := s.shutdown(ctx, ports[2]); err != nil {
+				return err
+			}
+			wait.For(ctx, p.nodeDown)
+			return s.cacheUp(ctx)
+		}, ports[2]},
+		{"all-nodes-frozen", func(ctx context.Context) error {
+			for _, port := range ports {
+				if err := s.kill(port, syscall.SIGSTOP); err != nil {
+					return err
+				}
+			}
+			wait.For(ctx, p.freeze)
+			for _, port := range ports {
+				if err := s.kill(port, syscall.SIGCONT); err != nil {
+					return err
+				}
+			}
+			return s.cacheUp(ctx)
+		}, 0},
+		{"slots-migrated", func(ctx context.Context) error {
+			// Redirects (MOVED, ASK) while 2,000 slots and their keys move.
+			return s.reshard(ctx, ports[0], ports[1], 2000)
+		}, 0},
+		// Recovery must not grow with the outage: a short one, then a long one.
+		{"cache-down-5s", s.cacheDown(5 * time.Second), 0},
+		{"cache-down", s.cacheDown(p.cacheDown), 0},
+	}
+}
+
+// cacheDown is the fault of every node shut down for d.
+func (s *stack) cacheDown(d time.Duration) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		for _, port := range s.env.cachePorts {
+			if err := s.shutdown(ctx, port); err != nil {
+				return err
+			}
+		}
+		wait.For(ctx, d)
+		return s.cacheUp(ctx)
+	}
+}
+
+// announced is the address clients reach the node on port at: the shard's
+// endpoint for its master.
+func (s *stack) announced(port int) string {
+	if s.shard != nil && port == s.shard.master {
+		return s.env.endpoint
+	}
+	return "127.0.0.1:" + strconv.Itoa(port)
+}
+
+// kill sends sig to the cache node on port.
+func (s *stack) kill(port int, sig syscall.Signal) error {
+	data, err := os.ReadFile(filepath.Join(s.env.state, "run", "cache-"+strconv.Itoa(port)+".pid"))
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return err
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// shutdown stops the node on port after saving its data, which it loads
+// again when it restarts.
+// cli is the cache's CLI run against the node on port as the admin user.
+func (s *stack) cli(ctx context.Context, port int, args ...string) (*exec.Cmd, error) {
+	cli, err := exec.LookPath("valkey-cli")
+	if err != nil {
+		if cli, err = exec.LookPath("redis-cli"); err != nil {
+			return nil, err
+		}
+	}
+	cmd := exec.CommandContext(ctx, cli, append([]string{"--tls", "--cacert", s.env.ca, "-h", "127.0.0.1", "-p", strconv.Itoa(port),
+		"--user", s.env.cache.Username, "--no-auth-warning"}, args...)...)
+	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+s.env.cache.Password)
+	return cmd, nil
+}
+
+// reshard moves n slots, keys and all, from the node on port from to the
+// node on port to, as scaling the cache does, while the load runs.
+func (s *stack) reshard(ctx context.Context, from, to, n int) error {
+	ids := map[int]string{}
+	for _, port := range []int{from, to} {
+		cmd, err := s.cli(ctx, port, "CLUSTER", "MYID")
+		if err != nil {
+			return err
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("CLUSTER MYID on %d: %w", port, err)
+		}
+		ids[port] = strings.TrimSpace(string(out))
+	}
+	cmd, err := s.cli(ctx, from, "--cluster", "reshard", "127.0.0.1:"+strconv.Itoa(from), "--cluster-from", ids[from],
+		"--cluster-to", ids[to], "--cluster-slots", strconv.Itoa(n), "--cluster-yes", "--cluster-pipeline", "20")
+	if err != nil {
+		return err
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("reshard: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func (s *stack) shutdown(ctx context.Context, port int) error {
+	cmd, err := s.cli(ctx, port, "SHUTDOWN", "SAVE")
+	if err != nil {
+		return err
+	}
+	// The node closes the connection as it goes: the command's own status
+	// says nothing; the port closing does.
+	_ = cmd.Run()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port)); err != nil {
+			return nil
+		} else {
+			conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %d did not shut down", port)
+		}
+	}
+}
+
+// cacheUp restarts the stopped nodes and waits for the cluster to be whole.
+func (s *stack) cacheUp(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(s.env.root, "localstack", "up.sh"), "cache")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("up.sh cache: %v\n%s", err, out)
+	}
+	return nil
+}
