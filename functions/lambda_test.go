@@ -1,14 +1,12 @@
 package functions
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -240,25 +238,6 @@ func TestStreamFunctionAnswersBeforeItsTimeout(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects an emulator's output, written and read from
-// different goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestFunctionStartsWithoutTheCache: a bad setting stops the function
 // before anything else, with one line saying why, and the invoke fails, to
 // be retried. A cache that refuses the login, or cannot be reached, does
@@ -285,7 +264,7 @@ func TestFunctionStartsWithoutTheCache(t *testing.T) {
 		{"no cache", nowhere, nil, true, "connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out lockedBuffer
+			var out testenv.Log
 			// Records that fail for now are retried until the deadline: a short one.
 			fn := emulator(t, "sqs-invalidate", tc.cfg, rie.Options{Env: tc.env, Output: &out, Timeout: 3 * time.Second})
 			resp, err := fn.Invoke(t.Context(), shape.SQSEvent{Records: []shape.SQSMessage{sqsMessage("m1", `{"entity":"user","id":"1"}`)}})

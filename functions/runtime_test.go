@@ -37,7 +37,7 @@ func TestAnInvokeNamesItsLinesAndParkedRecords(t *testing.T) {
 	payload, _ := json.Marshal(shape.SQSEvent{Records: []shape.SQSMessage{
 		sqsMessage("good", `{"entity":"product","id":"`+ns+`"}`), sqsMessage("poison", `{"entity":"product"}`)}})
 	api := newRuntimeAPI(t, inv, payload)
-	var out lockedBuffer
+	var out testenv.Log
 	fn := exec.Command(binary("sqs-invalidate"))
 	fn.Env = append(append(append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+api.addr, "SECOND_DELETE_QUEUE_URL="), env...), testenv.WorkerCacheConfig(t).Env()...)
 	fn.Stdout, fn.Stderr = &out, &out
@@ -152,7 +152,7 @@ func TestSIGTERMLetsTheInvokeInFlightFinish(t *testing.T) {
 	again := createQueue(t, awsenv.SQS(t), "test-again-"+strings.ToLower(rand.Text()[:12]), nil)
 	ns := rand.Text()
 	setKeys(t, c, "cache:product:"+ns)
-	var out lockedBuffer
+	var out testenv.Log
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Output: &out,
 		Env: []string{"AWS_ENDPOINT_URL=" + slowSQS.URL, "SECOND_DELETE_QUEUE_URL=" + again, "SECOND_DELETE_DELAY=1s"}})
 

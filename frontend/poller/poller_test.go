@@ -1,13 +1,11 @@
 package poller
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 func TestOptionsFromEnv(t *testing.T) {
@@ -205,7 +204,7 @@ func TestOneNodeDownStopsNothing(t *testing.T) {
 	h := &concurrency{Handler: worker.New(inv, worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	var logs lockedBuffer
+	var logs testenv.Log
 	go func() {
 		done <- Run(ctx, sqs, h, Options{QueueURL: queue, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Receivers: 2, MaxMessages: 1,
 			WaitTime: time.Second, BatchTimeout: 50 * time.Millisecond})
@@ -244,24 +243,6 @@ func TestPollerHandsBackWhatItReceivesWhileStopping(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].ID != id || msgs[0].Receives != 1 || msgs[0].Deleted || msgs[0].VisibleAt.After(time.Now()) || h.batches.Load() != 0 {
 		t.Fatalf("message %+v, %d batches: want it received once, not handled, visible again", msgs, h.batches.Load())
 	}
-}
-
-// lockedBuffer is a log written and read from different goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestPollerScalesWithABacklog: one steady receiver, but full receives

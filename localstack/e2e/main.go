@@ -74,14 +74,13 @@ func main() {
 	if *isShort {
 		p = short
 	}
-	var ok bool
-	var err error
-	if soak.steady > 0 {
-		soak.judgeGrowth = soak.steady >= 5*time.Minute
-		ok, err = soakRun(ctx, soak, *bin, *secondDelete)
-	} else {
-		ok, err = run(ctx, p, *bin, *secondDelete)
-	}
+	soak.judgeGrowth = soak.steady >= 5*time.Minute
+	ok, err := onStack(ctx, *bin, *secondDelete, func(env env, s *stack) (bool, error) {
+		if soak.steady > 0 {
+			return runSoak(ctx, env, s, soak)
+		}
+		return run(ctx, env, s, p, *bin, *secondDelete)
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
@@ -91,31 +90,23 @@ func main() {
 	}
 }
 
-// soakRun runs make soak on the e2e stack.
-func soakRun(ctx context.Context, p soakPlan, bin string, secondDelete time.Duration) (bool, error) {
+// onStack starts the worker on the e2e stack, its second deletes delay
+// after the first, runs what, and stops the worker.
+func onStack(ctx context.Context, bin string, delay time.Duration, what func(env, *stack) (bool, error)) (bool, error) {
 	env, err := loadEnv()
 	if err != nil {
 		return false, err
 	}
-	s, err := newStack(ctx, env, bin, secondDelete)
+	s, err := newStack(ctx, env, bin, delay)
 	if err != nil {
 		return false, err
 	}
 	defer s.close()
-	return runSoak(ctx, env, s, p)
+	return what(env, s)
 }
 
-func run(ctx context.Context, p plan, bin string, secondDelete time.Duration) (bool, error) {
+func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelete time.Duration) (bool, error) {
 	start := time.Now()
-	env, err := loadEnv()
-	if err != nil {
-		return false, err
-	}
-	s, err := newStack(ctx, env, bin, secondDelete)
-	if err != nil {
-		return false, err
-	}
-	defer s.close()
 	l, err := newLoad(ctx, env, "", true)
 	if err != nil {
 		return false, err

@@ -51,17 +51,16 @@ func (b *batches) total() (n int, sizes []int) {
 	return n, append([]int(nil), b.sizes...)
 }
 
-// TestBatchingWindowGathersReceives: with a window, a batch larger than
-// SQS's 10 per receive gathers from several receives into one invoke, and
-// its messages are deleted in chunks of 10.
-func TestBatchingWindowGathersReceives(t *testing.T) {
+// queueOf makes a queue named from prefix, removed after the test, holding
+// tens times 10 change messages.
+func queueOf(t *testing.T, prefix string, tens int) (*sqs.Client, *sqs.CreateQueueOutput) {
 	c := awsenv.SQS(t)
-	q, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("test-window-" + strings.ToLower(rand.Text()[:12]))})
+	q, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(prefix + strings.ToLower(rand.Text()[:12]))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
-	for i := range 3 {
+	for i := range tens {
 		var entries []types.SendMessageBatchRequestEntry
 		for j := range 10 {
 			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)),
@@ -71,6 +70,14 @@ func TestBatchingWindowGathersReceives(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return c, q
+}
+
+// TestBatchingWindowGathersReceives: with a window, a batch larger than
+// SQS's 10 per receive gathers from several receives into one invoke, and
+// its messages are deleted in chunks of 10.
+func TestBatchingWindowGathersReceives(t *testing.T) {
+	c, q := queueOf(t, "test-window-", 3)
 	fn := &batches{}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -125,22 +132,7 @@ func (s *slow) Invoke(ctx context.Context, ev any) ([]byte, error) {
 // batches bring more, one invoker each, as Lambda adds batches at once
 // while messages keep coming.
 func TestAMappingScalesWithTheBacklog(t *testing.T) {
-	c := awsenv.SQS(t)
-	q, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("test-scale-" + strings.ToLower(rand.Text()[:12]))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
-	for i := range 10 {
-		var entries []types.SendMessageBatchRequestEntry
-		for j := range 10 {
-			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)),
-				MessageBody: aws.String(`{"entity":"product","id":"` + strconv.Itoa(i*10+j) + `"}`)})
-		}
-		if _, err := c.SendMessageBatch(t.Context(), &sqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: entries}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, q := queueOf(t, "test-scale-", 10)
 	fn := &slow{}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

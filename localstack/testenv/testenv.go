@@ -1,11 +1,13 @@
 package testenv
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -175,4 +177,23 @@ func (c *Cluster) pid(t testing.TB, port int) int {
 func (c *Cluster) Restart(t testing.TB) {
 	t.Helper()
 	c.script(t, "up.sh", "cache")
+}
+
+// Log collects output written and read from different goroutines: a
+// process's log, read by the test while it runs.
+type Log struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
