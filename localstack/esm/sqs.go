@@ -169,8 +169,12 @@ func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, 
 			done = append(done, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msg.ReceiptHandle})
 		}
 	}
+	// What the function did is deleted even when the mapping is stopping
+	// meanwhile: it would come back, to be done again, after its visibility.
+	dctx, cancelDeletes := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelDeletes()
 	for chunk := range slices.Chunk(done, 10) { // SQS deletes at most 10 at a time
-		if _, err := m.Client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.QueueURL), Entries: chunk}); err != nil {
+		if _, err := m.Client.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.QueueURL), Entries: chunk}); err != nil {
 			log.Warn("delete failed", "error", err.Error())
 		}
 	}
