@@ -17,9 +17,9 @@ type Options struct {
 	Receivers int
 	// MaxReceivers is how many may run while a backlog lasts
 	// (POLLER_MAX_RECEIVERS): a receive that brings a full batch starts
-	// one more, and one beyond Receivers ends at an empty receive. So an
-	// outage's backlog drains fast, and a fresh change does not wait long
-	// behind it. Default 16.
+	// one more, and one beyond Receivers ends at a receive that does not.
+	// So an outage's backlog drains fast, and a fresh change does not wait
+	// long behind it; once it is drained, receives are full again. Default 8.
 	MaxReceivers int
 	// WaitTime is the long-polling wait of each receive (POLLER_WAIT_TIME,
 	// 1-20 s). A stop signal lets the receives in flight end, so that the
@@ -60,7 +60,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	if o.Receivers, err = intEnv(getenv, "POLLER_RECEIVERS", 2, 1, 100); err != nil {
 		return o, err
 	}
-	if o.MaxReceivers, err = intEnv(getenv, "POLLER_MAX_RECEIVERS", max(16, o.Receivers), o.Receivers, 100); err != nil {
+	if o.MaxReceivers, err = intEnv(getenv, "POLLER_MAX_RECEIVERS", max(8, o.Receivers), o.Receivers, 100); err != nil {
 		return o, err
 	}
 	most, err := intEnv(getenv, "POLLER_MAX_MESSAGES", 10, 1, 10)
@@ -112,7 +112,7 @@ func (o *Options) defaults() {
 		o.Receivers = 2
 	}
 	if o.MaxReceivers == 0 {
-		o.MaxReceivers = 16
+		o.MaxReceivers = 8
 	}
 	o.MaxReceivers = max(o.MaxReceivers, o.Receivers)
 	if o.WaitTime <= 0 || o.WaitTime > 20*time.Second {

@@ -76,17 +76,14 @@ type poller struct {
 	wg       sync.WaitGroup
 }
 
-// receive is one receive loop; one not steady ends at an empty receive.
+// receive is one receive loop; one not steady ends at a receive that is not
+// full, its messages handled first.
 func (p *poller) receive(ctx context.Context, steady bool) {
 	failures := 0
 	for p.breaker.acquire(ctx) {
 		msgs, err := p.receiveOnce(ctx)
 		if err == nil {
 			p.scale(ctx, len(msgs))
-		}
-		if err == nil && len(msgs) == 0 && !steady {
-			p.loops.Add(-1)
-			return
 		}
 		switch {
 		case err != nil:
@@ -108,6 +105,10 @@ func (p *poller) receive(ctx context.Context, steady bool) {
 			failures = 0
 			// The batch finishes even when a stop signal arrives meanwhile.
 			p.breaker.saw(ctx, p.handle(context.WithoutCancel(ctx), msgs))
+		}
+		if err == nil && len(msgs) < int(p.opts.MaxMessages) && !steady {
+			p.loops.Add(-1) // the backlog is done
+			return
 		}
 	}
 }
