@@ -23,6 +23,7 @@ type wtReads struct {
 	at     []time.Time
 	took   []time.Duration
 	errors atomic.Int64
+	first  []string // the first errors, to say what failed
 }
 
 // get reads key through c, as a service would, and notes the read.
@@ -40,10 +41,13 @@ func (r *wtReads) get(ctx context.Context, c *writethrough.Cache[item], key stri
 	}
 	r.mu.Lock()
 	r.at, r.took = append(r.at, start), append(r.took, time.Since(start))
-	r.mu.Unlock()
 	if err != nil && !errors.Is(err, errLoader) {
 		r.errors.Add(1)
+		if len(r.first) < 3 {
+			r.first = append(r.first, fmt.Sprintf("%s after %v: %v", key, time.Since(start).Round(time.Millisecond), err))
+		}
 	}
+	r.mu.Unlock()
 	return err
 }
 
@@ -71,5 +75,8 @@ func (r *wtReads) report(line func(name string, v any), faults []faultResult) bo
 	}
 	line("read_p99_ms_writethrough_no_fault", percentile(outside, 0.99).Milliseconds())
 	line("read_errors_writethrough", r.errors.Load())
+	for _, e := range r.first {
+		fmt.Println("  read error: " + e)
+	}
 	return r.errors.Load() == 0
 }
