@@ -299,8 +299,8 @@ func progress(r inspect.Report, elapsed time.Duration, finishing bool) string {
 }
 
 func printReport(w io.Writer, r inspect.Report) {
-	fmt.Fprintf(w, "%d records read: %d changes, %d sampled; %d records undecodable, %d sampled changes with no keys\n",
-		r.Records, r.Changes, r.Sampled, r.Undecodable, r.Unplanned)
+	fmt.Fprintf(w, "%d records read: %d changes, %d sampled; %d records undecodable, %d sampled changes with no keys, %d duplicate deliveries\n",
+		r.Records, r.Changes, r.Sampled, r.Undecodable, r.Unplanned, r.Duplicates)
 	if r.ReadErrors > 0 {
 		fmt.Fprintf(w, "%d reads of the sources failed and were retried; the last: %s\n", r.ReadErrors, r.LastReadError)
 	}

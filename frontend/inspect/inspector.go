@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -79,8 +80,9 @@ type Inspector struct {
 	opts  Options
 
 	send sync.Mutex // orders the checks queued, for each delay's FIFO
-	mu   sync.Mutex // guards rep
+	mu   sync.Mutex // guards rep and seen
 	rep  Report
+	seen seen
 }
 
 // New returns an Inspector that plans keys with rules and reads them from
@@ -88,6 +90,7 @@ type Inspector struct {
 func New(cache Cache, rules *invalidate.Rules, opts Options) *Inspector {
 	opts.defaults()
 	in := &Inspector{cache: cache, rules: rules, opts: opts}
+	in.seen.horizon = slices.Max(opts.Delays) + opts.Late + time.Minute
 	for _, d := range opts.Delays {
 		in.rep.Delays = append(in.rep.Delays, DelayReport{After: d})
 	}
@@ -157,7 +160,13 @@ func (in *Inspector) take(read context.Context, changes []events.Change, err err
 	if err != nil {
 		in.rep.Undecodable++
 	}
+	now := time.Now()
 	for i := range changes {
+		want, hasWant := in.version(&changes[i])
+		if hasWant && !in.seen.add(now, identity{changes[i].Entity, changes[i].ID, want, changes[i].Op}) {
+			in.rep.Duplicates++
+			continue
+		}
 		in.rep.Changes++
 		if rand.Float64() >= in.opts.Sample {
 			continue
@@ -170,9 +179,8 @@ func (in *Inspector) take(read context.Context, changes []events.Change, err err
 			in.rep.Unplanned++
 			continue
 		}
-		c := check{keys: keys, entity: changes[i].Entity, id: changes[i].ID, deleted: changes[i].Op == events.OpDelete}
-		c.want, c.hasWant = in.version(&changes[i])
-		picked = append(picked, c)
+		picked = append(picked, check{keys: keys, entity: changes[i].Entity, id: changes[i].ID,
+			deleted: changes[i].Op == events.OpDelete, want: want, hasWant: hasWant})
 	}
 	in.mu.Unlock()
 	if len(picked) == 0 {
@@ -182,7 +190,7 @@ func (in *Inspector) take(read context.Context, changes []events.Change, err err
 	// due in the order they wait.
 	in.send.Lock()
 	defer in.send.Unlock()
-	now := time.Now()
+	now = time.Now()
 	for _, c := range picked {
 		c.read = now
 		for _, q := range queues {

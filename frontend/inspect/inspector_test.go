@@ -101,6 +101,39 @@ func TestSampling(t *testing.T) {
 	}
 }
 
+// TestADuplicateDeliveryIsCheckedOnce: SNS and SQS deliver at least once;
+// a change with a version read twice counts once, and its keys are checked
+// once. Changes without a version cannot be told apart and are all checked.
+func TestADuplicateDeliveryIsCheckedOnce(t *testing.T) {
+	rules, _ := invalidate.RulesFromEnv(func(string) string { return "" })
+	v := func(id string, version int64, op events.Op) events.Change {
+		return events.Change{Entity: "user", ID: id, Version: version, HasVersion: true, Op: op}
+	}
+	src := changes{
+		{v("a", 2, events.OpUpdate), v("a", 3, events.OpUpdate), v("a", 3, events.OpDelete)},
+		{v("a", 2, events.OpUpdate), {Entity: "user", ID: "b"}}, // a redelivery
+		{{Entity: "user", ID: "b"}},
+	}
+	in := New(&fakeCache{}, rules, Options{Delays: []time.Duration{time.Millisecond}})
+	read, stop := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer stop()
+	rep, _ := in.Run(read, t.Context(), src)
+	if rep.Changes != 5 || rep.Duplicates != 1 || rep.Delays[0].Keys != 5 {
+		t.Fatalf("%d changes, %d duplicates, %d keys checked: want 5, 1 and 5", rep.Changes, rep.Duplicates, rep.Delays[0].Keys)
+	}
+}
+
+func TestSeenForgetsPastItsHorizon(t *testing.T) {
+	s := seen{horizon: time.Minute}
+	now, c := time.Now(), identity{entity: "user", id: "a", version: 1}
+	if !s.add(now, c) || s.add(now.Add(time.Second), c) {
+		t.Fatal("a change read twice within the horizon counts twice")
+	}
+	if !s.add(now.Add(2*time.Minute), c) || len(s.order) != 1 {
+		t.Fatalf("past the horizon: %d remembered, want the new copy alone", len(s.order))
+	}
+}
+
 // flood emits one change after the other until ctx ends.
 type flood struct{}
 

@@ -10,9 +10,13 @@ import (
 type Report struct {
 	Records     int `json:"records"`     // read from the sources
 	Undecodable int `json:"undecodable"` // records that did not decode
-	Changes     int `json:"changes"`     // decoded
-	Sampled     int `json:"sampled"`     // of the changes, chosen for checks
-	Unplanned   int `json:"unplanned"`   // sampled changes the rules plan no keys for
+	Changes     int `json:"changes"`     // decoded, each once
+	// Duplicates counts the deliveries of a change already read (the same
+	// entity, id, version and op): SNS and SQS deliver at least once, and
+	// a publish the SDK retried is sent twice. They are not checked again.
+	Duplicates int `json:"duplicates"`
+	Sampled    int `json:"sampled"`   // of the changes, chosen for checks
+	Unplanned  int `json:"unplanned"` // sampled changes the rules plan no keys for
 	// ReadErrors counts the failed reads of the sources, retried; the
 	// last one says why.
 	ReadErrors    int           `json:"readErrors"`
