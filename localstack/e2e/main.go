@@ -62,7 +62,7 @@ func main() {
 	bin := flag.String("bin", "bin", "directory of the built worker (make build)")
 	// Loads take up to 1.5 s and the replica lags up to 0.5 s: as the
 	// README advises, the delay is longer than the two together.
-	secondDelete := flag.Duration("second-delete", 3*time.Second, "SECOND_DELETE_DELAY of the run and of its race with the second delete on")
+	secondDelete := flag.Duration("second-delete", 5*time.Second, "SECOND_DELETE_DELAY of the run and of its race with the second delete on")
 	var soak soakPlan
 	flag.DurationVar(&soak.steady, "soak", 0, "make soak instead: a steady load for this long, no faults")
 	flag.Float64Var(&soak.rate, "soak-rate", 20, "the soak's changes a second of each kind, product and user")
