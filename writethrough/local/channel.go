@@ -25,14 +25,15 @@ type ChannelOptions struct {
 	// which shows the others any announcement of its they missed, and
 	// looks at how long the subscription has been silent. Default 1 s.
 	Heartbeat time.Duration
-	// Silence is how long the subscription may bring nothing, not even a
-	// heartbeat, before it is taken for lost: the tiers flush and it
-	// subscribes again. Default 3 s.
+	// Silence is how long the subscription may bring nothing, not even
+	// this process's own heartbeat, or leave a PING unanswered, before it
+	// is taken for lost: the tiers flush and it subscribes again. Default
+	// 3 s.
 	Silence time.Duration
 	// ReadOnly is for a user that may not publish (invalidator inspect's):
-	// no heartbeats, and this process's drops are not announced. Its
-	// subscription then hears only others: with none running, it is
-	// silent, and made again every Silence.
+	// no heartbeats, and this process's drops are not announced. With no
+	// heartbeat of its own to hear, only an unanswered PING shows its
+	// subscription lost.
 	ReadOnly bool
 	// Logger receives a line when the subscription is made or lost, and
 	// for each flush, with its cause. Default slog.Default().
@@ -186,7 +187,7 @@ func (c *Channel) lost(session uint64, cause Cause, err error) {
 func (c *Channel) down(cause Cause, err error) {
 	was := c.up.Swap(false)
 	c.seqs = nil
-	if held := c.forget(cause); was || held > 0 {
+	if held := c.forget(cause); cause != CauseClosed && (was || held > 0) {
 		c.opts.Logger.Warn("near cache unsubscribed: flushed, reads go to the shared cache until it is subscribed again",
 			"cause", string(cause), "flushed", held, "error", err.Error())
 	}
@@ -241,12 +242,13 @@ func (c *Channel) receive(session uint64, payload string) {
 	}
 }
 
-// silent tells whether a confirmed subscription has brought nothing for
-// longer than Silence.
+// silent tells whether a confirmed subscription of a channel that
+// publishes has brought nothing, not even its own heartbeat, for longer
+// than Silence.
 func (c *Channel) silent(session uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return session == c.session && c.seqs != nil && time.Since(c.heard) > c.opts.Silence
+	return session == c.session && c.seqs != nil && c.pub != nil && time.Since(c.heard) > c.opts.Silence
 }
 
 // forgetPublishers stops following the publishers silent for an hour:

@@ -86,6 +86,14 @@ func (c *Channel) session1(ctx context.Context, client valkey.Client, session ui
 			if c.silent(session) {
 				return confirmed, CauseSilent, errSilent
 			}
+			// A node that hangs keeps its connections open: only a
+			// question unanswered shows it.
+			ping, cancel := context.WithTimeout(ctx, c.opts.Silence)
+			err := dc.Do(ping, dc.B().Ping().Build()).Error()
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				return confirmed, CauseSilent, err
+			}
 			c.forgetPublishers()
 		}
 	}
