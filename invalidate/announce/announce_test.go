@@ -108,3 +108,16 @@ func TestAFailedMessageKeepsItsNumber(t *testing.T) {
 		t.Fatal("a subscriber does not see the failed message missed")
 	}
 }
+
+func TestAMessageThatWaitedTooLongTakesNoNumber(t *testing.T) {
+	s := &sender{}
+	p := NewPublisher(s, "ch")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := p.Announce(ctx, time.Now(), []string{"a"}, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Announce = %v", err)
+	}
+	if err := p.Announce(t.Context(), time.Now(), []string{"b"}, nil); err != nil || s.sent[0].Seq != 1 {
+		t.Fatalf("sent %+v, %v: want the next message numbered 1, no gap", s.sent, err)
+	}
+}

@@ -40,6 +40,15 @@ func (p *Publisher) ID() string { return p.id }
 func (p *Publisher) Announce(ctx context.Context, at time.Time, keys, tags []string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.announce(ctx, at, keys, tags)
+}
+
+// announce sends the next message; p.mu is held. One whose context ended
+// while it waited for its turn takes no number: nothing was tried.
+func (p *Publisher) announce(ctx context.Context, at time.Time, keys, tags []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p.seq++
 	m := Message{Publisher: p.id, Since: p.since, Seq: p.seq, At: at, Keys: keys, Tags: tags}
 	return p.send.Publish(ctx, p.channel, m.Encode())
@@ -54,9 +63,14 @@ func (p *Publisher) Skip() {
 }
 
 // Heartbeat publishes a message without keys: the publisher's number so
-// far, which shows the subscribers any message of it they missed.
+// far, which shows the subscribers any message of it they missed. While a
+// message is in flight it sends none: that one carries a later number.
 func (p *Publisher) Heartbeat(ctx context.Context) error {
-	return p.Announce(ctx, time.Now(), nil, nil)
+	if !p.mu.TryLock() {
+		return nil
+	}
+	defer p.mu.Unlock()
+	return p.announce(ctx, time.Now(), nil, nil)
 }
 
 // Beat sends a heartbeat every interval until ctx ends, each within the

@@ -30,6 +30,11 @@ type ChannelOptions struct {
 	// is taken for lost: the tiers flush and it subscribes again. Default
 	// 3 s.
 	Silence time.Duration
+	// Timeout bounds the announcement of a write (a Drop): past it the
+	// write returns ErrAnnounce, and the others see the gap at this
+	// process's next heartbeat. Default 150 ms, writethrough's
+	// CacheTimeout.
+	Timeout time.Duration
 	// ReadOnly is for a user that may not publish (invalidator inspect's):
 	// no heartbeats, and this process's drops are not announced. With no
 	// heartbeat of its own to hear, only an unanswered PING shows its
@@ -118,6 +123,9 @@ func newChannel(send announce.Sender, opts ChannelOptions) *Channel {
 	}
 	if opts.Silence <= 0 {
 		opts.Silence = 3 * time.Second
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 150 * time.Millisecond
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -275,7 +283,7 @@ func (c *Channel) announce(ctx context.Context, keys []string) error {
 	}
 	var err error
 	if c.up.Load() {
-		ctx, cancel := context.WithTimeout(ctx, c.opts.Heartbeat)
+		ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 		defer cancel()
 		err = c.pub.Announce(ctx, time.Now(), keys, nil)
 	} else {
