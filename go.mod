@@ -11,6 +11,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodbstreams v1.47.0
 	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
+	github.com/maypok86/otter/v2 v2.4.0
 	github.com/valkey-io/valkey-go v1.0.79
 	golang.org/x/sync v0.6.0
 	gopkg.in/yaml.v3 v3.0.1

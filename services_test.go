@@ -21,73 +21,96 @@ var serviceSum = []string{
 	"github.com/google/go-cmp", "github.com/onsi/gomega", "go.yaml.in/yaml/v3", "golang.org/x/net", "golang.org/x/text",
 }
 
+// nearSum is what a service that also imports writethrough/local may find
+// in its go.sum beside serviceSum: the tier's store, otter, which links
+// nothing else, and the test dependency its go.mod names.
+var nearSum = []string{"github.com/maypok86/otter/v2", "github.com/stretchr/testify"}
+
 // TestAServiceStaysLean builds a module outside this one that imports
 // writethrough and elasticache, as a service does, and checks what its
-// go.sum names and what its binary links.
+// go.sum names and what its binary links: six modules besides its own. A
+// service that opts in to the local tier (writethrough/local) links one
+// more, otter; the others pay nothing for it.
 func TestAServiceStaysLean(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs go mod tidy and go build in a module of its own")
+		t.Skip("runs go mod tidy and go build in modules of their own")
 	}
 	root, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	files := map[string]string{
-		"go.mod": "module example.com/service\n\ngo 1.25.0\n\nrequire github.com/invalidator-go/invalidator v0.0.0\n\n" +
-			"replace github.com/invalidator-go/invalidator => " + root + "\n",
-		"main.go": `package main
+	for _, service := range []struct {
+		name    string
+		imports string
+		uses    string
+		sum     []string
+		links   int
+	}{
+		{"plain", "", "_ = writethrough.New[string](client, writethrough.Options[string]{})", serviceSum, 6},
+		{"near", `"github.com/invalidator-go/invalidator/writethrough/local"`,
+			"_ = writethrough.New[string](client, writethrough.Options[string]{Local: local.New[string](local.Open(client, local.ChannelOptions{}), local.Options{})})",
+			append(slices.Clone(serviceSum), nearSum...), 7},
+	} {
+		t.Run(service.name, func(t *testing.T) {
+			dir := t.TempDir()
+			files := map[string]string{
+				"go.mod": "module example.com/service\n\ngo 1.25.0\n\nrequire github.com/invalidator-go/invalidator v0.0.0\n\n" +
+					"replace github.com/invalidator-go/invalidator => " + root + "\n",
+				"main.go": `package main
 
 import (
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/writethrough"
+	` + service.imports + `
 )
 
 func main() {
 	client, err := elasticache.New(elasticache.Config{Endpoint: "localhost:6379"})
 	if err == nil {
-		_ = writethrough.New[string](client, writethrough.Options[string]{})
+		` + service.uses + `
 	}
 }
 `,
-	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("go", args...)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	run("mod", "tidy")
-	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var named []string
-	for _, line := range strings.Split(strings.TrimSpace(string(sum)), "\n") {
-		if mod := strings.Fields(line)[0]; !slices.Contains(serviceSum, mod) && !slices.Contains(named, mod) {
-			named = append(named, mod)
-		}
-	}
-	if len(named) > 0 {
-		t.Errorf("the service's go.sum names %v: a package it imports, or a test of one, imports them", named)
-	}
-	run("build", "-o", "service", ".")
-	var linked []string
-	for _, line := range strings.Split(run("version", "-m", "service"), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "dep" {
-			linked = append(linked, f[1])
-		}
-	}
-	if len(linked) > 6 {
-		t.Errorf("the service links %d modules besides its own, want at most 6: %v", len(linked), linked)
+			}
+			for name, text := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run := func(args ...string) string {
+				t.Helper()
+				cmd := exec.Command("go", args...)
+				cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+				return string(out)
+			}
+			run("mod", "tidy")
+			sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var named []string
+			for _, line := range strings.Split(strings.TrimSpace(string(sum)), "\n") {
+				if mod := strings.Fields(line)[0]; !slices.Contains(service.sum, mod) && !slices.Contains(named, mod) {
+					named = append(named, mod)
+				}
+			}
+			if len(named) > 0 {
+				t.Errorf("the service's go.sum names %v: a package it imports, or a test of one, imports them", named)
+			}
+			run("build", "-o", "service", ".")
+			var linked []string
+			for _, line := range strings.Split(run("version", "-m", "service"), "\n") {
+				if f := strings.Fields(line); len(f) >= 2 && f[0] == "dep" {
+					linked = append(linked, f[1])
+				}
+			}
+			if len(linked) > service.links {
+				t.Errorf("the service links %d modules besides its own, want at most %d: %v", len(linked), service.links, linked)
+			}
+		})
 	}
 }

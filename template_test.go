@@ -420,6 +420,15 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 			t.Errorf("the ElastiCache user lacks %q, which the worker is tested with", rule)
 		}
 	}
+	// The announcements go where both users, and the services' tiers, look.
+	channel := tpl.get("Parameters", "AnnounceChannel", "Default").value()
+	if channel == "" || local["ANNOUNCE_CHANNEL"] != channel || !slices.Contains(access, "&"+channel) {
+		t.Errorf("the announcements' channel is %q in the template, %q locally, and the user may publish on %v", channel, local["ANNOUNCE_CHANNEL"], access)
+	}
+	inspector := strings.Fields(tpl.get("Resources", "InspectorUser", "Properties", "AccessString").items()[0].Value)
+	if !slices.Contains(inspector, "&"+channel) || !slices.Contains(inspector, "+subscribe") {
+		t.Errorf("the inspector may not listen to the announcements: %v", inspector)
+	}
 }
 
 // TestInspectorOnlyReads: invalidator inspect's user reads the keys the
@@ -435,7 +444,7 @@ func TestInspectorOnlyReads(t *testing.T) {
 		t.Errorf("the inspector may not read the worker's keys: %s", sub[0].Value)
 	}
 	for _, rule := range access {
-		if strings.HasPrefix(rule, "+") && slices.Contains([]string{"+unlink", "+del", "+set", "+eval", "+evalsha", "+@write", "+@all"}, rule) {
+		if strings.HasPrefix(rule, "+") && slices.Contains([]string{"+unlink", "+del", "+set", "+eval", "+evalsha", "+publish", "+@write", "+@all"}, rule) {
 			t.Errorf("the inspector may %s", rule)
 		}
 	}

@@ -30,13 +30,7 @@ func (s *costStack) pollerCell(ctx context.Context, c cell, n int) cellUse {
 		log.Fatalf("cost: start the poller: %v", err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	waitFor("the poller's health endpoint", 10*time.Second, func() bool {
-		resp, err := http.Get("http://" + health + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	waitHealthy(health)
 	time.Sleep(300 * time.Millisecond) // its connection to the cache, made in the background
 	logs.reset()
 	requests.reset()
@@ -52,6 +46,17 @@ func (s *costStack) pollerCell(ctx context.Context, c cell, n int) cellUse {
 	u.batches, u.logBytes, _ = logs.sums()
 	u.unlinks = s.unlinks(ctx) - before
 	return u
+}
+
+// waitHealthy waits for the poller's health endpoint at addr to answer.
+func waitHealthy(addr string) {
+	waitFor("the poller's health endpoint", 10*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
 }
 
 // freeAddr returns a loopback address nothing listens on.

@@ -43,8 +43,11 @@ export CACHE_PASSWORD="${CACHE_PASSWORD:-local-dev-password-0123456789}"
 # which redis-server 7.0 does not know).
 export WORKER_USERNAME="${WORKER_USERNAME:-invalidator}"
 export WORKER_PASSWORD="${WORKER_PASSWORD:-local-worker-password-0123456789}"
-# ASKING lets it follow a slot being migrated.
-export WORKER_ACL="resetchannels -@all +unlink +asking +ping +hello +auth +client|setname +cluster|shards +cluster|slots +cluster|info"
+# ASKING lets it follow a slot being migrated; PUBLISH, on its one channel,
+# announces its deletes to the services' local tiers.
+export WORKER_ACL="resetchannels &invalidator:near -@all +unlink +publish +asking +ping +hello +auth +client|setname +cluster|shards +cluster|slots +cluster|info"
+# The channel of those announcements (writethrough/local's default).
+export ANNOUNCE_CHANNEL="${ANNOUNCE_CHANNEL:-invalidator:near}"
 # The keys it may delete: the rules' allowedKeys, and CacheKeyPatterns in
 # template.yaml. Space-separated.
 export WORKER_KEYS="${WORKER_KEYS:-cache:*}"

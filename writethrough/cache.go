@@ -103,9 +103,15 @@ const maxAttempts = 4
 // returns ErrNotFound when the value does not exist. When the cache does
 // not answer within CacheTimeout, or the breaker is open, Get loads
 // directly and does not fill: the cache speeds reads up, it does not gate
-// them.
+// them. With a Local tier, what it holds is served from memory, and a hit
+// in the shared cache is kept there; a value loaded is kept at its next
+// read, once it is in the shared cache, whose deletes are announced.
 func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Context) (V, error)) (V, error) {
 	var zero V
+	v, err, keep, ok := c.fromLocal(key)
+	if ok {
+		return v, err
+	}
 	for range maxAttempts {
 		raw, err := c.do(ctx, c.client.B().Get().Key(key).Build()).AsBytes()
 		if valkey.IsValkeyNil(err) {
@@ -134,6 +140,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Contex
 			continue
 		}
 		if v, err, ok := c.hit(ctx, key, e, string(raw), load); ok {
+			keep.keep(v, err, len(raw), e.expiry)
 			return v, err
 		}
 	}

@@ -93,6 +93,10 @@ type Options[V any] struct {
 	// a time, the probe, asks the cache again; the first answer closes it.
 	// Default 1 s.
 	BreakerCoolDown time.Duration
+	// Local is an in-process tier in front of the cache: hits from memory,
+	// kept consistent by the invalidator's announcements
+	// (writethrough/local.New). Default none.
+	Local Local[V]
 	// Codec encodes values. Default JSONCodec.
 	Codec Codec[V]
 	// Clock tells the time. Default the system clock.

@@ -29,11 +29,16 @@ func (c *Cache[V]) Write(ctx context.Context, key string, write func(context.Con
 	return c.Invalidate(ctx, key)
 }
 
-// Invalidate deletes key.
+// Invalidate deletes key, and drops it from the local tiers, this
+// process's at once.
 func (c *Cache[V]) Invalidate(ctx context.Context, key string) error {
 	// A delete is safe to send twice: valkey-go may retry it within
 	// CacheTimeout, over a connection that broke.
-	if err := c.do(ctx, c.client.B().Unlink().Key(key).Build().ToRetryable()).Error(); err != nil {
+	err := c.do(ctx, c.client.B().Unlink().Key(key).Build().ToRetryable()).Error()
+	if dropped := c.dropLocal(ctx, key); err == nil {
+		err = dropped
+	}
+	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidate, key, err)
 	}
 	return nil
@@ -66,7 +71,8 @@ var ErrVersion = errors.New("writethrough: versions start at 1")
 // below 2^53) — and then updates the cached value in place if an older
 // version of it is cached. When none is, or its version is unknown (see
 // Options.VersionOf), it invalidates the key, and the next read loads the
-// value. It reports whether the value was stored.
+// value. Either way the local tiers drop the key. It reports whether the
+// value was stored.
 func (c *Cache[V]) WriteThrough(ctx context.Context, key string, write func(context.Context) (V, int64, error)) (bool, error) {
 	v, version, err := write(ctx)
 	if err != nil {
@@ -82,6 +88,9 @@ func (c *Cache[V]) WriteThrough(ctx context.Context, key string, write func(cont
 	ttl := c.jittered(c.opts.TTL)
 	e := entry{kind: kindValue, stamp: stamp(), version: version, expiry: c.opts.Clock.Now().Add(ttl), payload: payload}
 	stored, err := c.exec(ctx, writeScript, key, strconv.FormatInt(version, 10), e.encode(), ms(ttl)).AsInt64()
+	if dropped := c.dropLocal(ctx, key); err == nil {
+		err = dropped
+	}
 	if err != nil {
 		return false, fmt.Errorf("%w: %s: %w", ErrInvalidate, key, err)
 	}

@@ -44,9 +44,16 @@ func inspectVerb(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "invalidator inspect:", err)
 		return 1
 	}
-	in := inspect.New(inspect.Valkey(s.cache), s.cfg.Rules, inspect.Options{Sample: o.sample, Delays: o.delays,
+	cache, tier := inspect.Valkey(s.cache), (*nearTier)(nil)
+	if o.local {
+		tier = openNear(s, o.localLifetime, stderr)
+		defer tier.close()
+		cache = inspect.Near(cache, tier.tier)
+	}
+	in := inspect.New(cache, s.cfg.Rules, inspect.Options{Sample: o.sample, Delays: o.delays,
 		VersionPath: o.path, ItemVersion: o.itemVersion, Findings: findings})
 	rep, err := runInspection(in, read, checks, sources, stderr)
+	rep.Local = tier.report()
 	if o.asJSON {
 		_ = json.NewEncoder(stdout).Encode(rep)
 	} else {
@@ -72,6 +79,8 @@ type inspection struct {
 	at, versionPath, itemVersion   string
 	run                            time.Duration
 	asJSON                         bool
+	local                          bool
+	localLifetime                  time.Duration
 	// at and versionPath, parsed.
 	delays []time.Duration
 	path   []string
@@ -117,6 +126,8 @@ func inspectFlags(o *inspection, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.itemVersion, "item-version", "version", "the number attribute of a stream record's new image that holds the item's version")
 	fs.Float64Var(&o.wantNines, "want-nines", 0, "exit 1 when consistency at the longest delay shows fewer nines than this")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object on stdout")
+	fs.BoolVar(&o.local, "local", os.Getenv("INSPECT_LOCAL") == "true", "read the keys through a local tier, as a service with writethrough/local does, subscribed to ANNOUNCE_CHANNEL (default invalidator:near) [INSPECT_LOCAL]")
+	fs.DurationVar(&o.localLifetime, "local-lifetime", time.Minute, "with --local, the longest the tier holds a key: the service's MaxLifetime")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: invalidator inspect [flags]
 
@@ -168,6 +179,8 @@ func (o *inspection) check(fs *flag.FlagSet) string {
 		return "--receivers: want 1 or more"
 	case o.run < 0:
 		return "--for: want a duration, or 0 for until interrupted"
+	case o.localLifetime <= 0:
+		return "--local-lifetime: want a duration above 0"
 	}
 	return ""
 }
@@ -303,6 +316,10 @@ func printReport(w io.Writer, r inspect.Report) {
 		r.Records, r.Changes, r.Sampled, r.Undecodable, r.Unplanned, r.Duplicates)
 	if r.ReadErrors > 0 {
 		fmt.Fprintf(w, "%d reads of the sources failed and were retried; the last: %s\n", r.ReadErrors, r.LastReadError)
+	}
+	if l := r.Local; l != nil {
+		fmt.Fprintf(w, "through a local tier: %d keys from memory, %d reads kept, %d keys dropped by %d announcements, flushes %v\n",
+			l.Hits, l.Kept, l.Dropped, l.Messages, l.Flushes)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "after\tkeys\tconsistent\t(absent)\tinconsistent\tunverified\tunreadable\tlate\tconsistency\tnines")

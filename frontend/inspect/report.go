@@ -24,6 +24,8 @@ type Report struct {
 	Delays        []DelayReport `json:"delays"`
 	// Inconsistent lists the first inconsistent keys found at each delay.
 	Inconsistent []Finding `json:"inconsistent"`
+	// Local is what the local tier did, when the keys were read through one.
+	Local *NearReport `json:"local,omitempty"`
 }
 
 // DelayReport is the consistency of the keys checked at one delay after

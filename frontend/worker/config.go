@@ -47,6 +47,15 @@ type Config struct {
 	// cluster's promoted replica) sets a re-delete off, beside a
 	// reconnect. Default true.
 	RedeleteOnNewNodes bool
+	// AnnounceChannel is ANNOUNCE_CHANNEL: the pub/sub channel on which the
+	// keys of every delete are announced once it succeeded, for the
+	// services' local tiers (writethrough/local). The cache user needs
+	// +publish and &<channel>. Default none: nothing is announced.
+	AnnounceChannel string
+	// AnnounceHeartbeat is ANNOUNCE_HEARTBEAT: how often, while it runs, the
+	// worker publishes its sequence number, which shows the local tiers an
+	// announcement of its they missed. Default 1s; 0 turns it off.
+	AnnounceHeartbeat time.Duration
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
 	// Namespace is METRICS_NAMESPACE, default "Invalidator": a CloudWatch
@@ -101,6 +110,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		if c.RedeleteOnNewNodes, err = strconv.ParseBool(v); err != nil {
 			return c, fmt.Errorf("REDELETE_ON_NEW_NODES=%q: want true or false", v)
 		}
+	}
+	if c.AnnounceChannel = getenv("ANNOUNCE_CHANNEL"); strings.ContainsAny(c.AnnounceChannel, " \t\n*?[]") || len(c.AnnounceChannel) > 256 {
+		return c, fmt.Errorf("ANNOUNCE_CHANNEL=%q: want a channel name without spaces or ACL wildcards, like invalidator:near", c.AnnounceChannel)
+	}
+	if c.AnnounceHeartbeat, err = duration(getenv, "ANNOUNCE_HEARTBEAT", time.Second); err != nil {
+		return c, err
 	}
 	if v := getenv("LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {

@@ -36,6 +36,11 @@ func TestConfigFromEnv(t *testing.T) {
 		{"re-delete a while", "REDELETE_WINDOW", "-1s", "REDELETE_WINDOW"},
 		{"re-delete window size", "REDELETE_MAX_KEYS", "0", "REDELETE_MAX_KEYS"},
 		{"re-delete on new nodes", "REDELETE_ON_NEW_NODES", "maybe", "REDELETE_ON_NEW_NODES"},
+		{"announce channel", "ANNOUNCE_CHANNEL", "invalidator:near", ""},
+		{"announce channel pattern", "ANNOUNCE_CHANNEL", "invalidator:*", "ANNOUNCE_CHANNEL"},
+		{"announce channel with a space", "ANNOUNCE_CHANNEL", "near cache", "ANNOUNCE_CHANNEL"},
+		{"heartbeat off", "ANNOUNCE_HEARTBEAT", "0s", ""},
+		{"heartbeat backwards", "ANNOUNCE_HEARTBEAT", "-1s", "ANNOUNCE_HEARTBEAT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{tc.key: tc.value}

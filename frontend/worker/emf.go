@@ -15,17 +15,20 @@ const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","
 	`{"Name":"KeysDeleted","Unit":"Count"},{"Name":"KeysAbsent","Unit":"Count"},` +
 	`{"Name":"KeysFailed","Unit":"Count"},{"Name":"MaxLag","Unit":"Milliseconds"},` +
 	`{"Name":"SecondDeletesScheduled","Unit":"Count"},{"Name":"SecondDeleteRefills","Unit":"Count"},` +
-	`{"Name":"RedeletedKeys","Unit":"Count"},{"Name":"RedeleteRefills","Unit":"Count"}]`
+	`{"Name":"RedeletedKeys","Unit":"Count"},{"Name":"RedeleteRefills","Unit":"Count"},` +
+	`{"Name":"Announcements","Unit":"Count"},{"Name":"AnnounceFailedKeys","Unit":"Count"}]`
 
 // writeEMF writes one CloudWatch Embedded Metric Format line, parked
 // counting the failed records sent to the failure queue, second the second
 // deletes scheduled and the keys they found filled again, again the keys
-// deleted again after a reconnect and those found there again, with the
+// deleted again after a reconnect and those found there again, announced
+// the messages sent to the local tiers and the keys not announced, with the
 // invoke's request ID, if any, as a property: CloudWatch
 // Logs turns it into metrics without any API call from the function. The
 // line's shape is fixed, so it is written directly: json.Marshal of maps
 // slowed the first invoke of every cold start (bench/README.md).
-func writeEMF(w io.Writer, namespace, function, requestID string, source events.Source, m invalidate.Metrics, parked int, second secondDeletes, again redeletes, now time.Time) error {
+func writeEMF(w io.Writer, namespace, function, requestID string, source events.Source, m invalidate.Metrics, parked int, second secondDeletes, again redeletes, announced *announcements, now time.Time) error {
+	messages, unannounced := announced.counts()
 	b := make([]byte, 0, 768)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
@@ -47,6 +50,7 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source events.
 		{"KeysAbsent", int64(m.KeysAbsent)}, {"KeysFailed", int64(m.KeysFailed)}, {"MaxLag", m.MaxLag.Milliseconds()},
 		{"SecondDeletesScheduled", int64(second.scheduled)}, {"SecondDeleteRefills", int64(second.present)},
 		{"RedeletedKeys", int64(again.keys)}, {"RedeleteRefills", int64(again.present)},
+		{"Announcements", messages}, {"AnnounceFailedKeys", unannounced},
 	} {
 		b = append(b, `,"`+metric.name+`":`...)
 		b = strconv.AppendInt(b, metric.value, 10)

@@ -63,8 +63,13 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	if opts.Recent != nil {
 		cache = opts.Recent.Wrap(conn)
 	}
+	var a *announcer
+	if cfg.AnnounceChannel != "" {
+		a = startAnnouncer(conn, cfg.AnnounceChannel, cfg.AnnounceHeartbeat, logger)
+		cache = a.wrap(cache)
+	}
 	w := New(invalidate.New(cache, invalidate.Options{Rules: cfg.Rules}), opts)
-	w.conn = conn
+	w.conn, w.announcer = conn, a
 	return w, nil
 }
 

@@ -63,9 +63,10 @@ type Parker interface {
 
 // Worker processes batches; it is safe for concurrent use.
 type Worker struct {
-	inv  *invalidate.Invalidator
-	opts Options
-	conn *connection // nil when the caller gave the invalidator
+	inv       *invalidate.Invalidator
+	opts      Options
+	conn      *connection // nil when the caller gave the invalidator
+	announcer *announcer  // nil when nothing is announced
 }
 
 // New returns a Worker invalidating through inv.
@@ -91,8 +92,12 @@ func New(inv *invalidate.Invalidator, opts Options) *Worker {
 	return &Worker{inv: inv, opts: opts}
 }
 
-// Close ends the worker's own cache connection, if Start made one.
+// Close stops the heartbeats and ends the worker's own cache connection,
+// if Start made them.
 func (w *Worker) Close() {
+	if w.announcer != nil {
+		w.announcer.close()
+	}
 	if w.conn != nil {
 		w.conn.close()
 	}
@@ -122,6 +127,7 @@ func (f Fate) String() string { return [...]string{"done", "parked", "retry"}[f]
 // or it would be parked twice.
 func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) (invalidate.Report, []Fate) {
 	start := time.Now()
+	ctx, announced := withTally(ctx)
 	again := make([]bool, batch.Len)
 	if source != events.SourceSNS {
 		batch.RetryFor = w.opts.RetryFor
@@ -156,7 +162,7 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	} else {
 		w.park(ctx, source, rep.Results, park, fates, content)
 	}
-	w.log(ctx, source, rep, fates, second, redeleted, time.Since(start))
+	w.log(ctx, source, rep, fates, second, redeleted, announced, time.Since(start))
 	return rep, fates
 }
 
@@ -217,8 +223,9 @@ func failAll(batch invalidate.Batch, err error) invalidate.Report {
 	return rep
 }
 
-func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, second secondDeletes, again redeletes, took time.Duration) {
+func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, second secondDeletes, again redeletes, announced *announcements, took time.Duration) {
 	m := rep.Metrics
+	messages, unannounced := announced.counts()
 	parked := 0
 	debug := w.opts.Logger.Enabled(ctx, slog.LevelDebug)
 	for i, res := range rep.Results {
@@ -240,8 +247,9 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 		"keys_deleted", m.KeysDeleted, "keys_absent", m.KeysAbsent, "keys_failed", m.KeysFailed,
 		"second_deletes_scheduled", second.scheduled, "second_delete_keys", second.keys, "second_delete_refills", second.present,
 		"redeleted_keys", again.keys, "redelete_refills", again.present,
+		"announcements", messages, "announce_failed_keys", unannounced,
 		"max_lag_ms", m.MaxLag.Milliseconds(), "duration_ms", took.Milliseconds())
-	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, InvocationOf(ctx).RequestID, source, m, parked, second, again, time.Now()); err != nil {
+	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, InvocationOf(ctx).RequestID, source, m, parked, second, again, announced, time.Now()); err != nil {
 		w.opts.Logger.ErrorContext(ctx, "cannot write metrics", "error", err.Error())
 	}
 }

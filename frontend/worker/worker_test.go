@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -22,7 +23,10 @@ func TestEMFLine(t *testing.T) {
 	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond}
 	// The function name is escaped as JSON wants, whatever it holds.
 	function := "sqs-\"invalidate\"\\\n\x01é"
-	if err := writeEMF(&buf, "Invalidator", function, "req-1", events.SourceSQS, m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, time.UnixMilli(1795953600000)); err != nil {
+	announced := &announcements{}
+	announced.add(6, nil)
+	announced.add(2, errors.New("not sent"))
+	if err := writeEMF(&buf, "Invalidator", function, "req-1", events.SourceSQS, m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, announced, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {
@@ -38,6 +42,7 @@ func TestEMFLine(t *testing.T) {
 		RequestID                                                                          string `json:"request_id"`
 		Records, FailedRecords, ParkedRecords, KeysDeleted, KeysAbsent, KeysFailed, MaxLag int64
 		SecondDeletesScheduled, SecondDeleteRefills, RedeletedKeys, RedeleteRefills        int64
+		Announcements, AnnounceFailedKeys                                                  int64
 	}
 	if !strings.HasSuffix(buf.String(), "}\n") || strings.Count(buf.String(), "\n") != 1 {
 		t.Fatalf("want one JSON line, got %q", buf.String())
@@ -60,7 +65,8 @@ func TestEMFLine(t *testing.T) {
 	}
 	if line.Records != 10 || line.FailedRecords != 2 || line.ParkedRecords != 1 || line.KeysDeleted != 7 || line.KeysAbsent != 3 || line.KeysFailed != 1 ||
 		line.MaxLag != 1500 || line.SecondDeletesScheduled != 5 || line.SecondDeleteRefills != 2 ||
-		line.RedeletedKeys != 4 || line.RedeleteRefills != 3 || line.Function != function || line.Source != "sqs" ||
+		line.RedeletedKeys != 4 || line.RedeleteRefills != 3 || line.Announcements != 1 || line.AnnounceFailedKeys != 2 ||
+		line.Function != function || line.Source != "sqs" ||
 		line.RequestID != "req-1" {
 		t.Fatalf("values = %+v", line)
 	}

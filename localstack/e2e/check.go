@@ -56,6 +56,7 @@ type results struct {
 	lag                                    map[string][]time.Duration
 	lagAt                                  map[string][]time.Time // when each lag's change was written
 	wtReads                                *wtReads
+	near                                   *nearCounts // the readers through local tiers; nil: none
 	notes                                  []string
 }
 
@@ -130,6 +131,11 @@ func (l *load) check(ctx context.Context, logs []string) (results, error) {
 	}
 	if r.stale, err = l.stale(ctx); err != nil {
 		return r, err
+	}
+	if l.near != nil {
+		c := l.near.check(l)
+		r.near = &c
+		r.notes = append(r.notes, c.notes...)
 	}
 	r.notes = append(r.notes, r.stale.notes...)
 	r.maxReceives = map[string]int{}
@@ -301,6 +307,7 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 		}
 	}
 	readsOK := r.wtReads.report(line, faults)
+	nearOK := r.near == nil || r.near.print(line)
 	backlogsOK, notes := r.printBacklogs(faults, line)
 	r.notes = append(r.notes, notes...)
 	recovered = recovered && backlogsOK
@@ -328,7 +335,7 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 		fmt.Println("  " + n)
 	}
 	stale := r.stale.writethrough + r.stale.naive + r.stale.replica
-	ok := stale == 0 && racesOK && failoversOK && r.validParked == 0 && lost == 0 && r.poisonUnparked == 0 && recovered && readsOK
+	ok := stale == 0 && racesOK && failoversOK && r.validParked == 0 && lost == 0 && r.poisonUnparked == 0 && recovered && readsOK && nearOK
 	fmt.Println(map[bool]string{true: "E2E PASS", false: "E2E FAIL"}[ok])
 	return ok
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,10 +74,40 @@ func (s *stack) faults(p plan) []fault {
 			// Redirects (MOVED, ASK) while 2,000 slots and their keys move.
 			return s.reshard(ctx, ports[0], ports[1], 2000)
 		}, 0},
+		// What ElastiCache does to a subscriber over its output buffer
+		// limits: the local tiers' subscriptions cut, three times.
+		{"pubsub-killed", func(ctx context.Context) error {
+			for range 3 {
+				if err := s.killSubscribers(ctx); err != nil {
+					return err
+				}
+				wait.For(ctx, time.Second)
+			}
+			return nil
+		}, 0},
 		// Recovery must not grow with the outage: a short one, then a long one.
 		{"cache-down-5s", s.cacheDown(5 * time.Second), 0},
 		{"cache-down", s.cacheDown(p.cacheDown), 0},
 	}
+}
+
+// killSubscribers disconnects every pub/sub client of every node,
+// replicas too, with CLIENT KILL TYPE pubsub.
+func (s *stack) killSubscribers(ctx context.Context) error {
+	ports := s.env.cachePorts
+	if s.shard != nil {
+		ports = append(slices.Clone(ports), s.shard.replica)
+	}
+	for _, port := range ports {
+		cmd, err := s.cli(ctx, port, "CLIENT", "KILL", "TYPE", "pubsub")
+		if err != nil {
+			return err
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("CLIENT KILL TYPE pubsub on %d: %w\n%s", port, err, out)
+		}
+	}
+	return nil
 }
 
 // cacheDown is the fault of every node shut down for d.

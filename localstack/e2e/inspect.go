@@ -17,6 +17,7 @@ import (
 // a second consumer of the table's stream and of the topic (through the
 // inspect queue), checking every change's keys 1 s and 10 s after.
 type inspector struct {
+	name   string // of its figures: inspect, or inspect_local through a local tier
 	cmd    *exec.Cmd
 	stdout bytes.Buffer
 	done   chan error
@@ -39,15 +40,15 @@ type inspection struct {
 	} `json:"delays"`
 }
 
-func startInspector(e env, bin string) (*inspector, error) {
-	log, err := os.Create(filepath.Join(e.state, "logs", "inspect.log"))
+func startInspector(e env, bin, name string, flags ...string) (*inspector, error) {
+	log, err := os.Create(filepath.Join(e.state, "logs", name+".log"))
 	if err != nil {
 		return nil, err
 	}
-	in := &inspector{done: make(chan error, 1), saveTo: filepath.Join(e.state, "inspect.json")}
+	in := &inspector{name: name, done: make(chan error, 1), saveTo: filepath.Join(e.state, name+".json")}
 	// The readers' naive values are JSON items with their Version.
-	in.cmd = exec.Command(filepath.Join(bin, "invalidator"), "inspect", "--table", e.table, "--queue", e.inspectQueue,
-		"--at", "1s,10s", "--version-path", "Version", "--json")
+	in.cmd = exec.Command(filepath.Join(bin, "invalidator"), append([]string{"inspect", "--table", e.table, "--queue", e.inspectQueue,
+		"--at", "1s,10s", "--version-path", "Version", "--json"}, flags...)...)
 	in.cmd.Env = append(os.Environ(), "INVALIDATION_RULES="+strings.ReplaceAll(rules, "TABLE", e.table))
 	in.cmd.Stdout, in.cmd.Stderr = &in.stdout, log
 	if err := in.cmd.Start(); err != nil {
@@ -77,8 +78,8 @@ func (in *inspector) report() (inspection, error) {
 	return r, errors.Join(err, os.WriteFile(in.saveTo, in.stdout.Bytes(), 0o644))
 }
 
-func (r inspection) print() {
-	fmt.Printf("E2E inspect_changes %d\n", r.Changes)
+func (r inspection) print(name string) {
+	fmt.Printf("E2E %s_changes %d\n", name, r.Changes)
 	for _, d := range r.Delays {
 		nines := "n/a"
 		if d.Nines != nil {
@@ -91,7 +92,7 @@ func (r inspection) print() {
 			name  string
 			value any
 		}{{"keys", d.Keys}, {"inconsistent", d.Inconsistent}, {"unverified", d.Unverified}, {"unreadable", d.Unreadable}, {"absent", d.Absent}, {"late", d.Late}, {"nines", nines}} {
-			fmt.Printf("E2E inspect_%s_%s %v\n", l.name, d.After, l.value)
+			fmt.Printf("E2E %s_%s_%s %v\n", name, l.name, d.After, l.value)
 		}
 	}
 }

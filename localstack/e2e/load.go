@@ -75,16 +75,18 @@ type load struct {
 
 	writes, reads, readErrors, probes atomic.Int64
 	wt                                wtReads
+	near                              *near // readers through local tiers; nil: none
 
 	writers, readers  sync.WaitGroup
 	stopW, stopR      context.CancelFunc
 	writeCtx, readCtx context.Context
 }
 
-// stamp is a version of an entity and when the source took it.
+// stamp is a version of an entity, when the source took it, and when its
+// write was done.
 type stamp struct {
-	at      time.Time
-	version int64
+	at, done time.Time
+	version  int64
 }
 
 // newLoad prepares a load whose IDs begin with prefix, poison among its
@@ -140,6 +142,9 @@ func (l *load) start(ctx context.Context) {
 		l.readers.Go(func() { l.read(l.readCtx, "user", l.naiveUser) })
 		l.readers.Go(func() { l.read(l.readCtx, "product", l.replicaRead("product")) })
 		l.readers.Go(func() { l.read(l.readCtx, "user", l.replicaRead("user")) })
+	}
+	if l.near != nil {
+		l.near.readers(l)
 	}
 }
 
@@ -205,7 +210,7 @@ func (l *load) record(entity, id string, version int64, at time.Time) {
 		at = time.Time{} // the first version, since always
 	}
 	l.versions[entity+":"+id] = version
-	l.history[entity+":"+id] = append(l.history[entity+":"+id], stamp{at, version})
+	l.history[entity+":"+id] = append(l.history[entity+":"+id], stamp{at: at, done: time.Now(), version: version})
 }
 
 // wrote notes a change written, to be invalidated.

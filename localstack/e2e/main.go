@@ -111,13 +111,26 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 	if err != nil {
 		return false, err
 	}
-	progress := startProgress(start, l)
-	defer progress.stop()
-	inspector, err := startInspector(env, bin)
-	if err != nil {
+	if l.near, err = l.startNear(ctx); err != nil {
 		return false, err
 	}
-	defer func() { _ = inspector.cmd.Process.Kill() }() // when the run ends early
+	defer l.near.close()
+	progress := startProgress(start, l)
+	defer progress.stop()
+	// invalidator inspect, and a second one reading through a local tier.
+	var inspectors []*inspector
+	defer func() {
+		for _, in := range inspectors {
+			_ = in.cmd.Process.Kill() // when the run ends early
+		}
+	}()
+	for _, flags := range [][]string{{"inspect"}, {"inspect_local", "--local"}} {
+		in, err := startInspector(env, bin, flags[0], flags[1:]...)
+		if err != nil {
+			return false, err
+		}
+		inspectors = append(inspectors, in)
+	}
 
 	l.start(ctx)
 	var faults []faultResult
@@ -154,7 +167,9 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 	progress.phase("draining")
 	l.stopWriters()
 	drained := l.drain(ctx, 3*time.Minute)
-	inspector.stopReading()
+	for _, in := range inspectors {
+		in.stopReading()
+	}
 	l.stopReaders()
 	progress.stop()
 	r, err := l.check(ctx, s.logs())
@@ -177,11 +192,13 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 			r.failovers = append(r.failovers, fo)
 		}
 	}
-	inspection, err := inspector.report()
-	if err != nil {
-		return false, err
+	for _, in := range inspectors {
+		inspection, err := in.report()
+		if err != nil {
+			return false, err
+		}
+		inspection.print(in.name)
 	}
-	inspection.print()
 	if err := writeLag(filepath.Join(env.state, "lag.json"), start, r, faults); err != nil {
 		return false, err
 	}

@@ -95,10 +95,19 @@ type Cluster struct {
 
 // StartCluster starts a 3-master cluster on ports base..base+2, with its own
 // state under .local/<name>, and stops it when the test ends. Tests that run
-// in parallel must use different bases.
+// in parallel must use different bases. TESTENV_PORT_OFFSET, when set, is
+// added to every base: checkouts testing side by side on one machine each
+// get ports of their own.
 func StartCluster(t testing.TB, name string, base int) *Cluster {
 	t.Helper()
 	root := Getenv(t, "INVALIDATOR_ROOT")
+	if offset := os.Getenv("TESTENV_PORT_OFFSET"); offset != "" {
+		n, err := strconv.Atoi(offset)
+		if err != nil {
+			t.Fatalf("TESTENV_PORT_OFFSET: %v", err)
+		}
+		base += n
+	}
 	c := &Cluster{state: filepath.Join(root, ".local", name)}
 	var ports []string
 	for i := range 3 {

@@ -1,0 +1,70 @@
+package announce
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Message is one announcement: the keys (and tags) a publisher deleted, or
+// none: a heartbeat.
+type Message struct {
+	// Publisher identifies the process that sent it, for its lifetime.
+	Publisher string
+	// Since is when the publisher started, to the millisecond: a
+	// subscriber that was there before may expect its messages from the
+	// first.
+	Since time.Time
+	// Seq numbers the publisher's messages from 1, heartbeats included.
+	Seq uint64
+	// At is when the deletes were sent, to the microsecond, or the
+	// heartbeat: what the source held before then, a load after the
+	// message finds in the cache or newer.
+	At time.Time
+	// Keys are the keys deleted.
+	Keys []string
+	// Tags are the tags invalidated, whose keys a subscriber cannot list:
+	// it forgets everything it holds.
+	Tags []string
+}
+
+// Heartbeat tells a message without keys or tags.
+func (m Message) Heartbeat() bool { return len(m.Keys) == 0 && len(m.Tags) == 0 }
+
+// version is the format's: a subscriber drops what a later one may mean.
+const version = 1
+
+// wire is a message as JSON: {"v":1,"pub":"…","since":<unix ms>,"seq":N,
+// "at":<unix µs>,"keys":[…],"tags":[…]}, keys and tags left out when empty.
+type wire struct {
+	V     int      `json:"v"`
+	Pub   string   `json:"pub"`
+	Since int64    `json:"since"`
+	Seq   uint64   `json:"seq"`
+	At    int64    `json:"at"`
+	Keys  []string `json:"keys,omitempty"`
+	Tags  []string `json:"tags,omitempty"`
+}
+
+// Encode returns the message as it is published.
+func (m Message) Encode() string {
+	b, _ := json.Marshal(wire{V: version, Pub: m.Publisher, Since: m.Since.UnixMilli(), Seq: m.Seq, At: m.At.UnixMicro(), Keys: m.Keys, Tags: m.Tags})
+	return string(b)
+}
+
+// ErrFormat is Decode's error for a payload that is not a message this
+// version reads.
+var ErrFormat = errors.New("announce: not an announcement of format 1")
+
+// Decode reads a published message.
+func Decode(payload string) (Message, error) {
+	var w wire
+	if err := json.Unmarshal([]byte(payload), &w); err != nil {
+		return Message{}, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	if w.V != version || w.Pub == "" || w.Seq == 0 {
+		return Message{}, fmt.Errorf("%w: version %d, publisher %q, sequence %d", ErrFormat, w.V, w.Pub, w.Seq)
+	}
+	return Message{Publisher: w.Pub, Since: time.UnixMilli(w.Since), Seq: w.Seq, At: time.UnixMicro(w.At), Keys: w.Keys, Tags: w.Tags}, nil
+}

@@ -1,0 +1,177 @@
+package local
+
+import (
+	"crypto/rand"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/invalidate/announce"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+)
+
+// eventually waits for cond, failing the test after 10 s: a bound on a
+// wait, not on how fast anything is.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not %s after 10 s", what)
+		}
+	}
+}
+
+func channelName() string { return "near:test:" + rand.Text()[:8] }
+
+func TestAnAnnouncementDropsWhatEveryTierHolds(t *testing.T) {
+	client := testenv.Cache(t)
+	name := channelName()
+	ch := Open(client, ChannelOptions{Channel: name})
+	t.Cleanup(ch.Close)
+	products, users := New[string](ch, Options{}), New[int](ch, Options{})
+	eventually(t, "subscribed", ch.Subscribed)
+	products.Reserve("cache:product:1")("boots", false, 10, time.Now().Add(time.Hour))
+	users.Reserve("cache:user:1")(7, false, 10, time.Now().Add(time.Hour))
+	if v, _, ok := products.Get("cache:product:1"); !ok || v != "boots" {
+		t.Fatalf("Get = %q, %v: the read was not kept", v, ok)
+	}
+	worker := announce.NewPublisher(announce.Valkey(client), name)
+	if err := worker.Announce(t.Context(), time.Now(), []string{"cache:product:1", "cache:user:1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "dropped", func() bool {
+		_, _, p := products.Get("cache:product:1")
+		_, _, u := users.Get("cache:user:1")
+		return !p && !u
+	})
+	if s := ch.Stats(); s.Keys < 2 || s.Publishers < 1 || len(s.Flushes) != 0 {
+		t.Fatalf("stats %+v: want the keys counted, the worker followed and no flush", s)
+	}
+}
+
+// process is one service process of a test: a channel and a tier.
+type process struct {
+	ch   *Channel
+	tier *Tier[string]
+}
+
+func open(t *testing.T, client valkey.Client, name string) process {
+	t.Helper()
+	ch := Open(client, ChannelOptions{Channel: name, Logger: discard})
+	t.Cleanup(ch.Close)
+	p := process{ch, New[string](ch, Options{})}
+	eventually(t, "subscribed", ch.Subscribed)
+	return p
+}
+
+func (p process) fill(key, value string) bool {
+	keep := p.tier.Reserve(key)
+	if keep == nil {
+		return false
+	}
+	keep(value, false, len(value), time.Now().Add(time.Hour))
+	_, _, ok := p.tier.Get(key)
+	return ok
+}
+
+func (p process) holds(key string) bool { _, _, ok := p.tier.Get(key); return ok }
+
+func TestAProcessWritesDropEverywhere(t *testing.T) {
+	client := testenv.Cache(t)
+	name := channelName()
+	a, b := open(t, client, name), open(t, client, name)
+	if !a.fill("cache:k", "old") || !b.fill("cache:k", "old") {
+		t.Fatal("not kept")
+	}
+	if err := a.tier.Drop(t.Context(), "cache:k"); err != nil {
+		t.Fatal(err)
+	}
+	if a.holds("cache:k") {
+		t.Fatal("the writer still holds its key")
+	}
+	eventually(t, "dropped in the other process", func() bool { return !b.holds("cache:k") })
+}
+
+func TestAnAnnouncementNotSentFlushesTheOthers(t *testing.T) {
+	client := testenv.Cache(t)
+	name := channelName()
+	a, b := open(t, client, name), open(t, client, name)
+	if !b.fill("cache:other", "v") {
+		t.Fatal("not kept")
+	}
+	// Once b follows a (a heartbeat of each): a publisher's messages
+	// before the first one a subscriber hears cannot be told missed.
+	eventually(t, "following the writer", func() bool { return b.ch.Stats().Publishers == 2 })
+	a.ch.pub.Skip() // as a Drop whose PUBLISH failed
+	eventually(t, "flushed at the writer's next heartbeat", func() bool { return b.ch.Stats().Flushes[CauseGap] == 1 })
+	if b.holds("cache:other") {
+		t.Fatal("still held after the gap")
+	}
+}
+
+func TestKilledSubscriptionsFlushAndComeBack(t *testing.T) {
+	client := testenv.Cache(t)
+	name := channelName()
+	p := open(t, client, name)
+	if !p.fill("cache:k", "v") {
+		t.Fatal("not kept")
+	}
+	for _, node := range client.Nodes() {
+		if err := node.Do(t.Context(), node.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "flushed", func() bool { return p.ch.Stats().Flushes[CauseLost] >= 1 })
+	if p.holds("cache:k") {
+		t.Fatal("still held after the subscription was killed")
+	}
+	eventually(t, "subscribed again", p.ch.Subscribed)
+	worker := announce.NewPublisher(announce.Valkey(client), name)
+	if !p.fill("cache:k", "v") {
+		t.Fatal("not kept once subscribed again")
+	}
+	if err := worker.Announce(t.Context(), time.Now(), []string{"cache:k"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "dropped on the new subscription", func() bool { return !p.holds("cache:k") })
+}
+
+func TestANodeFrozenOrGoneIsLeftForAnother(t *testing.T) {
+	cluster := testenv.StartCluster(t, "near-nodes", 7251)
+	client, err := elasticache.New(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	p := open(t, client, channelName())
+	port := func() int {
+		_, port, _ := strings.Cut(p.ch.Stats().Node, ":")
+		n, _ := strconv.Atoi(port)
+		return n
+	}
+	frozen := port()
+	if !p.fill("cache:k", "v") {
+		t.Fatal("not kept")
+	}
+	cluster.Freeze(t, frozen) // its connections stay open: only silence tells
+	eventually(t, "flushed for silence", func() bool { return p.ch.Stats().Flushes[CauseSilent] >= 1 })
+	if p.holds("cache:k") {
+		t.Fatal("still held while the subscription is silent")
+	}
+	eventually(t, "subscribed on another node", func() bool { return p.ch.Subscribed() && port() != frozen })
+	cluster.Thaw(t, frozen)
+	gone := port()
+	if !p.fill("cache:k", "v") {
+		t.Fatal("not kept")
+	}
+	cluster.StopNode(t, gone)
+	eventually(t, "flushed for the lost connection", func() bool { return p.ch.Stats().Flushes[CauseLost] >= 1 })
+	if p.holds("cache:k") {
+		t.Fatal("still held after the node went")
+	}
+	eventually(t, "subscribed on another node", func() bool { return p.ch.Subscribed() && port() != gone })
+}

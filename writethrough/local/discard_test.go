@@ -1,0 +1,8 @@
+package local
+
+import (
+	"io"
+	"log/slog"
+)
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
