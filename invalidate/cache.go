@@ -62,7 +62,7 @@ func permanentKeyError(err error) bool {
 	if errors.Is(err, ErrInternal) {
 		return true
 	}
-	// valkey-go has no typed check for NOPERM.
-	verr, ok := valkey.IsValkeyErr(err)
-	return ok && strings.HasPrefix(verr.Error(), "NOPERM")
+	// valkey-go has no typed check for NOPERM; the reply may come wrapped.
+	var verr *valkey.ValkeyError
+	return errors.As(err, &verr) && strings.HasPrefix(verr.Error(), "NOPERM")
 }

@@ -238,16 +238,18 @@ func RulesFromEnv(getenv func(string) string) (*Rules, error) {
 
 // Keys appends to dst the keys a change invalidates: its explicit keys if it
 // has any, else the keys of its table's or entity's rule, else the default
-// ones. A template that cannot be planned safely, or a key over the maximum
+// ones — none for a change of tags alone. A template that cannot be planned safely, or a key over the maximum
 // length, gives an error; the keys the other templates planned are still
 // appended — deleting them is right whatever else fails — and the change's
 // record fails.
 func (r *Rules) Keys(c *events.Change, dst []string) ([]string, error) {
 	start := len(dst)
 	var first error
-	if len(c.Keys) > 0 {
+	switch {
+	case len(c.Keys) > 0:
 		dst = append(dst, c.Keys...)
-	} else {
+	case c.Entity == "" && len(c.Tags) > 0: // a change of tags alone
+	default:
 		templates := r.templatesFor(c)
 		for i := range templates {
 			var err error

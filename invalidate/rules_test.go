@@ -298,6 +298,9 @@ tags:
 	if got, _ := r.Keys(&events.Change{Entity: "product", ID: "42", Tags: []string{"x"}}, nil); !slices.Equal(got, []string{"cache:product:42"}) {
 		t.Errorf("explicit tags changed the keys: %q", got)
 	}
+	if got, err := r.Keys(&events.Change{Tags: []string{"x"}}, nil); err != nil || len(got) != 0 {
+		t.Errorf("a change of tags alone plans keys %q, %v", got, err)
+	}
 	if patterns, _ := r.AllowedKeys(); strings.Join(patterns, " ") != "k:* cache:product:* cache:tag:product:* cache:tag:category:* cache:tag:" {
 		t.Errorf("derived %q, want the keys' patterns and the tags' with their clock", patterns)
 	}

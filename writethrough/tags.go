@@ -2,8 +2,6 @@ package writethrough
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -33,7 +31,7 @@ const tagMargin = time.Minute
 // and prunes a few registrations past their time, from where the last
 // registration left off. It returns 1 when registered, 0 when the tag was
 // invalidated, -1 when it is missing.
-var registerScript = newScript(`
+var registerScript = tagset.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local epoch = tonumber(redis.call('HGET', KEYS[1], '\0e'))
 if epoch and epoch > tonumber(ARGV[3]) then return 0 end
@@ -54,54 +52,21 @@ return 1`)
 // the clock reading ARGV[1], which is after that: the fills that read the
 // source before are not stored; those after are. It lives at least ARGV[2]
 // ms.
-var createScript = newScript(`
+var createScript = tagset.NewScript(`
 local epoch = tonumber(redis.call('HGET', KEYS[1], '\0e'))
 if not epoch or epoch < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], '\0e', ARGV[1]) end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 1`)
 
-var tickScript = valkey.NewLuaScript(tagset.TickScript)
-
-// script is a Lua script run on several keys at once.
-type script struct{ src, sha string }
-
-func newScript(src string) script {
-	sum := sha1.Sum([]byte(src))
-	return script{src, hex.EncodeToString(sum[:])}
-}
-
 // each runs s on every one of keys, the i-th with args(i), all at once, as
-// callAll does: EVALSHA, then EVAL on the nodes that do not have it yet.
-func (c *Cache[V]) each(ctx context.Context, s script, keys []string, args func(i int) []string) []valkey.ValkeyResult {
-	return c.callAll(ctx, len(keys), func(ctx context.Context) []valkey.ValkeyResult {
-		cmds := make(valkey.Commands, len(keys))
-		for i, k := range keys {
-			cmds[i] = c.client.B().Evalsha().Sha1(s.sha).Numkeys(1).Key(k).Arg(args(i)...).Build()
-		}
-		resps := c.client.DoMulti(ctx, cmds...)
-		var again []int
-		for i, r := range resps {
-			if err, ok := valkey.IsValkeyErr(r.Error()); ok && err.IsNoScript() {
-				again = append(again, i)
-			}
-		}
-		if len(again) == 0 {
-			return resps
-		}
-		cmds = cmds[:0]
-		for _, i := range again {
-			cmds = append(cmds, c.client.B().Eval().Script(s.src).Numkeys(1).Key(keys[i]).Arg(args(i)...).Build())
-		}
-		for j, r := range c.client.DoMulti(ctx, cmds...) {
-			resps[again[j]] = r
-		}
-		return resps
-	})
+// callAll does.
+func (c *Cache[V]) each(ctx context.Context, s tagset.Script, keys []string, args func(i int) []string) []valkey.ValkeyResult {
+	return c.callAll(ctx, len(keys), func(ctx context.Context) []valkey.ValkeyResult { return s.Each(ctx, c.client, keys, args) })
 }
 
 // tick reads the tag clock anew.
 func (c *Cache[V]) tick(ctx context.Context) (int64, error) {
-	return c.exec(ctx, tickScript, tagset.Clock(c.opts.TagPrefix)).AsInt64()
+	return c.each(ctx, tagset.Tick, []string{tagset.Clock(c.opts.TagPrefix)}, tagset.NoArgs)[0].AsInt64()
 }
 
 // tag makes e, the value v of key loaded after the tag clock read clock,

@@ -41,7 +41,7 @@ func tagged(t *testing.T, client valkey.Client) (*Cache[list], string) {
 func invalidateTag(t *testing.T, client valkey.Client, prefix, tag string) {
 	t.Helper()
 	ctx := t.Context()
-	clock, err := tickScript.Exec(ctx, client, []string{tagset.Clock(prefix)}, nil).AsInt64()
+	clock, err := tagset.Tick.Each(ctx, client, []string{tagset.Clock(prefix)}, tagset.NoArgs)[0].AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
