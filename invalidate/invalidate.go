@@ -102,6 +102,9 @@ type batch struct {
 // the deletes of the first records then overlap the decoding of the rest.
 const decodeChunk = 128
 
+// Rules are the rules the Invalidator plans with.
+func (inv *Invalidator) Rules() *Rules { return inv.opts.Rules }
+
 // Invalidate decodes a batch, plans its keys and deletes them, and reports
 // each record. Large batches are decoded on every CPU, and the keys of each
 // decoded chunk of records are sent while the next chunks are decoded. Keys

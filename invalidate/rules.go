@@ -291,6 +291,12 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 // TagKey is the key of tag.
 func (r *Rules) TagKey(tag string) string { return tagset.Key(r.tagPrefix, tag) }
 
+// TagOf is the tag whose key is key, if key is one's.
+func (r *Rules) TagOf(key string) (string, bool) {
+	tag, ok := strings.CutPrefix(key, r.tagPrefix)
+	return tag, ok && tag != ""
+}
+
 // TagClock is the key of the tag clock.
 func (r *Rules) TagClock() string { return tagset.Clock(r.tagPrefix) }
 

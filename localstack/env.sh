@@ -43,8 +43,10 @@ export CACHE_PASSWORD="${CACHE_PASSWORD:-local-dev-password-0123456789}"
 # which redis-server 7.0 does not know).
 export WORKER_USERNAME="${WORKER_USERNAME:-invalidator}"
 export WORKER_PASSWORD="${WORKER_PASSWORD:-local-worker-password-0123456789}"
-# ASKING lets it follow a slot being migrated.
-export WORKER_ACL="resetchannels -@all +unlink +asking +ping +hello +auth +client|setname +cluster|shards +cluster|slots +cluster|info"
+# ASKING lets it follow a slot being migrated. The scripts (EVALSHA, EVAL)
+# invalidate tags: the tag clock (TIME, INCR, INCRBY), each tag's hash
+# (EXISTS, HGET, HSET, HSCAN, HDEL); none can overwrite a cached value.
+export WORKER_ACL="resetchannels -@all +unlink +asking +ping +hello +auth +client|setname +cluster|shards +cluster|slots +cluster|info +evalsha +eval +time +incr +incrby +exists +hget +hset +hscan +hdel"
 # The keys it may delete: the rules' allowedKeys, and CacheKeyPatterns in
 # template.yaml. Space-separated.
 export WORKER_KEYS="${WORKER_KEYS:-cache:*}"

@@ -15,7 +15,8 @@ const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","
 	`{"Name":"KeysDeleted","Unit":"Count"},{"Name":"KeysAbsent","Unit":"Count"},` +
 	`{"Name":"KeysFailed","Unit":"Count"},{"Name":"MaxLag","Unit":"Milliseconds"},` +
 	`{"Name":"SecondDeletesScheduled","Unit":"Count"},{"Name":"SecondDeleteRefills","Unit":"Count"},` +
-	`{"Name":"RedeletedKeys","Unit":"Count"},{"Name":"RedeleteRefills","Unit":"Count"}]`
+	`{"Name":"RedeletedKeys","Unit":"Count"},{"Name":"RedeleteRefills","Unit":"Count"},` +
+	`{"Name":"TagsInvalidated","Unit":"Count"},{"Name":"TagsFailed","Unit":"Count"},{"Name":"TagEntriesDeleted","Unit":"Count"}]`
 
 // writeEMF writes one CloudWatch Embedded Metric Format line, parked
 // counting the failed records sent to the failure queue, second the second
@@ -26,7 +27,7 @@ const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","
 // line's shape is fixed, so it is written directly: json.Marshal of maps
 // slowed the first invoke of every cold start (bench/README.md).
 func writeEMF(w io.Writer, namespace, function, requestID string, source events.Source, m invalidate.Metrics, parked int, second secondDeletes, again redeletes, now time.Time) error {
-	b := make([]byte, 0, 768)
+	b := make([]byte, 0, 1024)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
 	b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)
@@ -47,6 +48,7 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source events.
 		{"KeysAbsent", int64(m.KeysAbsent)}, {"KeysFailed", int64(m.KeysFailed)}, {"MaxLag", m.MaxLag.Milliseconds()},
 		{"SecondDeletesScheduled", int64(second.scheduled)}, {"SecondDeleteRefills", int64(second.present)},
 		{"RedeletedKeys", int64(again.keys)}, {"RedeleteRefills", int64(again.present)},
+		{"TagsInvalidated", int64(m.TagsInvalidated)}, {"TagsFailed", int64(m.TagsFailed)}, {"TagEntriesDeleted", int64(m.TagEntriesDeleted)},
 	} {
 		b = append(b, `,"`+metric.name+`":`...)
 		b = strconv.AppendInt(b, metric.value, 10)

@@ -19,7 +19,8 @@ import (
 
 func TestEMFLine(t *testing.T) {
 	var buf bytes.Buffer
-	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond}
+	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond,
+		TagsInvalidated: 6, TagsFailed: 1, TagEntriesDeleted: 900}
 	// The function name is escaped as JSON wants, whatever it holds.
 	function := "sqs-\"invalidate\"\\\n\x01é"
 	if err := writeEMF(&buf, "Invalidator", function, "req-1", events.SourceSQS, m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, time.UnixMilli(1795953600000)); err != nil {
@@ -38,6 +39,7 @@ func TestEMFLine(t *testing.T) {
 		RequestID                                                                          string `json:"request_id"`
 		Records, FailedRecords, ParkedRecords, KeysDeleted, KeysAbsent, KeysFailed, MaxLag int64
 		SecondDeletesScheduled, SecondDeleteRefills, RedeletedKeys, RedeleteRefills        int64
+		TagsInvalidated, TagsFailed, TagEntriesDeleted                                     int64
 	}
 	if !strings.HasSuffix(buf.String(), "}\n") || strings.Count(buf.String(), "\n") != 1 {
 		t.Fatalf("want one JSON line, got %q", buf.String())
@@ -61,7 +63,7 @@ func TestEMFLine(t *testing.T) {
 	if line.Records != 10 || line.FailedRecords != 2 || line.ParkedRecords != 1 || line.KeysDeleted != 7 || line.KeysAbsent != 3 || line.KeysFailed != 1 ||
 		line.MaxLag != 1500 || line.SecondDeletesScheduled != 5 || line.SecondDeleteRefills != 2 ||
 		line.RedeletedKeys != 4 || line.RedeleteRefills != 3 || line.Function != function || line.Source != "sqs" ||
-		line.RequestID != "req-1" {
+		line.RequestID != "req-1" || line.TagsInvalidated != 6 || line.TagsFailed != 1 || line.TagEntriesDeleted != 900 {
 		t.Fatalf("values = %+v", line)
 	}
 }
