@@ -87,10 +87,17 @@ bench-record: bench ## make bench that also rewrites bench/README.md's latest ru
 # following the master through its failovers, as ElastiCache Serverless
 # does. The raw queue's visibility is six times the 10 s function timeout
 # the run gives the driver; the worker may delete the keys of every kind of
-# reader the run has.
-E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=4600 AWS_ENDPOINT_URL=http://127.0.0.1:4600 \
-	CACHE_PORTS="7301 7302 7303" CACHE_ENDPOINT=127.0.0.1:7301 CACHE_CA_FILE=$(CURDIR)/.local/e2e/tls/ca.crt VISIBILITY_TIMEOUT=60 \
-	CACHE_REPLICAS="7304:7303" CACHE_ANNOUNCE="7303:7313 7304:7313" \
+# reader the run has. E2E_MOTO_PORT, E2E_CACHE_PORTS (three masters),
+# E2E_REPLICA_PORT and E2E_ENDPOINT_PORT move it, to run beside another
+# make e2e.
+E2E_MOTO_PORT ?= 4600
+E2E_CACHE_PORTS ?= 7301 7302 7303
+E2E_REPLICA_PORT ?= 7304
+E2E_ENDPOINT_PORT ?= 7313
+E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=$(E2E_MOTO_PORT) AWS_ENDPOINT_URL=http://127.0.0.1:$(E2E_MOTO_PORT) \
+	CACHE_PORTS="$(E2E_CACHE_PORTS)" CACHE_ENDPOINT=127.0.0.1:$(firstword $(E2E_CACHE_PORTS)) CACHE_CA_FILE=$(CURDIR)/.local/e2e/tls/ca.crt VISIBILITY_TIMEOUT=60 \
+	CACHE_REPLICAS="$(E2E_REPLICA_PORT):$(lastword $(E2E_CACHE_PORTS))" \
+	CACHE_ANNOUNCE="$(lastword $(E2E_CACHE_PORTS)):$(E2E_ENDPOINT_PORT) $(E2E_REPLICA_PORT):$(E2E_ENDPOINT_PORT)" \
 	WORKER_KEYS="cache:* naive:* replica:* e2e:mark:*"
 # What env.sh derives from the endpoint, should the calling shell have it.
 STACK_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL

@@ -244,8 +244,9 @@ func printFailovers(fs []failoverResult, line func(string, any)) (ok bool, notes
 		line(name+"_stale_writethrough", f.stale.writethrough)
 		line(name+"_stale_naive", f.stale.naive)
 		line(name+"_stale_replica", f.stale.replica)
+		line(name+"_stale_list", f.stale.list)
 		line(name+"_drained", f.drained)
-		stale := f.stale.writethrough
+		stale := f.stale.writethrough + f.stale.list
 		if f.delay > 0 {
 			stale += f.stale.naive + f.stale.replica
 		}
