@@ -42,29 +42,32 @@ func getHits(ctx context.Context, client valkey.Client) (hit, plain []float64) {
 	}); err != nil {
 		log.Fatal(err)
 	}
-	run := func(op func() error) float64 {
-		var wg sync.WaitGroup
-		start := time.Now()
-		for range workers {
-			wg.Go(func() {
-				for range each {
-					if err := op(); err != nil {
-						log.Fatal(err)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		return workers * each / time.Since(start).Seconds()
-	}
 	miss := func(context.Context) (product, error) { return product{}, errors.New("a hit was expected") }
 	// Rounds of both, back to back, as for the pipeline: the medians count.
 	var hits, plains []float64
 	for range 3 {
-		plains = append(plains, run(func() error { return client.Do(ctx, client.B().Get().Key(key).Build()).Error() }))
-		hits = append(hits, run(func() error { _, err := cache.Get(ctx, key, miss); return err }))
+		plains = append(plains, opsPerSec(workers, each, func() error { return client.Do(ctx, client.B().Get().Key(key).Build()).Error() }))
+		hits = append(hits, opsPerSec(workers, each, func() error { _, err := cache.Get(ctx, key, miss); return err }))
 	}
 	return hits, plains
+}
+
+// opsPerSec runs op each times on each of workers goroutines, and returns
+// how many a second they ran.
+func opsPerSec(workers, each int, op func() error) float64 {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				if err := op(); err != nil {
+					log.Fatal(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(workers*each) / time.Since(start).Seconds()
 }
 
 // stampede returns how often the loader runs when 200 readers, spread over
