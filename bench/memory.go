@@ -36,6 +36,26 @@ func memoryGroup(ctx context.Context, s server, bin string) {
 func stream10k(ctx context.Context, client valkey.Client) float64 {
 	payload := shape.StreamPayload(10_000)
 	inv := invalidate.New(invalidate.Valkey(client), invalidate.Options{})
+	peak := peakHeap(func() {
+		raws, err := events.SplitRecords(payload)
+		if err != nil {
+			log.Fatal(err)
+		}
+		rep := inv.Invalidate(ctx, invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
+			seq, c, err := events.DecodeDynamoDBJSON(*raw)
+			return invalidate.Record{ID: seq, Changes: []events.Change{c}, Err: err}
+		}))
+		if rep.Metrics.Failed > 0 {
+			log.Fatalf("stream batch: %d records failed", rep.Metrics.Failed)
+		}
+	})
+	runtime.KeepAlive(payload)
+	return peak
+}
+
+// peakHeap runs fn and returns the peak live heap while it ran, in MiB,
+// above the heap before it, sampled every 50 µs.
+func peakHeap(fn func()) float64 {
 	runtime.GC()
 	base := heapBytes()
 	var peak atomic.Uint64
@@ -53,22 +73,11 @@ func stream10k(ctx context.Context, client valkey.Client) float64 {
 			time.Sleep(50 * time.Microsecond)
 		}
 	}()
-	raws, err := events.SplitRecords(payload)
-	if err != nil {
-		log.Fatal(err)
-	}
-	rep := inv.Invalidate(ctx, invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
-		seq, c, err := events.DecodeDynamoDBJSON(*raw)
-		return invalidate.Record{ID: seq, Changes: []events.Change{c}, Err: err}
-	}))
+	fn()
 	close(done)
-	if rep.Metrics.Failed > 0 {
-		log.Fatalf("stream batch: %d records failed", rep.Metrics.Failed)
-	}
 	if h := heapBytes(); h > peak.Load() {
 		peak.Store(h)
 	}
-	runtime.KeepAlive(payload)
 	return float64(peak.Load()-min(base, peak.Load())) / (1 << 20)
 }
 

@@ -88,7 +88,7 @@ type fields struct {
 	message                  field  // SNS envelope: a string decoded, into msgBuf
 	detailType, detail, time []byte // EventBridge envelope
 	entity, id, op, version  field  // change message
-	keys, occurredAt         field
+	keys, tags, occurredAt   field
 	secondDelete             field
 	msgBuf                   *[]byte // from messageBuffers, until release
 }
@@ -140,6 +140,8 @@ func collect(raw []byte) (f fields, err error) {
 			f.version = field{value, kind}
 		case "keys":
 			f.keys = field{value, kind}
+		case "tags":
+			f.tags = field{value, kind}
 		case "occurredAt":
 			f.occurredAt = field{value, kind}
 		case "secondDelete":
@@ -241,8 +243,8 @@ func (f *fields) change(env envelope) (c Change, err error) {
 	c = Change{Source: env.source, OccurredAt: env.occurredAt}
 	// What is missing first: another kind of event (an S3 notification in
 	// EventBridge) fails for that, not for a field it happens to share.
-	if f.entity.raw == nil && f.keys.raw == nil {
-		return c, invalid("a change needs an entity or keys: this is no change message")
+	if f.entity.raw == nil && f.keys.raw == nil && f.tags.raw == nil {
+		return c, invalid("a change needs an entity, keys or tags: this is no change message")
 	}
 	if f.entity.raw != nil {
 		if c.Entity, err = nonEmptyText("entity", f.entity.raw, f.entity.kind); err != nil {
@@ -266,7 +268,12 @@ func (f *fields) change(env envelope) (c Change, err error) {
 		c.HasVersion = true
 	}
 	if f.keys.raw != nil {
-		if c.Keys, err = parseKeys(f.keys.raw, f.keys.kind); err != nil {
+		if c.Keys, err = parseStrings("keys", f.keys.raw, f.keys.kind); err != nil {
+			return c, err
+		}
+	}
+	if f.tags.raw != nil {
+		if c.Tags, err = parseStrings("tags", f.tags.raw, f.tags.kind); err != nil {
 			return c, err
 		}
 	}
@@ -288,12 +295,12 @@ func (f *fields) change(env envelope) (c Change, err error) {
 		default:
 			return c, invalid("secondDelete must be true or false, not " + f.secondDelete.kind.String())
 		}
-		if c.SecondDelete && len(c.Keys) == 0 {
-			return c, invalid("a second delete needs keys")
+		if c.SecondDelete && len(c.Keys) == 0 && len(c.Tags) == 0 {
+			return c, invalid("a second delete needs keys or tags")
 		}
 	}
-	if c.Entity == "" && len(c.Keys) == 0 {
-		return c, invalid("a change needs an entity or keys")
+	if c.Entity == "" && len(c.Keys) == 0 && len(c.Tags) == 0 {
+		return c, invalid("a change needs an entity, keys or tags")
 	}
 	return c, nil
 }

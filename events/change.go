@@ -42,7 +42,10 @@ type Change struct {
 	// Keys, when not empty, are the exact cache keys to invalidate, replacing
 	// the rules.
 	Keys []string
-	// SecondDelete marks a worker's own second delete of Keys, sent through
+	// Tags, when not empty, are the exact tags to invalidate — each deletes
+	// the entries that depend on it —, replacing the rules' tags.
+	Tags []string
+	// SecondDelete marks a worker's own second delete of Keys and Tags, sent through
 	// its delay queue ("secondDelete": true): deleted again, never delayed
 	// a third time.
 	SecondDelete bool

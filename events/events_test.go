@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -261,6 +262,36 @@ func TestCreationTimeInAnyUnit(t *testing.T) {
 	} {
 		if got := epochTime(tc.value); !got.Equal(tc.want) {
 			t.Errorf("epochTime(%v) = %v, want %v", tc.value, got, tc.want)
+		}
+	}
+}
+
+// TestChangeTags: a change may name tags, beside or instead of an entity
+// and keys, and a second delete may be of tags alone.
+func TestChangeTags(t *testing.T) {
+	for _, tc := range []struct {
+		body   string
+		tags   []string
+		reason string
+	}{
+		{`{"tags":["category:shoes","product:1"]}`, []string{"category:shoes", "product:1"}, ""},
+		{`{"entity":"product","id":"1","tags":["product:1"]}`, []string{"product:1"}, ""},
+		{`{"tags":["t"],"secondDelete":true}`, []string{"t"}, ""},
+		{`{"tags":[]}`, nil, "tags is empty"},
+		{`{"tags":"product:1"}`, nil, "tags must be an array of strings"},
+		{`{"tags":["a",""]}`, nil, "tags[1] is empty"},
+		{`{"tags":["a",7]}`, nil, "tags[1] must be a string"},
+		{`{"secondDelete":true,"entity":"x"}`, nil, "a second delete needs keys or tags"},
+	} {
+		changes, err := DecodeSQSBody("m", tc.body, "")
+		if tc.reason != "" {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("%s: err %v, want %q", tc.body, err, tc.reason)
+			}
+			continue
+		}
+		if err != nil || len(changes) != 1 || !slices.Equal(changes[0].Tags, tc.tags) {
+			t.Errorf("%s: %+v, %v; want tags %q", tc.body, changes, err, tc.tags)
 		}
 	}
 }

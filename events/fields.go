@@ -72,20 +72,21 @@ func parseVersion(value []byte, kind jsonscan.Kind) (int64, error) {
 	return 0, invalid("version must be an integer, not " + truncate(value))
 }
 
-func parseKeys(value []byte, kind jsonscan.Kind) ([]string, error) {
+// parseStrings reads field, an array of non-empty strings: keys or tags.
+func parseStrings(field string, value []byte, kind jsonscan.Kind) ([]string, error) {
 	if kind != jsonscan.Array {
-		return nil, invalid("keys must be an array of strings, not " + kind.String())
+		return nil, invalid(field + " must be an array of strings, not " + kind.String())
 	}
-	var keys []string
+	var out []string
 	err := jsonscan.Elements(value, func(v []byte, kind jsonscan.Kind) error {
-		k, err := nonEmptyText("keys["+strconv.Itoa(len(keys))+"]", v, kind)
-		keys = append(keys, k)
+		s, err := nonEmptyText(field+"["+strconv.Itoa(len(out))+"]", v, kind)
+		out = append(out, s)
 		return err
 	})
-	if err == nil && len(keys) == 0 {
-		err = invalid("keys is empty")
+	if err == nil && len(out) == 0 {
+		err = invalid(field + " is empty")
 	}
-	return keys, err
+	return out, err
 }
 
 func parseTime(value []byte) (time.Time, error) {

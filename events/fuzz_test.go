@@ -65,8 +65,8 @@ func checkDecoded(t *testing.T, changes []Change, err error) {
 	}
 	// Changes returned beside an error are the valid part of the body.
 	for _, c := range changes {
-		if c.Entity == "" && len(c.Keys) == 0 {
-			t.Fatalf("change without entity or keys: %+v", c)
+		if c.Entity == "" && len(c.Keys) == 0 && len(c.Tags) == 0 {
+			t.Fatalf("change without entity, keys or tags: %+v", c)
 		}
 	}
 }

@@ -25,25 +25,37 @@ func checkPattern(p string) error {
 	return nil
 }
 
-// derive allows what the templates can plan: each one's literal text up to
-// its first placeholder, then anything; a template that begins with a
+// derive allows what the templates can plan: each one's literal text up
+// to its first placeholder, then anything; a template that begins with a
 // placeholder allows every key.
-func derive(sets ...[]template) allowed {
-	a := allowed{derived: true}
-	seen := map[string]bool{}
+func derive(sets ...[]template) allowed { return reduce(patternsOf("", sets...)) }
+
+// patternsOf are the patterns of the keys the templates plan under prefix.
+func patternsOf(prefix string, sets ...[]template) []string {
+	var patterns []string
 	for _, set := range sets {
 		for _, t := range set {
 			p := t.raw
 			if i := strings.IndexByte(p, '{'); i >= 0 {
 				p = p[:i] + "*"
 			}
-			if !seen[p] {
-				seen[p] = true
-				a.patterns = append(a.patterns, p)
-			}
+			patterns = append(patterns, prefix+p)
 		}
 	}
-	// cache:* makes cache:product:* and cache:list say nothing more.
+	return patterns
+}
+
+// reduce allows the patterns derived, each once, without those another
+// one covers: cache:* makes cache:product:* and cache:list say nothing more.
+func reduce(patterns []string) allowed {
+	a := allowed{derived: true}
+	seen := map[string]bool{}
+	for _, p := range patterns {
+		if !seen[p] {
+			seen[p] = true
+			a.patterns = append(a.patterns, p)
+		}
+	}
 	all := slices.Clone(a.patterns)
 	a.patterns = slices.DeleteFunc(a.patterns, func(p string) bool {
 		for _, q := range all {

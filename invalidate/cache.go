@@ -23,10 +23,17 @@ type ValkeyClient interface {
 	DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult
 }
 
-// Valkey is the Cache of a valkey-go client: one UNLINK per key, all in one
+// TaggedCache is a Cache that invalidates tags too.
+type TaggedCache interface {
+	Cache
+	TagCache
+}
+
+// Valkey is the cache of a valkey-go client: one UNLINK per key, all in one
 // DoMulti, which routes every command to the node owning its key's slot, so
-// no request is ever cross-slot or near the 3,999-argument limit.
-func Valkey(client ValkeyClient) Cache { return valkeyCache{client} }
+// no request is ever cross-slot or near the 3,999-argument limit; each tag
+// in scripts on its own key.
+func Valkey(client ValkeyClient) TaggedCache { return valkeyCache{client} }
 
 type valkeyCache struct{ client ValkeyClient }
 
@@ -62,7 +69,7 @@ func permanentKeyError(err error) bool {
 	if errors.Is(err, ErrInternal) {
 		return true
 	}
-	// valkey-go has no typed check for NOPERM.
-	verr, ok := valkey.IsValkeyErr(err)
-	return ok && strings.HasPrefix(verr.Error(), "NOPERM")
+	// valkey-go has no typed check for NOPERM; the reply may come wrapped.
+	var verr *valkey.ValkeyError
+	return errors.As(err, &verr) && strings.HasPrefix(verr.Error(), "NOPERM")
 }

@@ -47,3 +47,15 @@ func lastError(err, before error) error {
 func isContextError(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
+
+// TagError says which tag of a record could not be invalidated and why.
+type TagError struct {
+	Tag string
+	Err error // one that may pass, when any may
+}
+
+func (e *TagError) Error() string {
+	return fmt.Sprintf("tag %q not invalidated: %v", e.Tag, e.Err)
+}
+
+func (e *TagError) Unwrap() error { return e.Err }

@@ -29,6 +29,9 @@ type Options struct {
 	// next pause: the cache may be back any moment. Defaults 50 ms and 1 s.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
+	// TagPage is how many members of a tag are asked for at a time (the
+	// cache may give a few more), deleted, then forgotten. Default 1,000.
+	TagPage int
 	// Now tells the time, for lag. Default time.Now.
 	Now func() time.Time
 }
@@ -52,22 +55,28 @@ func (o *Options) defaults() {
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = time.Second
 	}
+	if o.TagPage <= 0 {
+		o.TagPage = 1000
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 }
 
-// Invalidator deletes the cache keys of batches of records. It is safe for
-// concurrent use.
+// Invalidator deletes the cache keys of batches of records, and the entries
+// of their tags. It is safe for concurrent use.
 type Invalidator struct {
 	cache Cache
+	tags  TagCache // nil when cache cannot invalidate tags
 	opts  Options
 }
 
-// New returns an Invalidator deleting from cache.
+// New returns an Invalidator deleting from cache, and invalidating tags in
+// it when it is a TagCache too.
 func New(cache Cache, opts Options) *Invalidator {
 	opts.defaults()
-	return &Invalidator{cache: cache, opts: opts}
+	tags, _ := cache.(TagCache)
+	return &Invalidator{cache: cache, tags: tags, opts: opts}
 }
 
 // batch is the state of one Invalidate call: the distinct keys and, for
@@ -80,11 +89,21 @@ type batch struct {
 	recKeys []int32 // the keys of every record, record after record
 	recEnd  []int32 // where each record's keys end in recKeys
 	planErr []error
+	// The distinct tags, what became of each, and where each record's are
+	// among them, as for keys.
+	tags      []string
+	tagIndex  map[string]int32
+	tagOut    []tagOutcome
+	recTags   []int32
+	recTagEnd []int32
 }
 
 // decodeChunk is how many records are decoded before their keys are sent:
 // the deletes of the first records then overlap the decoding of the rest.
 const decodeChunk = 128
+
+// Rules are the rules the Invalidator plans with.
+func (inv *Invalidator) Rules() *Rules { return inv.opts.Rules }
 
 // Invalidate decodes a batch, plans its keys and deletes them, and reports
 // each record. Large batches are decoded on every CPU, and the keys of each
@@ -97,9 +116,10 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 	records := make([]Record, in.Len)
 	ready := decodeAll(in, records)
 	b := &batch{
-		index:   make(map[string]int32, len(records)),
-		recEnd:  make([]int32, len(records)),
-		planErr: make([]error, len(records)),
+		index:     make(map[string]int32, len(records)),
+		recEnd:    make([]int32, len(records)),
+		planErr:   make([]error, len(records)),
+		recTagEnd: make([]int32, len(records)),
 	}
 	f := inv.flight(ctx)
 	for lo := 0; lo < len(records); lo += decodeChunk {
@@ -113,11 +133,19 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 	}
 	b.status = make([]KeyStatus, len(b.keys))
 	b.errs = make([]error, len(b.keys))
-	pending := f.settle(b)
-	ctx, cancel := retryWithin(ctx, in.RetryFor)
+	inv.retry(ctx, b, f.settle(b), in.RetryFor)
+	inv.invalidateTags(ctx, b, in.RetryFor)
+	return inv.report(records, b)
+}
+
+// retry sends the keys of b at the indices pending again, with backoff,
+// until they pass, or ctx ends or retryFor passes (when not 0), its
+// deadline too near for the next pause.
+func (inv *Invalidator) retry(ctx context.Context, b *batch, pending []int32, retryFor time.Duration) {
+	ctx, cancel := retryWithin(ctx, retryFor)
 	defer cancel()
 	for attempt := 1; len(pending) > 0 && inv.pause(ctx, attempt); attempt++ {
-		f = inv.flight(ctx)
+		f := inv.flight(ctx)
 		for start := 0; start < len(pending); start += inv.opts.Chunk {
 			idx := pending[start:min(start+inv.opts.Chunk, len(pending))]
 			keys := make([]string, len(idx))
@@ -128,7 +156,6 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 		}
 		pending = f.settle(b)
 	}
-	return inv.report(records, b)
 }
 
 // retryWithin bounds the retries of a batch's keys to d from now, their
@@ -164,9 +191,31 @@ func (inv *Invalidator) plan(b *batch, records []Record, lo, hi int) {
 				}
 				b.recKeys = append(b.recKeys, i)
 			}
+			scratch, err = inv.opts.Rules.Tags(&records[r].Changes[c], scratch[:0])
+			if err != nil && b.planErr[r] == nil {
+				b.planErr[r] = err
+			}
+			for _, t := range scratch {
+				b.recTags = append(b.recTags, b.tag(t))
+			}
 		}
 		b.recEnd[r] = int32(len(b.recKeys))
+		b.recTagEnd[r] = int32(len(b.recTags))
 	}
+}
+
+// tag is the index of tag among the batch's, added if new.
+func (b *batch) tag(tag string) int32 {
+	if b.tagIndex == nil {
+		b.tagIndex = map[string]int32{}
+	}
+	i, ok := b.tagIndex[tag]
+	if !ok {
+		i = int32(len(b.tags))
+		b.tagIndex[tag] = i
+		b.tags = append(b.tags, tag)
+	}
+	return i
 }
 
 // flight sends chunks of keys, at most Parallel at once, and gathers what
@@ -269,8 +318,17 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 			m.KeysFailed++
 		}
 	}
+	for _, o := range b.tagOut {
+		if o.err == nil {
+			m.TagsInvalidated++
+		} else {
+			m.TagsFailed++
+		}
+		m.TagEntriesDeleted += o.deleted
+	}
 	now := inv.opts.Now()
 	keys := make([]KeyResult, len(b.recKeys)) // one allocation for every record's keys
+	tags := make([]TagResult, len(b.recTags))
 	for r := range records {
 		res := &rep.Results[r]
 		res.Record = records[r].ID
@@ -304,6 +362,7 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 		if failed > 0 && (res.Transient || res.Err == nil) {
 			res.Err = &KeyError{Failed: failed, Err: keyErr}
 		}
+		b.tagResults(r, res, tags)
 		if res.Err == nil {
 			for c := range records[r].Changes {
 				if at := records[r].Changes[c].OccurredAt; !at.IsZero() {

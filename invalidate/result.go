@@ -32,14 +32,24 @@ type KeyResult struct {
 	Status KeyStatus
 }
 
+// TagResult is the outcome of one tag of a record: how many of its entries
+// were deleted, or already gone, and why it failed, if it did.
+type TagResult struct {
+	Tag             string
+	Deleted, Absent int
+	Err             error
+}
+
 // Result is the outcome of one record. It succeeded when Err is nil: every
-// one of its keys was deleted or already absent.
+// one of its keys was deleted or already absent, and every entry of its
+// tags.
 type Result struct {
 	Record string
 	Keys   []KeyResult
+	Tags   []TagResult
 	Err    error
 	// Transient, beside an Err, says that the record failed for now: some
-	// of its keys could not be deleted because the cache could not be
+	// of its keys or of its tags' entries could not be deleted because the cache could not be
 	// reached, was in motion, or the deadline came. It may pass when tried
 	// again, and should be, for as long as it takes. Without it the record
 	// failed for good — it cannot be decoded or planned, the cache refuses
@@ -57,6 +67,11 @@ type Metrics struct {
 	KeysDeleted int // distinct keys
 	KeysAbsent  int
 	KeysFailed  int
+	// Distinct tags invalidated, those that failed, and the entries the
+	// tags invalidated held.
+	TagsInvalidated   int
+	TagsFailed        int
+	TagEntriesDeleted int
 	// MaxLag is the longest time between a change and its invalidation,
 	// among the changes of the records that succeeded and say when they
 	// happened.

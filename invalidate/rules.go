@@ -1,15 +1,18 @@
 package invalidate
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/tagset"
 )
 
 // DefaultTemplate is the key of a change without a rule of its own.
@@ -30,6 +33,8 @@ const DefaultMaxKeyBytes = 1024
 //	  product: ["cache:product:{id}", "cache:{product:{id}}:reviews", "cache:product-list"]
 //	tables:                                   # DynamoDB stream records, by table
 //	  Products: ["cache:product:{key.id}", "cache:category:{item.category}"]
+//	tags:                                     # the tags they invalidate, beside the keys
+//	  tables: {Products: ["product:{key.id}", "category:{item.category}"]}
 type RulesConfig struct {
 	// Default templates apply to changes whose entity or table has no rule.
 	// Default: ["cache:{entity}:{id}"]. Only {entity}, {id}, {op},
@@ -51,6 +56,21 @@ type RulesConfig struct {
 	// which may also read the item: {key.NAME}, {new.PATH}, {old.PATH},
 	// {item.PATH} (both images).
 	Tables map[string][]string `json:"tables,omitempty"`
+	// Tags are the templates of the tags that changes invalidate, beside
+	// their keys: each deletes the entries that depend on it (writethrough's
+	// Options.TagsOf). A change with no rule here has none; a change
+	// message's own tags replace these. The tags' keys must be allowed keys.
+	Tags TagRules `json:"tags,omitempty"`
+	// TagPrefix is where tags live, as writethrough's Options.TagPrefix:
+	// tag T at TagPrefix+T, the tag clock at TagPrefix. Default "cache:tag:".
+	TagPrefix string `json:"tagPrefix,omitempty"`
+}
+
+// TagRules are the tag templates of change messages, by entity, and of
+// stream records, by table, which may read the item as key templates do.
+type TagRules struct {
+	Entities map[string][]string `json:"entities,omitempty"`
+	Tables   map[string][]string `json:"tables,omitempty"`
 }
 
 // Rules turn a change into the cache keys it invalidates. Build them with
@@ -61,6 +81,9 @@ type Rules struct {
 	tables      map[string][]template
 	maxKeyBytes int
 	allowed     allowed
+	tagEntities map[string][]template
+	tagTables   map[string][]template
+	tagPrefix   string
 }
 
 // DefaultRules returns the rules used when none are configured: every change
@@ -75,7 +98,7 @@ func DefaultRules() *Rules {
 
 // NewRules validates and compiles a configuration.
 func NewRules(cfg RulesConfig) (*Rules, error) {
-	r := &Rules{maxKeyBytes: cfg.MaxKeyBytes, entities: map[string][]template{}, tables: map[string][]template{}}
+	r := &Rules{maxKeyBytes: cfg.MaxKeyBytes}
 	if r.maxKeyBytes == 0 {
 		r.maxKeyBytes = DefaultMaxKeyBytes
 	}
@@ -89,23 +112,22 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 	if r.defaults, err = compile("default", cfg.Default, false); err != nil {
 		return nil, err
 	}
-	for _, name := range sortedKeys(cfg.Entities) {
-		if r.entities[name], err = compile("entities."+name, cfg.Entities[name], false); err != nil {
-			return nil, err
-		}
+	if r.entities, err = compileAll("entities.", cfg.Entities, false); err != nil {
+		return nil, err
 	}
-	sets := [][]template{r.defaults}
-	for _, name := range sortedKeys(cfg.Tables) {
-		if r.tables[name], err = compile("tables."+name, cfg.Tables[name], true); err != nil {
-			return nil, err
-		}
-		sets = append(sets, r.tables[name])
+	if r.tables, err = compileAll("tables.", cfg.Tables, true); err != nil {
+		return nil, err
 	}
-	for _, name := range sortedKeys(cfg.Entities) {
-		sets = append(sets, r.entities[name])
+	if r.tagEntities, err = compileAll("tags.entities.", cfg.Tags.Entities, false); err != nil {
+		return nil, err
 	}
+	if r.tagTables, err = compileAll("tags.tables.", cfg.Tags.Tables, true); err != nil {
+		return nil, err
+	}
+	r.tagPrefix = cmp.Or(cfg.TagPrefix, tagset.DefaultPrefix)
 	if cfg.AllowedKeys == nil {
-		r.allowed = derive(sets...)
+		keys := patternsOf("", append([][]template{r.defaults}, append(sorted(r.tables), sorted(r.entities)...)...)...)
+		r.allowed = reduce(append(keys, r.tagPatterns()...))
 		return r, nil
 	}
 	if len(cfg.AllowedKeys) == 0 {
@@ -117,7 +139,41 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 		}
 	}
 	r.allowed = allowed{patterns: cfg.AllowedKeys}
+	if len(r.tagEntities)+len(r.tagTables) > 0 && !r.allowed.permits(r.TagClock()) {
+		return nil, fmt.Errorf("%w: the tag clock %q is outside allowedKeys: no tag could be invalidated", ErrRules, r.TagClock())
+	}
 	return r, nil
+}
+
+// tagPatterns are the keys of the tags the tag templates can plan, under
+// the tag prefix, and of the tag clock, when there are any.
+func (r *Rules) tagPatterns() []string {
+	tags := append(sorted(r.tagEntities), sorted(r.tagTables)...)
+	if len(tags) == 0 {
+		return nil
+	}
+	return append(patternsOf(r.tagPrefix, tags...), r.TagClock())
+}
+
+// sorted is the sets of templates of m in the order of their names.
+func sorted(m map[string][]template) [][]template {
+	var sets [][]template
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		sets = append(sets, m[name])
+	}
+	return sets
+}
+
+// compileAll compiles each named set of templates, under where.
+func compileAll(where string, sets map[string][]string, allowImages bool) (map[string][]template, error) {
+	out := make(map[string][]template, len(sets))
+	for _, name := range slices.Sorted(maps.Keys(sets)) {
+		var err error
+		if out[name], err = compile(where+name, sets[name], allowImages); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // AllowedKeys returns the patterns of the keys the rules may delete, and
@@ -139,15 +195,6 @@ func compile(where string, raws []string, allowImages bool) ([]template, error) 
 		templates[i] = t
 	}
 	return templates, nil
-}
-
-func sortedKeys(m map[string][]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // ParseRules reads rules written in YAML or JSON. Unknown fields are errors,
@@ -191,16 +238,18 @@ func RulesFromEnv(getenv func(string) string) (*Rules, error) {
 
 // Keys appends to dst the keys a change invalidates: its explicit keys if it
 // has any, else the keys of its table's or entity's rule, else the default
-// ones. A template that cannot be planned safely, or a key over the maximum
+// ones — none for a change of tags alone. A template that cannot be planned safely, or a key over the maximum
 // length, gives an error; the keys the other templates planned are still
 // appended — deleting them is right whatever else fails — and the change's
 // record fails.
 func (r *Rules) Keys(c *events.Change, dst []string) ([]string, error) {
 	start := len(dst)
 	var first error
-	if len(c.Keys) > 0 {
+	switch {
+	case len(c.Keys) > 0:
 		dst = append(dst, c.Keys...)
-	} else {
+	case c.Entity == "" && len(c.Tags) > 0: // a change of tags alone
+	default:
 		templates := r.templatesFor(c)
 		for i := range templates {
 			var err error
@@ -209,19 +258,64 @@ func (r *Rules) Keys(c *events.Change, dst []string) ([]string, error) {
 			}
 		}
 	}
+	return r.keep(dst, start, func(k string) string { return k }, "key", first)
+}
+
+// Tags appends to dst the tags a change invalidates: its explicit tags if
+// it has any, else those of its table's or entity's tag rule, if any. As
+// with Keys, a tag that cannot be planned safely, or whose key is too long
+// or not allowed, gives an error, and the others are still appended.
+func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
+	start := len(dst)
+	var first error
+	if len(c.Tags) > 0 {
+		dst = append(dst, c.Tags...)
+	} else {
+		templates := r.tagEntities[c.Entity]
+		if c.Source == events.SourceDynamoDB {
+			templates = r.tagTables[c.Table]
+		}
+		for i := range templates {
+			var err error
+			if dst, err = templates[i].expand(c, dst); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	if len(dst) > start && !r.allowed.permits(r.TagClock()) && first == nil {
+		first = &PlanError{Reason: "the tag clock " + strconv.Quote(r.TagClock()) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
+	}
+	return r.keep(dst, start, r.TagKey, "tag key", first)
+}
+
+// TagKey is the key of tag.
+func (r *Rules) TagKey(tag string) string { return tagset.Key(r.tagPrefix, tag) }
+
+// TagOf is the tag whose key is key, if key is one's.
+func (r *Rules) TagOf(key string) (string, bool) {
+	tag, ok := strings.CutPrefix(key, r.tagPrefix)
+	return tag, ok && tag != ""
+}
+
+// TagClock is the key of the tag clock.
+func (r *Rules) TagClock() string { return tagset.Clock(r.tagPrefix) }
+
+// keep keeps of dst[start:] the entries whose key (key of each) is short
+// enough and allowed, and returns them with the first error, first if set.
+func (r *Rules) keep(dst []string, start int, key func(string) string, what string, first error) ([]string, error) {
 	kept := dst[:start]
-	for _, k := range dst[start:] {
-		switch {
+	for _, v := range dst[start:] {
+		switch k := key(v); {
 		case len(k) > r.maxKeyBytes:
 			if first == nil {
-				first = &PlanError{Reason: "key of " + strconv.Itoa(len(k)) + " bytes is longer than the maximum of " + strconv.Itoa(r.maxKeyBytes)}
+				first = &PlanError{Reason: what + " of " + strconv.Itoa(len(k)) + " bytes is longer than the maximum of " + strconv.Itoa(r.maxKeyBytes)}
 			}
 		case !r.allowed.permits(k):
 			if first == nil {
-				first = &PlanError{Reason: "key " + strconv.Quote(truncateKey(k)) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
+				first = &PlanError{Reason: what + " " + strconv.Quote(truncateKey(k)) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
 			}
 		default:
-			kept = append(kept, k)
+			kept = append(kept, v)
 		}
 	}
 	return kept, first

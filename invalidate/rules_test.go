@@ -268,3 +268,64 @@ func TestGlobMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestTags(t *testing.T) {
+	r := mustRules(t, `
+default: ["k:{entity}:{id}"]
+entities: {product: ["cache:product:{id}"]}
+tables: {Products: ["cache:product:{key.id}"]}
+tags:
+  entities: {product: ["product:{id}"]}
+  tables: {Products: ["product:{key.id}", "category:{item.category}"]}
+`)
+	tests := []struct {
+		name string
+		c    *events.Change
+		want []string
+	}{
+		{"entity rule", &events.Change{Entity: "product", ID: "42"}, []string{"product:42"}},
+		{"no tag rule", &events.Change{Entity: "user", ID: "1"}, nil},
+		{"explicit tags replace the rules'", &events.Change{Entity: "product", ID: "42", Tags: []string{"product:7", "product:{b} *"}}, []string{"product:7", "product:{b} *"}},
+		{"a move invalidates both categories", stream(events.OpUpdate, events.Image{"id": s("p1"), "category": s("A")}, events.Image{"id": s("p1"), "category": s("B")}),
+			[]string{"product:p1", "category:A", "category:B"}},
+	}
+	for _, tt := range tests {
+		got, err := r.Tags(tt.c, nil)
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+	if got, _ := r.Keys(&events.Change{Entity: "product", ID: "42", Tags: []string{"x"}}, nil); !slices.Equal(got, []string{"cache:product:42"}) {
+		t.Errorf("explicit tags changed the keys: %q", got)
+	}
+	if got, err := r.Keys(&events.Change{Tags: []string{"x"}}, nil); err != nil || len(got) != 0 {
+		t.Errorf("a change of tags alone plans keys %q, %v", got, err)
+	}
+	if patterns, _ := r.AllowedKeys(); strings.Join(patterns, " ") != "k:* cache:product:* cache:tag:product:* cache:tag:category:* cache:tag:" {
+		t.Errorf("derived %q, want the keys' patterns and the tags' with their clock", patterns)
+	}
+	if r.TagKey("product:1") != "cache:tag:product:1" || r.TagClock() != "cache:tag:" {
+		t.Errorf("tag key %q, clock %q", r.TagKey("product:1"), r.TagClock())
+	}
+	// A tag outside the allowed keys, too long, or unplannable fails the
+	// change; the others are still invalidated.
+	got, err := r.Tags(&events.Change{Entity: "product", Tags: []string{"session:1", strings.Repeat("x", 1024), "product:9"}}, nil)
+	if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), `tag key "cache:tag:session:1" is outside`) || !slices.Equal(got, []string{"product:9"}) {
+		t.Errorf("bad tags: %q, %v", got, err)
+	}
+	if _, err := r.Tags(&events.Change{Entity: "product"}, nil); !errors.Is(err, ErrPlan) {
+		t.Errorf("a tag without its id: %v, want a plan error", err)
+	}
+
+	prefixed := mustRules(t, `{tagPrefix: "t:", allowedKeys: ["cache:*", "t:*"], tags: {entities: {a: ["{id}"]}}}`)
+	if got, err := prefixed.Tags(&events.Change{Entity: "a", ID: "1"}, nil); err != nil || prefixed.TagKey(got[0]) != "t:1" {
+		t.Errorf("under a prefix of its own: %q, %v", got, err)
+	}
+	if _, err := ParseRules([]byte(`{allowedKeys: ["cache:tag:product:*"], tags: {entities: {a: ["product:{id}"]}}}`)); !errors.Is(err, ErrRules) {
+		t.Errorf("rules whose tag clock is not allowed: %v, want ErrRules", err)
+	}
+	untagged := mustRules(t, `{allowedKeys: ["cache:tag:product:*"]}`)
+	if _, err := untagged.Tags(&events.Change{Tags: []string{"product:1"}}, nil); !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), "tag clock") {
+		t.Errorf("an explicit tag whose clock is not allowed: %v", err)
+	}
+}

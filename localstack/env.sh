@@ -44,8 +44,10 @@ export CACHE_PASSWORD="${CACHE_PASSWORD:-local-dev-password-0123456789}"
 export WORKER_USERNAME="${WORKER_USERNAME:-invalidator}"
 export WORKER_PASSWORD="${WORKER_PASSWORD:-local-worker-password-0123456789}"
 # ASKING lets it follow a slot being migrated; PUBLISH, on its one channel,
-# announces its deletes to the services' local tiers.
-export WORKER_ACL="resetchannels &invalidator:near -@all +unlink +publish +asking +ping +hello +auth +client|setname +cluster|shards +cluster|slots +cluster|info"
+# announces its deletes to the services' local tiers. The scripts (EVALSHA,
+# EVAL) invalidate tags: the tag clock (TIME, INCR, INCRBY), each tag's hash
+# (EXISTS, HGET, HSET, HSCAN, HDEL); none can overwrite a cached value.
+export WORKER_ACL="resetchannels &invalidator:near -@all +unlink +publish +asking +ping +hello +auth +client|setname +cluster|shards +cluster|slots +cluster|info +evalsha +eval +time +incr +incrby +exists +hget +hset +hscan +hdel"
 # The channel of those announcements (writethrough/local's default).
 export ANNOUNCE_CHANNEL="${ANNOUNCE_CHANNEL:-invalidator:near}"
 # The keys it may delete: the rules' allowedKeys, and CacheKeyPatterns in

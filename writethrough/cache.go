@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"math"
 	randv2 "math/rand/v2"
-	"runtime/debug"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/invalidator-go/invalidator/internal/tagset"
 )
 
 var (
@@ -65,6 +66,9 @@ func New[V any](client valkey.Client, opts Options[V]) *Cache[V] {
 	}
 	if opts.BreakerCoolDown <= 0 {
 		opts.BreakerCoolDown = time.Second
+	}
+	if opts.TagPrefix == "" {
+		opts.TagPrefix = tagset.DefaultPrefix
 	}
 	if opts.Codec == nil {
 		opts.Codec = JSONCodec[V]{}
@@ -149,15 +153,28 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Contex
 
 // hit serves a cached entry, refreshing it early when XFetch says so or
 // renewing it. ok is false when the key must be read again: the entry no
-// longer decodes (it is dropped), or it changed while being refreshed.
+// longer decodes or is no longer registered in its tags (it is dropped),
+// or it changed while being refreshed.
 func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw string, load func(context.Context) (V, error)) (v V, err error, ok bool) {
+	if e.kind == kindTagged {
+		switch registered, err := c.registered(ctx, key, e); {
+		case err != nil && ctx.Err() != nil:
+			return v, ctx.Err(), true
+		case err != nil:
+			v, err = load(ctx) // the value cannot be vouched for
+			return v, err, true
+		case !registered:
+			c.drop(ctx, key, raw) // a tag was invalidated or lost
+			return v, nil, false
+		}
+	}
 	now := c.opts.Clock.Now()
 	life := c.opts.TTL
 	if e.kind == kindNotFound {
 		life = c.opts.NegativeTTL
 	}
 	switch {
-	case c.opts.Renew > 0 && e.expiry.Sub(now) < time.Duration(c.opts.Renew*float64(life)):
+	case c.opts.Renew > 0 && e.kind != kindTagged && e.expiry.Sub(now) < time.Duration(c.opts.Renew*float64(life)):
 		c.renew(ctx, key, e)
 	case c.refreshEarly(e, now):
 		v, err, retry := c.refresh(ctx, key, e, load)
@@ -190,52 +207,20 @@ func (c *Cache[V]) refreshEarly(e entry, now time.Time) bool {
 	return now.Add(time.Duration(gap)).Compare(e.expiry) >= 0
 }
 
-// outcome is what one shared load gives the callers that share it.
-type outcome[V any] struct {
-	v      V
-	err    error
-	filled bool   // the value reached the cache
-	retry  bool   // the lease was someone else's: read the key again
-	leader string // the caller whose call ran the load
-}
-
-// shared runs fn once among this process's concurrent callers with the same
-// key in group. fn runs under a context that no single caller's
-// cancellation ends, since its result serves them all; each caller waits
-// only as long as its own context allows. led reports whether this caller's
-// call ran fn.
-func shared[V any](ctx context.Context, group *singleflight.Group, key string, fn func(context.Context) outcome[V]) (o outcome[V], led bool, err error) {
-	me := stamp()
-	ch := group.DoChan(key, func() (result any, err error) {
-		// A panicking loader fails its callers; it must not crash the process,
-		// and its stack is all that says where it panicked.
-		defer func() {
-			if p := recover(); p != nil {
-				result = outcome[V]{err: fmt.Errorf("writethrough: loader panicked: %v\n%s", p, debug.Stack()), leader: me}
-			}
-		}()
-		o := fn(context.WithoutCancel(ctx))
-		o.leader = me
-		return o, nil
-	})
-	select {
-	case r := <-ch:
-		o = r.Val.(outcome[V])
-		return o, o.leader == me, nil
-	case <-ctx.Done():
-		return o, false, ctx.Err()
-	}
-}
-
 // miss loads a missing key under a lease. retry says to read the key again:
 // another process took the lease first, or this caller joined a load whose
 // fill was cancelled by an invalidation, so the value may predate a write
 // the caller must see.
 func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Context) (V, error)) (v V, err error, retry bool) {
 	o, led, err := shared(ctx, &c.misses, key, func(ctx context.Context) outcome[V] {
+		clock, err := c.clock(ctx)
+		if err != nil {
+			v, err := load(ctx)
+			return outcome[V]{v: v, err: err}
+		}
 		token := stamp()
 		lease := entry{kind: kindLease, stamp: token}.encode()
-		err := c.do(ctx, c.client.B().Set().Key(key).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()).Error()
+		err = c.do(ctx, c.client.B().Set().Key(key).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()).Error()
 		if valkey.IsValkeyNil(err) {
 			return outcome[V]{retry: true} // someone else's lease or value
 		}
@@ -246,7 +231,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Conte
 			v, err := load(ctx)
 			return outcome[V]{v: v, err: err}
 		}
-		return c.loadAndFill(ctx, key, entry{stamp: token}, true, load)
+		return c.loadAndFill(ctx, key, entry{stamp: token}, true, clock, load)
 	})
 	switch {
 	case err != nil:
@@ -262,7 +247,11 @@ func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Conte
 // refresh read the key again (retry).
 func (c *Cache[V]) refresh(ctx context.Context, key string, from entry, load func(context.Context) (V, error)) (v V, err error, retry bool) {
 	o, led, err := shared(ctx, &c.refreshes, key+"\x00"+from.stamp, func(ctx context.Context) outcome[V] {
-		return c.loadAndFill(ctx, key, from, false, load)
+		clock, err := c.clock(ctx)
+		if err != nil {
+			return outcome[V]{err: err}
+		}
+		return c.loadAndFill(ctx, key, from, false, clock, load)
 	})
 	if err != nil {
 		return v, err, false
@@ -274,11 +263,13 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, from entry, load fun
 }
 
 // loadAndFill loads the value, timing it, and stores it (or "not found")
-// over the entry from, if the key still holds it. When the load fails, a
-// lease is dropped so that the next caller tries at once; a value being
-// refreshed is kept. The stored version is the loaded value's (VersionOf)
-// and never below from's: the load ran after from was read.
-func (c *Cache[V]) loadAndFill(ctx context.Context, key string, from entry, lease bool, load func(context.Context) (V, error)) outcome[V] {
+// over the entry from, if the key still holds it and, for a value with
+// tags, none of them was invalidated since the tag clock read clock,
+// before the load. When the load fails, a lease is dropped so that the
+// next caller tries at once; a value being refreshed is kept. The stored
+// version is the loaded value's (VersionOf) and never below from's: the
+// load ran after from was read.
+func (c *Cache[V]) loadAndFill(ctx context.Context, key string, from entry, lease bool, clock int64, load func(context.Context) (V, error)) outcome[V] {
 	start := c.opts.Clock.Now()
 	v, err := load(ctx)
 	delta := c.opts.Clock.Now().Sub(start)
@@ -304,6 +295,16 @@ func (c *Cache[V]) loadAndFill(ctx context.Context, key string, from entry, leas
 		}
 	}
 	e.expiry = c.opts.Clock.Now().Add(ttl)
+	if e.kind == kindValue && c.opts.TagsOf != nil {
+		// Registered before the fill, so that an invalidation of a tag
+		// finds the key from then on; not stored when one came since clock.
+		if ok, err := c.tag(ctx, key, &e, v, clock, ttl); !ok {
+			if lease {
+				c.dropStamped(ctx, key, from.stamp)
+			}
+			return outcome[V]{v: v, err: err}
+		}
+	}
 	// A failed fill leaves the key to the next reader; the value loaded is
 	// still the answer of the caller that loaded it. Its lease is given back,
 	// so that readers do not wait on it: a fill that lands later is still
@@ -369,6 +370,15 @@ var dropStampedScript = valkey.NewLuaScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur and string.match(cur, '^wt1|%a|([^|]*)|') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
+
+// clock reads the tag clock for a fill, when values have tags: before the
+// load, so that an invalidation of a tag after it shows in the tag.
+func (c *Cache[V]) clock(ctx context.Context) (int64, error) {
+	if c.opts.TagsOf == nil {
+		return 0, nil
+	}
+	return c.tick(ctx)
+}
 
 func (c *Cache[V]) jittered(ttl time.Duration) time.Duration {
 	f := 1 + c.opts.Jitter*(2*c.opts.Rand()-1)

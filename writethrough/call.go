@@ -26,31 +26,54 @@ func (c *Cache[V]) exec(ctx context.Context, script *valkey.Lua, key string, arg
 	return c.call(ctx, func(ctx context.Context) valkey.ValkeyResult { return script.Exec(ctx, c.client, []string{key}, args) })
 }
 
-// call runs fn through the breaker, for at most CacheTimeout; the error of
-// a call that found the cache down wraps ErrCacheUnavailable.
+// call runs fn through the breaker, as callAll does.
 func (c *Cache[V]) call(ctx context.Context, fn func(context.Context) valkey.ValkeyResult) valkey.ValkeyResult {
+	return c.callAll(ctx, 1, func(ctx context.Context) []valkey.ValkeyResult { return []valkey.ValkeyResult{fn(ctx)} })[0]
+}
+
+// callAll runs fn, which sends n commands at once, through the breaker, for
+// at most CacheTimeout; the error of a command that found the cache down
+// wraps ErrCacheUnavailable.
+func (c *Cache[V]) callAll(ctx context.Context, n int, fn func(context.Context) []valkey.ValkeyResult) []valkey.ValkeyResult {
 	probe, ok := c.breaker.allow()
 	if !ok {
-		return valkey.NewErrorResult(errBreakerOpen)
+		return failed(n, errBreakerOpen)
 	}
 	bounded, cancel := context.WithTimeout(ctx, c.opts.CacheTimeout)
 	defer cancel()
-	var resp valkey.ValkeyResult
+	var resps []valkey.ValkeyResult
 	if probe || c.breaker.wary() {
-		resp = detached(bounded, fn)
+		resps = detached(bounded, n, fn)
 	} else {
-		resp = fn(bounded)
+		resps = fn(bounded)
 	}
-	switch err := resp.Error(); {
-	case !isDown(err):
+	found := false // some command found the cache down
+	for _, resp := range resps {
+		found = found || isDown(resp.Error())
+	}
+	switch {
+	case !found:
 		c.breaker.done(probe, up)
 	case ctx.Err() != nil:
 		c.breaker.done(probe, unknown) // the caller gave up: that says nothing of the cache
 	default:
 		c.breaker.done(probe, down)
-		resp = valkey.NewErrorResult(fmt.Errorf("%w: %w", ErrCacheUnavailable, err))
+		for i, resp := range resps {
+			if err := resp.Error(); isDown(err) {
+				resps[i] = valkey.NewErrorResult(fmt.Errorf("%w: %w", ErrCacheUnavailable, err))
+			}
+		}
 	}
-	return resp
+	return resps
+}
+
+// failed is n results of err.
+func failed(n int, err error) []valkey.ValkeyResult {
+	resps := make([]valkey.ValkeyResult, n)
+	for i := range resps {
+		resps[i] = valkey.NewErrorResult(err)
+	}
+	return resps
 }
 
 // detached runs fn on a goroutine of its own, and returns when it does or
@@ -60,14 +83,14 @@ func (c *Cache[V]) call(ctx context.Context, fn func(context.Context) valkey.Val
 // up to the dialer's timeout (5 s by default) whatever the deadline. This
 // costs a goroutine per call, so call pays it only while the cache may be
 // failing.
-func detached(ctx context.Context, fn func(context.Context) valkey.ValkeyResult) valkey.ValkeyResult {
-	reply := make(chan valkey.ValkeyResult, 1)
+func detached(ctx context.Context, n int, fn func(context.Context) []valkey.ValkeyResult) []valkey.ValkeyResult {
+	reply := make(chan []valkey.ValkeyResult, 1)
 	go func() { reply <- fn(ctx) }()
 	select {
-	case resp := <-reply:
-		return resp
+	case resps := <-reply:
+		return resps
 	case <-ctx.Done():
-		return valkey.NewErrorResult(ctx.Err())
+		return failed(n, ctx.Err())
 	}
 }
 

@@ -3,6 +3,7 @@ package writethrough
 import (
 	"context"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +21,20 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		{kind: kindValue, stamp: "abc", version: 42, delta: 1500 * time.Microsecond, expiry: expiry, payload: []byte(`{"a":"x|y"}`)},
 		{kind: kindNotFound, stamp: "def", version: 0, expiry: expiry},
 		{kind: kindLease, stamp: "token"},
+		{kind: kindTagged, stamp: "ghi", version: 3, expiry: expiry, reg: "12:345", tags: []string{"product:1", "a:b|c", "é"}, payload: []byte(`{"x":1}`)},
 	} {
 		got, err := decodeEntry([]byte(e.encode()))
 		if err != nil {
 			t.Fatalf("%q: %v", e.encode(), err)
 		}
 		if got.kind != e.kind || got.stamp != e.stamp || got.version != e.version || got.delta != e.delta ||
-			(e.kind != kindLease && !got.expiry.Equal(e.expiry)) || string(got.payload) != string(e.payload) {
+			(e.kind != kindLease && !got.expiry.Equal(e.expiry)) || string(got.payload) != string(e.payload) ||
+			got.reg != e.reg || !reflect.DeepEqual(got.tags, e.tags) {
 			t.Fatalf("round trip of %q = %+v", e.encode(), got)
 		}
 	}
-	for _, garbage := range []string{"", "hello", "wt1|", "wt1|x|s|", "wt1|v|s|1|2", "wt1|v|s|one|2|3|p", "wt1|l|s|extra"} {
+	for _, garbage := range []string{"", "hello", "wt1|", "wt1|x|s|", "wt1|v|s|1|2", "wt1|v|s|one|2|3|p", "wt1|l|s|extra",
+		"wt1|t|s|1|2|3|p", "wt1|t|s|1|2|3|1:2|0||p", "wt1|t|s|1|2|3|1:2|1|9:ab|p", "wt1|t|s|1|2|3|1:2|2|1:a|p", "wt1|t|s|1|2|3|1:2|1|1:ap"} {
 		if _, err := decodeEntry([]byte(garbage)); err == nil {
 			t.Errorf("decodeEntry(%q) accepted garbage", garbage)
 		}
@@ -90,9 +94,11 @@ func TestDescribe(t *testing.T) {
 		{entry{kind: kindNotFound, stamp: "s", version: 3}.encode(), Stored{NotFound: true, Version: 3}, true},
 		{`{"version":9}`, Stored{}, false},
 		{"wt1|x|s", Stored{}, false},
+		{entry{kind: kindTagged, stamp: "s", version: 2, reg: "17:99", tags: []string{"a", "b|c"}, payload: []byte(`[]`)}.encode(),
+			Stored{Version: 2, Tags: []string{"a", "b|c"}, TagClock: 17}, true},
 	} {
 		got, ok := Describe([]byte(c.raw))
-		if got != c.want || ok != c.ok {
+		if !reflect.DeepEqual(got, c.want) || ok != c.ok {
 			t.Errorf("Describe(%q) = %+v, %v; want %+v, %v", c.raw, got, ok, c.want, c.ok)
 		}
 	}

@@ -28,9 +28,12 @@ type Local[V any] interface {
 type keeper[V any] func(v V, notFound bool, size int, expiry time.Time)
 
 // fromLocal serves key from the local tier when it holds it (ok); else it
-// returns what keeps the read that follows.
+// returns what keeps the read that follows. Tagged values skip the tier:
+// their hits check their registrations in the shared cache, and a tag lost
+// there (evicted, failed over behind) before its invalidation makes no
+// announcement that a tier would hear.
 func (c *Cache[V]) fromLocal(key string) (v V, err error, keep keeper[V], ok bool) {
-	if c.opts.Local == nil {
+	if c.opts.Local == nil || c.opts.TagsOf != nil {
 		return v, nil, nil, false
 	}
 	v, notFound, ok := c.opts.Local.Get(key)

@@ -134,3 +134,21 @@ func TestWritesDropLocallyAndAnnounce(t *testing.T) {
 		t.Fatalf("Invalidate = %v: an announcement not sent is an invalidation not done", err)
 	}
 }
+
+// TestTaggedValuesSkipTheLocalTier: a tagged value's hit checks its tags in
+// the shared cache, which memory cannot; a tag lost there before its
+// invalidation is announced to nobody.
+func TestTaggedValuesSkipTheLocalTier(t *testing.T) {
+	near := newFakeLocal()
+	c := New[product](testenv.Cache(t), Options[product]{Local: near, TagPrefix: "cache:tag:" + key(t) + ":",
+		TagsOf: func(p product) []string { return []string{"product:" + p.ID} }})
+	k := key(t)
+	for range 3 {
+		if _, err := c.Get(t.Context(), k, func(context.Context) (product, error) { return product{ID: "p"}, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(near.held) != 0 {
+		t.Fatalf("kept %v: a tagged value in memory", near.held)
+	}
+}

@@ -69,7 +69,8 @@ type Options[V any] struct {
 	// Renew, when above 0, extends a hit's lifetime to a full TTL when less
 	// than this fraction of it is left, instead of letting it be recomputed:
 	// for hot keys whose freshness the event-driven invalidation already
-	// guarantees. Default 0 (off).
+	// guarantees. Tagged values are recomputed instead: their tags' lives
+	// are tied to theirs. Default 0 (off).
 	Renew float64
 	// VersionOf returns a loaded value's version, the one WriteThrough is
 	// given for it (a version column, an update counter). With it, values
@@ -77,6 +78,20 @@ type Options[V any] struct {
 	// them in place; without it, WriteThrough finds their version unknown
 	// and invalidates them instead. Default none.
 	VersionOf func(V) int64
+	// TagsOf returns the tags a loaded value depends on, such as
+	// "product:42" for each product a list holds and "category:shoes":
+	// an invalidation of any of them (the invalidator's rules' tags, or a
+	// change message's) deletes the value. With it, each fill registers
+	// its key in its value's tags, ordered with its lease so that no
+	// invalidation of a tag is missed, and each hit of a tagged value
+	// checks that it is still registered (one more round trip); the first
+	// fill of a tag the cache does not hold yet is not stored. WriteThrough
+	// invalidates instead of storing. Default none.
+	TagsOf func(V) []string
+	// TagPrefix is where tags live: tag T at TagPrefix+T, the tag clock at
+	// TagPrefix itself. The invalidator's rules must give the same
+	// tagPrefix. Default "cache:tag:".
+	TagPrefix string
 	// CacheTimeout is how long one call to the cache may take. Past it, Get
 	// loads directly, without filling, and a write returns
 	// ErrCacheUnavailable; without it, valkey-go retries a read until the
@@ -95,7 +110,8 @@ type Options[V any] struct {
 	BreakerCoolDown time.Duration
 	// Local is an in-process tier in front of the cache: hits from memory,
 	// kept consistent by the invalidator's announcements
-	// (writethrough/local.New). Default none.
+	// (writethrough/local.New). A Cache with TagsOf does not use it: its
+	// hits check their tags in the shared cache. Default none.
 	Local Local[V]
 	// Codec encodes values. Default JSONCodec.
 	Codec Codec[V]

@@ -70,13 +70,17 @@ var ErrVersion = errors.New("writethrough: versions start at 1")
 // written and its version (from 1, increasing with every write of the key,
 // below 2^53) — and then updates the cached value in place if an older
 // version of it is cached. When none is, or its version is unknown (see
-// Options.VersionOf), it invalidates the key, and the next read loads the
-// value. Either way the local tiers drop the key. It reports whether the
-// value was stored.
+// Options.VersionOf), or values have tags, it invalidates the key, and the
+// next read loads the value. Either way the local tiers drop the key. It
+// reports whether the value was stored.
 func (c *Cache[V]) WriteThrough(ctx context.Context, key string, write func(context.Context) (V, int64, error)) (bool, error) {
 	v, version, err := write(ctx)
 	if err != nil {
 		return false, err
+	}
+	if c.opts.TagsOf != nil {
+		// Only a fill under a lease may register a value in its tags.
+		return false, c.Invalidate(ctx, key)
 	}
 	if version < 1 {
 		return false, fmt.Errorf("%w: got %d for %s", ErrVersion, version, key)

@@ -344,6 +344,10 @@ func printReport(w io.Writer, r inspect.Report) {
 	if len(r.Inconsistent) > 0 {
 		fmt.Fprintf(w, "inconsistent keys (up to %d a delay):\n", findings)
 		for _, f := range r.Inconsistent {
+			if f.Tag != "" {
+				fmt.Fprintf(w, "  +%v %s, in tag %s, holds a value filled before the change to %s %s\n", f.After, f.Key, f.Tag, f.Entity, f.ID)
+				continue
+			}
 			fmt.Fprintf(w, "  +%v %s holds version %d, the change to %s %s made %d\n", f.After, f.Key, f.Found, f.Entity, f.ID, f.Want)
 		}
 	}

@@ -2,12 +2,15 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/worker"
@@ -19,14 +22,17 @@ func keysVerb(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	rulesFile := rulesFlag(fs)
 	asJSON := fs.Bool("json", false, "one JSON object per record on stdout")
+	members := fs.Int("members", 0, "also read from the cache up to this many of the current members of each tag (HGET, HSCAN only); the CACHE_* settings as the worker reads them")
+	endpoint := fs.String("cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache, for --members [CACHE_ENDPOINT]")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: invalidator keys [flags] [FILE|-]
 
 Reads an event from FILE, or standard input, and prints for each record the
-keys the worker's rules plan for it, or why it fails — touching nothing. The
-event may be a Lambda payload (SQS, SNS, DynamoDB Streams), one SQS message,
-an SNS envelope, an EventBridge event or a change message. The exit status is
-1 when a record fails.
+keys and the tags the worker's rules plan for it, or why it fails — touching
+nothing; with --members, the entries each tag holds now, which its
+invalidation would delete. The event may be a Lambda payload (SQS, SNS,
+DynamoDB Streams), one SQS message, an SNS envelope, an EventBridge event or
+a change message. The exit status is 1 when a record fails.
 
 flags:
 `)
@@ -55,9 +61,34 @@ flags:
 		fmt.Fprintln(stderr, "invalidator keys:", err)
 		return 2
 	}
+	var cache valkey.Client
+	if *members > 0 {
+		s, err := connect(context.Background(), *endpoint, *rulesFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "invalidator keys:", err)
+			return 2
+		}
+		defer s.cache.Close()
+		cache = s.cache
+	}
 	status := 0
 	for _, rec := range records(data) {
 		out := plan(rules, rec)
+		if cache != nil {
+			out.Members = map[string]tagMembers{}
+			for _, tag := range out.Tags {
+				t, err := invalidate.ReadTag(context.Background(), cache, rules.TagKey(tag), *members)
+				if err != nil {
+					fmt.Fprintln(stderr, "invalidator keys:", err)
+					return 2
+				}
+				m := tagMembers{Keys: []string{}, More: t.More}
+				for _, member := range t.Members {
+					m.Keys = append(m.Keys, member.Key)
+				}
+				out.Members[tag] = m
+			}
+		}
 		if out.Error != "" {
 			status = 1
 		}
@@ -65,34 +96,60 @@ flags:
 			line, _ := json.Marshal(out)
 			fmt.Fprintf(stdout, "%s\n", line)
 		} else {
-			id := cmp.Or(out.Record, "-") // a bare message has no ID
-			if out.Error != "" {
-				fmt.Fprintf(stdout, "%s\t%s\terror: %s\n", id, strings.Join(out.Keys, " "), out.Error)
-			} else {
-				fmt.Fprintf(stdout, "%s\t%s\n", id, strings.Join(out.Keys, " "))
-			}
+			out.print(stdout)
 		}
 	}
 	return status
 }
 
-// planned is one record's keys, or why it fails.
+// planned is one record's keys and tags, or why it fails, and the members
+// of its tags when asked for.
 type planned struct {
-	Record string   `json:"record"`
-	Keys   []string `json:"keys"`
-	Error  string   `json:"error,omitempty"`
+	Record  string                `json:"record"`
+	Keys    []string              `json:"keys"`
+	Tags    []string              `json:"tags"`
+	Members map[string]tagMembers `json:"members,omitempty"`
+	Error   string                `json:"error,omitempty"`
 }
 
-// plan plans rec's keys as the worker would, keeping those planned beside
-// a failure, which the worker deletes too.
+// tagMembers are the entries a tag holds; More says there are others.
+type tagMembers struct {
+	Keys []string `json:"keys"`
+	More bool     `json:"more,omitempty"`
+}
+
+// print writes out as text: the record's ID, keys, tags and error on its
+// line, the members of each tag on one line each below.
+func (out planned) print(w io.Writer) {
+	line := cmp.Or(out.Record, "-") + "\t" + strings.Join(out.Keys, " ") // a bare message has no ID
+	if len(out.Tags) > 0 {
+		line += "\ttags: " + strings.Join(out.Tags, " ")
+	}
+	if out.Error != "" {
+		line += "\terror: " + out.Error
+	}
+	fmt.Fprintln(w, line)
+	for _, tag := range out.Tags {
+		if m, ok := out.Members[tag]; ok {
+			keys := cmp.Or(strings.Join(m.Keys, " "), "(none)")
+			if m.More {
+				keys += " …"
+			}
+			fmt.Fprintf(w, "\ttag %s: %s\n", tag, keys)
+		}
+	}
+}
+
+// plan plans rec's keys and tags as the worker would, keeping those
+// planned beside a failure, which the worker invalidates too.
 func plan(rules *invalidate.Rules, rec invalidate.Record) planned {
-	out := planned{Record: rec.ID, Keys: []string{}}
+	out := planned{Record: rec.ID, Keys: []string{}, Tags: []string{}}
 	err := rec.Err
 	for i := range rec.Changes {
-		var perr error
-		if out.Keys, perr = rules.Keys(&rec.Changes[i], out.Keys); err == nil {
-			err = perr
-		}
+		var kerr, terr error
+		out.Keys, kerr = rules.Keys(&rec.Changes[i], out.Keys)
+		out.Tags, terr = rules.Tags(&rec.Changes[i], out.Tags)
+		err = cmp.Or(err, kerr, terr)
 	}
 	if err != nil {
 		out.Error = err.Error()

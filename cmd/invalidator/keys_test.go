@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 // TestKeysOfEveryKindOfEvent runs keys on each kind of input it takes,
@@ -54,5 +59,47 @@ func TestKeysOfEveryKindOfEvent(t *testing.T) {
 				t.Errorf("keys %q, want %q", first.Keys, tc.want)
 			}
 		})
+	}
+}
+
+// TestKeysPrintsTags: the tags a record invalidates, planned by the rules
+// or given by the message, and with --members the entries each holds now.
+func TestKeysPrintsTags(t *testing.T) {
+	t.Setenv("INVALIDATION_RULES", "")
+	t.Setenv("INVALIDATION_RULES_FILE", "")
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	prefix := "cache:tag:keys-test:" + rand.Text()[:8] + ":"
+	if err := os.WriteFile(rules, []byte(`{tagPrefix: "`+prefix+`", tags: {tables: {CaptureProducts: ["product:{key.id}", "category:{item.category}"]}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	change := filepath.Join(dir, "change.json")
+	if err := os.WriteFile(change, []byte(`{"entity":"product","id":"7","tags":["product:7","category:a"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"keys", "--rules", rules, change}, &stdout, &stderr); code != 0 || stdout.String() != "-\tcache:product:7\ttags: product:7 category:a\n" {
+		t.Fatalf("exit %d, output %q %q", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"keys", "--json", "--rules", rules, "../../events/testdata/dynamodb.json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, %s", code, stderr.String())
+	}
+	var first planned
+	if err := json.Unmarshal([]byte(strings.Split(stdout.String(), "\n")[0]), &first); err != nil || len(first.Tags) < 2 || first.Tags[0] != "product:p-42" {
+		t.Fatalf("the stream record's tags: %+v, %v", first, err)
+	}
+
+	client := testenv.Cache(t) // --members reads the cache
+	for _, k := range []string{"cache:list:1", "cache:list:2"} {
+		if err := client.Do(t.Context(), client.B().Hset().Key(prefix+"product:7").FieldValue().FieldValue(k, "1:1").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { client.Do(context.Background(), client.B().Unlink().Key(prefix+"product:7").Build()) })
+	stdout.Reset()
+	if code := run([]string{"keys", "--members", "1", "--rules", rules, change}, &stdout, &stderr); code != 0 ||
+		!regexp.MustCompile(`\n\ttag product:7: cache:list:[12] …\n\ttag category:a: \(none\)\n$`).MatchString(stdout.String()) {
+		t.Fatalf("exit %d, output %q %q", code, stdout.String(), stderr.String())
 	}
 }

@@ -4,12 +4,16 @@ import (
 	"context"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// Cache is what the inspector needs of the cache: reading keys.
+// Cache is what the inspector needs of the cache: reading keys, and tags.
 type Cache interface {
 	// Get reads keys and returns what each holds, in order.
 	Get(ctx context.Context, keys []string) []Read
+	// Tag reads the tag at key and up to limit of the entries it holds.
+	Tag(ctx context.Context, key string, limit int) (invalidate.Tag, error)
 }
 
 // Read is what one key held.
@@ -20,8 +24,8 @@ type Read struct {
 }
 
 // Valkey reads keys with GET through a valkey-go client, which sends each
-// to its slot's node: the inspector's cache user needs only +get (and
-// +asking to follow a slot in migration).
+// to its slot's node, and tags with HGET and HSCAN: the inspector's cache
+// user needs only those (and +asking to follow a slot in migration).
 func Valkey(c valkey.Client) Cache { return valkeyCache{c} }
 
 type valkeyCache struct{ c valkey.Client }
@@ -43,4 +47,8 @@ func (v valkeyCache) Get(ctx context.Context, keys []string) []Read {
 		}
 	}
 	return out
+}
+
+func (v valkeyCache) Tag(ctx context.Context, key string, limit int) (invalidate.Tag, error) {
+	return invalidate.ReadTag(ctx, v.c, key, limit)
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// Findings bounds the inconsistent keys the report lists at each
 	// delay. Default 100.
 	Findings int
+	// TagEntries bounds the entries of each tag of a change that a check
+	// reads. Default 100.
+	TagEntries int
 }
 
 func (o *Options) defaults() {
@@ -70,6 +73,9 @@ func (o *Options) defaults() {
 	}
 	if o.Findings <= 0 {
 		o.Findings = 100
+	}
+	if o.TagEntries <= 0 {
+		o.TagEntries = 100
 	}
 }
 
@@ -100,7 +106,9 @@ func New(cache Cache, rules *invalidate.Rules, opts Options) *Inspector {
 // check is one sampled change, due at each delay after it was read.
 type check struct {
 	read    time.Time
+	at      time.Time // when the change was made: its occurredAt, else read
 	keys    []string
+	tags    []string // the keys of its tags
 	entity  string
 	id      string
 	deleted bool
@@ -163,7 +171,7 @@ func (in *Inspector) take(read context.Context, changes []events.Change, err err
 	now := time.Now()
 	for i := range changes {
 		want, hasWant := in.version(&changes[i])
-		if hasWant && !in.seen.add(now, identity{changes[i].Entity, changes[i].ID, want, changes[i].Op}) {
+		if hasWant && changes[i].ID != "" && !in.seen.add(now, identity{changes[i].Entity, changes[i].ID, want, changes[i].Op}) {
 			in.rep.Duplicates++
 			continue
 		}
@@ -175,11 +183,12 @@ func (in *Inspector) take(read context.Context, changes []events.Change, err err
 		// Keys planned for a change that fails its plan are still deleted
 		// by the worker, and checked here.
 		keys, _ := in.rules.Keys(&changes[i], nil)
-		if len(keys) == 0 {
+		tags := tagsOf(in.rules, &changes[i])
+		if len(keys)+len(tags) == 0 {
 			in.rep.Unplanned++
 			continue
 		}
-		picked = append(picked, check{keys: keys, entity: changes[i].Entity, id: changes[i].ID,
+		picked = append(picked, check{keys: keys, tags: tags, at: changes[i].OccurredAt, entity: changes[i].Entity, id: changes[i].ID,
 			deleted: changes[i].Op == events.OpDelete, want: want, hasWant: hasWant})
 	}
 	in.mu.Unlock()
@@ -193,6 +202,9 @@ func (in *Inspector) take(read context.Context, changes []events.Change, err err
 	now = time.Now()
 	for _, c := range picked {
 		c.read = now
+		if c.at.IsZero() {
+			c.at = now
+		}
 		for _, q := range queues {
 			select {
 			case q <- c:
@@ -245,29 +257,35 @@ func (in *Inspector) checkAt(ctx context.Context, i int, queue <-chan check) {
 func (in *Inspector) checkOne(ctx context.Context, i int, c check, late bool) {
 	rctx, cancel := context.WithTimeout(ctx, in.opts.Timeout)
 	reads := in.cache.Get(rctx, c.keys)
+	keys := slices.Clip(c.keys)
+	verdicts := make([]Verdict, len(reads), len(reads)+len(c.tags))
+	found := make([]int64, len(reads))
+	for k, r := range reads {
+		verdicts[k] = Unreadable
+		if r.Err == nil {
+			verdicts[k], found[k] = judge(r.Value, r.Present, c.deleted, c.want, c.hasWant, in.opts.VersionPath)
+		}
+	}
+	tagOf := make([]string, len(keys), len(keys)+len(c.tags))
+	for _, e := range in.tagChecks(rctx, c) {
+		keys, reads, verdicts, found, tagOf = append(keys, e.key), append(reads, e.read), append(verdicts, e.verdict), append(found, 0), append(tagOf, e.tag)
+	}
 	cancel()
 	if ctx.Err() != nil {
 		return
 	}
 	at := time.Now()
-	verdicts := make([]Verdict, len(reads))
-	found := make([]int64, len(reads))
 	absent := 0
-	for k, r := range reads {
-		switch {
-		case r.Err != nil:
-			verdicts[k] = Unreadable
-		case !r.Present:
+	for _, r := range reads {
+		if r.Err == nil && !r.Present {
 			absent++
-		}
-		if r.Err == nil {
-			verdicts[k], found[k] = judge(r.Value, r.Present, c.deleted, c.want, c.hasWant, in.opts.VersionPath)
 		}
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	d := &in.rep.Delays[i]
 	d.Keys += len(reads)
+	d.Tags += len(c.tags)
 	d.Absent += absent
 	if late {
 		d.Late += len(reads)
@@ -280,7 +298,7 @@ func (in *Inspector) checkOne(ctx context.Context, i int, c check, late bool) {
 			d.Inconsistent++
 			if d.findings < in.opts.Findings {
 				d.findings++
-				in.rep.Inconsistent = append(in.rep.Inconsistent, Finding{Key: c.keys[k], After: d.After, At: at, Found: found[k], Want: c.want, Entity: c.entity, ID: c.id})
+				in.rep.Inconsistent = append(in.rep.Inconsistent, Finding{Key: keys[k], Tag: tagOf[k], After: d.After, At: at, Found: found[k], Want: c.want, Entity: c.entity, ID: c.id})
 			}
 		case Unverified:
 			d.Unverified++

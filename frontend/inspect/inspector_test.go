@@ -12,10 +12,12 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// fakeCache holds JSON values; a key named in down does not answer.
+// fakeCache holds JSON values and tags; a key named in down does not
+// answer.
 type fakeCache struct {
 	mu     sync.Mutex
 	values map[string]string
+	tags   map[string][]invalidate.Member
 	down   map[string]bool
 }
 
@@ -185,5 +187,57 @@ func TestASourceThatCannotReadStopsTheRun(t *testing.T) {
 	_, err := in.Run(read, t.Context(), flood{}, failing{})
 	if err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("after %v: %v, want AccessDenied at once", time.Since(start), err)
+	}
+}
+
+func (f *fakeCache) Tag(_ context.Context, key string, limit int) (invalidate.Tag, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down[key] {
+		return invalidate.Tag{}, errors.New("down")
+	}
+	t := invalidate.Tag{Members: f.tags[key]}
+	if len(t.Members) > limit {
+		t.Members, t.More = t.Members[:limit], true
+	}
+	return t, nil
+}
+
+// taggedEntry is a writethrough value of tags whose fill read the tag clock
+// at clock.
+func taggedEntry(clock int64) string {
+	return fmt.Sprintf("wt1|t|0123456789abcdef|0|1000|1893456000000|%d:1893456060000|1|9:product:1|{}", clock)
+}
+
+// TestInspectorJudgesTaggedEntries: the entries a tag of a change holds are
+// checked: one a reader would serve, filled before the change, is
+// inconsistent; filled after, absent, or another fill's, consistent.
+func TestInspectorJudgesTaggedEntries(t *testing.T) {
+	rules, err := invalidate.ParseRules([]byte(`tags: {entities: {product: ["product:{id}"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	change := time.Now()
+	before, after := change.Add(-time.Second).UnixMicro(), change.Add(time.Second).UnixMicro()
+	reg := func(clock int64) string { return fmt.Sprintf("%d:1893456060000", clock) }
+	cache := &fakeCache{values: map[string]string{
+		"cache:list:stale":   taggedEntry(before),
+		"cache:list:fresh":   taggedEntry(after),
+		"cache:list:another": taggedEntry(after), // refilled, its registration there not yet
+	}, tags: map[string][]invalidate.Member{"cache:tag:product:1": {
+		{Key: "cache:list:stale", Registration: reg(before)}, {Key: "cache:list:fresh", Registration: reg(after)},
+		{Key: "cache:list:another", Registration: reg(before)}, {Key: "cache:list:gone", Registration: reg(before)},
+	}}}
+	in := New(cache, rules, Options{Delays: []time.Duration{10 * time.Millisecond}})
+	read, stop := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer stop()
+	rep, err := in.Run(read, t.Context(), changes{{{Entity: "product", ID: "1", OccurredAt: change}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Delays[0]
+	if d.Keys != 5 || d.Tags != 1 || d.Inconsistent != 1 || d.Consistent != 4 || d.Absent != 2 ||
+		len(rep.Inconsistent) != 1 || rep.Inconsistent[0].Key != "cache:list:stale" || rep.Inconsistent[0].Tag != "cache:tag:product:1" {
+		t.Fatalf("delay %+v, findings %+v; %+v", d, rep.Inconsistent, rep)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/writethrough"
 )
 
@@ -41,6 +42,12 @@ func (n near) Get(ctx context.Context, keys []string) []Read {
 		}
 	}
 	return out
+}
+
+// Tag reads tags from the shared cache: the local tier holds values, not
+// the tags' registrations.
+func (n near) Tag(ctx context.Context, key string, limit int) (invalidate.Tag, error) {
+	return n.cache.Tag(ctx, key, limit)
 }
 
 // NearReport is what the local tier of an inspection did.

@@ -40,13 +40,18 @@ type DelayReport struct {
 	// Late counts the keys checked later than Options.Late after they
 	// fell due: the inspector or the cache was behind.
 	Late int
+	// Tags counts the tags checked; the entries each held are counted
+	// among the keys.
+	Tags int
 
 	findings int // listed in Report.Inconsistent
 }
 
-// Finding is one key found older than its change.
+// Finding is one key found older than its change: its version older than
+// the change's, or, held by a tag of the change, its value filled before.
 type Finding struct {
 	Key    string        `json:"key"`
+	Tag    string        `json:"tag,omitempty"` // the key of the tag that holds it
 	After  time.Duration `json:"-"`
 	At     time.Time     `json:"checkedAt"`
 	Found  int64         `json:"found"` // the version the key held
@@ -103,10 +108,11 @@ func (d DelayReport) MarshalJSON() ([]byte, error) {
 		Unreadable   int      `json:"unreadable"`
 		Absent       int      `json:"absent"`
 		Late         int      `json:"late"`
+		Tags         int      `json:"tags"`
 		Share        *float64 `json:"share"` // null when no key was compared
 		Nines        *float64 `json:"nines"`
 		NinesAtLeast bool     `json:"ninesAtLeast"`
-	}{d.After.String(), d.Keys, d.Consistent, d.Inconsistent, d.Unverified, d.Unreadable, d.Absent, d.Late, share, n, atLeast})
+	}{d.After.String(), d.Keys, d.Consistent, d.Inconsistent, d.Unverified, d.Unreadable, d.Absent, d.Late, d.Tags, share, n, atLeast})
 }
 
 func (f Finding) MarshalJSON() ([]byte, error) {

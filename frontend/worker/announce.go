@@ -50,12 +50,24 @@ func (a *announcer) close() {
 // or found absent — a local tier may hold them either way — in one
 // message, once the call returns: one per chunk of a batch's keys, which
 // valkey-go sends on to each slot's node. Keys whose message cannot be
-// sent fail for now, with ErrAnnounce.
-func (a *announcer) wrap(cache invalidate.Cache) invalidate.Cache { return announcing{cache, a.pub} }
+// sent fail for now, with ErrAnnounce. A cache that is a TagCache stays
+// one: the entries of a tag are deleted, and announced, as keys.
+func (a *announcer) wrap(cache invalidate.Cache) invalidate.Cache {
+	c := announcing{cache, a.pub}
+	if tags, ok := cache.(invalidate.TagCache); ok {
+		return announcingTags{c, tags}
+	}
+	return c
+}
 
 type announcing struct {
 	invalidate.Cache
 	pub *announce.Publisher
+}
+
+type announcingTags struct {
+	announcing
+	invalidate.TagCache
 }
 
 func (c announcing) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {

@@ -111,7 +111,7 @@ func TestReDeletesAreAnnounced(t *testing.T) {
 	w := announcingWorker(ch, &fakes.Cache{}, io.Discard)
 	defer w.Close()
 	w.opts.Recent = NewRecent(time.Minute, 100, false)
-	w.opts.Recent.add([]string{"cache:user:7"}, []invalidate.KeyStatus{invalidate.KeyDeleted})
+	w.opts.Recent.add([]string{"cache:user:7"}, []invalidate.KeyStatus{invalidate.KeyDeleted}, false)
 	w.opts.Recent.Started([]string{"node:1"})
 	w.opts.Recent.Connected("node:1")
 	w.opts.Recent.Connected("node:1") // a reconnect

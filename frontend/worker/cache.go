@@ -119,6 +119,33 @@ func (c *connection) Unlink(ctx context.Context, keys []string, status []invalid
 	return invalidate.Valkey(client).Unlink(ctx, keys, status)
 }
 
+// Tick is invalidate.TagCache's.
+func (c *connection) Tick(ctx context.Context, clock string) (int64, error) {
+	client, err := c.get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return invalidate.Valkey(client).Tick(ctx, clock)
+}
+
+// Page is invalidate.TagCache's.
+func (c *connection) Page(ctx context.Context, key string, reading int64, cursor uint64, count int) ([]invalidate.Member, uint64, error) {
+	client, err := c.get(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return invalidate.Valkey(client).Page(ctx, key, reading, cursor, count)
+}
+
+// Forget is invalidate.TagCache's.
+func (c *connection) Forget(ctx context.Context, key string, members []invalidate.Member) error {
+	client, err := c.get(ctx)
+	if err != nil {
+		return err
+	}
+	return invalidate.Valkey(client).Forget(ctx, key, members)
+}
+
 // close ends the connection, or the attempt in flight once it ends; what
 // is asked afterwards fails with errClosed.
 func (c *connection) close() {

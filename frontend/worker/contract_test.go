@@ -18,11 +18,12 @@ import (
 // through the same client; the connection's own refusal is to connect.
 func TestConnectionContract(t *testing.T) {
 	cfg := testenv.WorkerCacheConfig(t)
-	set := contract.Set(testenv.Cache(t))
+	admin := testenv.Cache(t)
 	contract.Cache(t, func(t *testing.T) contract.CacheUnderTest {
 		return contract.CacheUnderTest{
 			Cache: connectAs(t, cfg),
-			Set:   set,
+			Set:   contract.Set(admin),
+			Tag:   contract.Tag(admin),
 			Down: func(t *testing.T, _ string) invalidate.Cache {
 				l, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {

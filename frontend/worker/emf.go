@@ -16,6 +16,7 @@ const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","
 	`{"Name":"KeysFailed","Unit":"Count"},{"Name":"MaxLag","Unit":"Milliseconds"},` +
 	`{"Name":"SecondDeletesScheduled","Unit":"Count"},{"Name":"SecondDeleteRefills","Unit":"Count"},` +
 	`{"Name":"RedeletedKeys","Unit":"Count"},{"Name":"RedeleteRefills","Unit":"Count"},` +
+	`{"Name":"TagsInvalidated","Unit":"Count"},{"Name":"TagsFailed","Unit":"Count"},{"Name":"TagEntriesDeleted","Unit":"Count"},` +
 	`{"Name":"Announcements","Unit":"Count"},{"Name":"AnnounceFailedKeys","Unit":"Count"}]`
 
 // writeEMF writes one CloudWatch Embedded Metric Format line, parked
@@ -29,7 +30,7 @@ const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","
 // slowed the first invoke of every cold start (bench/README.md).
 func writeEMF(w io.Writer, namespace, function, requestID string, source events.Source, m invalidate.Metrics, parked int, second secondDeletes, again redeletes, announced *announcements, now time.Time) error {
 	messages, unannounced := announced.counts()
-	b := make([]byte, 0, 768)
+	b := make([]byte, 0, 1024)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
 	b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)
@@ -50,6 +51,7 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source events.
 		{"KeysAbsent", int64(m.KeysAbsent)}, {"KeysFailed", int64(m.KeysFailed)}, {"MaxLag", m.MaxLag.Milliseconds()},
 		{"SecondDeletesScheduled", int64(second.scheduled)}, {"SecondDeleteRefills", int64(second.present)},
 		{"RedeletedKeys", int64(again.keys)}, {"RedeleteRefills", int64(again.present)},
+		{"TagsInvalidated", int64(m.TagsInvalidated)}, {"TagsFailed", int64(m.TagsFailed)}, {"TagEntriesDeleted", int64(m.TagEntriesDeleted)},
 		{"Announcements", messages}, {"AnnounceFailedKeys", unannounced},
 	} {
 		b = append(b, `,"`+metric.name+`":`...)

@@ -9,8 +9,8 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// Recent is a window of the keys a worker deleted lately, to delete them
-// again after a reconnect. ElastiCache replicates asynchronously and
+// Recent is a window of the keys a worker deleted lately, and of the tags
+// it invalidated, to do them again after a reconnect. ElastiCache replicates asynchronously and
 // Serverless keeps no durable log: a primary that dies takes with it the
 // deletes its replica had not received, and the promoted replica serves
 // the values they deleted. On Serverless a failover shows only as
@@ -29,7 +29,7 @@ type Recent struct {
 	newNodes  bool
 	now       func() time.Time
 	mu        sync.Mutex
-	done      []done // the keys done, oldest first from head; at most max
+	done      []done // the keys and tags done, oldest first from head; at most max
 	head      int
 	answered  time.Time       // when the cache last answered a delete
 	dialed    map[string]bool // address: connected to it already (false: a node known from the start, not yet)
@@ -40,10 +40,12 @@ type Recent struct {
 	truncated bool // keys fell out of the window before their time
 }
 
-// done is a key deleted, or found absent, at a time in Unix nanoseconds.
+// done is a key deleted, or found absent, or a tag invalidated, at a time
+// in Unix nanoseconds.
 type done struct {
 	key string
 	at  int64
+	tag bool
 }
 
 // NewRecent returns a window of window's length holding at most max keys.
@@ -55,8 +57,15 @@ func NewRecent(window time.Duration, max int, newNodes bool) *Recent {
 
 // Wrap returns cache, recording in r each key it deleted or found absent —
 // absent too: a service's own delete may have come first, and be lost
-// with the same failover.
-func (r *Recent) Wrap(cache invalidate.Cache) invalidate.Cache { return recording{cache, r} }
+// with the same failover —, and each tag whose invalidation it began: the
+// registration of a fill that the failover let through shows in the tag
+// again. A cache that is a TagCache stays one.
+func (r *Recent) Wrap(cache invalidate.Cache) invalidate.Cache {
+	if tags, ok := cache.(invalidate.TagCache); ok {
+		return recordingTags{recording{cache, r}, tags}
+	}
+	return recording{cache, r}
+}
 
 type recording struct {
 	invalidate.Cache
@@ -65,11 +74,25 @@ type recording struct {
 
 func (c recording) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
 	errs := c.Cache.Unlink(ctx, keys, status)
-	c.r.add(keys, status)
+	c.r.add(keys, status, false)
 	return errs
 }
 
-func (r *Recent) add(keys []string, status []invalidate.KeyStatus) {
+type recordingTags struct {
+	recording
+	invalidate.TagCache
+}
+
+// Page is invalidate.TagCache's, recording the tag at its first page.
+func (c recordingTags) Page(ctx context.Context, key string, reading int64, cursor uint64, count int) ([]invalidate.Member, uint64, error) {
+	members, next, err := c.TagCache.Page(ctx, key, reading, cursor, count)
+	if err == nil && cursor == 0 {
+		c.r.add([]string{key}, []invalidate.KeyStatus{invalidate.KeyDeleted}, true)
+	}
+	return members, next, err
+}
+
+func (r *Recent) add(keys []string, status []invalidate.KeyStatus, tags bool) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -82,7 +105,7 @@ func (r *Recent) add(keys []string, status []invalidate.KeyStatus) {
 			r.truncated = r.truncated || now.UnixNano()-r.done[r.head].at < int64(r.window)
 			r.head++
 		}
-		r.done = append(r.done, done{k, now.UnixNano()})
+		r.done = append(r.done, done{k, now.UnixNano(), tags})
 	}
 	// What was deleted a window before the cache last answered is on every
 	// replica by now, replication lag permitting; what a re-delete asked
@@ -135,12 +158,13 @@ func (r *Recent) request(cause string) {
 	r.pending, r.from, r.cause = true, r.answered.Add(-r.window), cause
 }
 
-// redelete is what a reconnect asks to delete again.
+// redelete is what a reconnect asks to delete again: keys, and the keys of
+// tags.
 type redelete struct {
-	keys      []string
-	cause     string
-	since     time.Time
-	truncated bool // the window lost keys to its size: it holds less than asked
+	keys, tags []string
+	cause      string
+	since      time.Time
+	truncated  bool // the window lost keys to its size: it holds less than asked
 }
 
 // take returns the re-delete asked for, if any, and clears the request.
@@ -150,11 +174,15 @@ func (r *Recent) take() (rd redelete, ok bool) {
 	if !r.pending {
 		return rd, false
 	}
-	seen := map[string]bool{}
+	seen := map[done]bool{}
 	for _, d := range r.done[r.head:] {
-		if d.at >= r.from.UnixNano() && !seen[d.key] {
-			seen[d.key] = true
-			rd.keys = append(rd.keys, d.key)
+		if it := (done{key: d.key, tag: d.tag}); d.at >= r.from.UnixNano() && !seen[it] {
+			seen[it] = true
+			if d.tag {
+				rd.tags = append(rd.tags, d.key)
+			} else {
+				rd.keys = append(rd.keys, d.key)
+			}
 		}
 	}
 	rd.cause, rd.since, rd.truncated = r.cause, r.from, r.truncated
@@ -186,7 +214,7 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 		return n
 	}
 	rd, ok := w.opts.Recent.take()
-	if !ok || len(rd.keys) == 0 {
+	if !ok || len(rd.keys)+len(rd.tags) == 0 {
 		return n
 	}
 	if deadline, ok := ctx.Deadline(); ok {
@@ -194,8 +222,13 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-min(w.opts.DeadlineMargin, time.Until(deadline)/2)))
 		defer cancel()
 	}
-	rep := w.inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "redelete",
-		Changes: []events.Change{{Keys: rd.keys, SecondDelete: true}}}}))
+	again := events.Change{Keys: rd.keys, SecondDelete: true}
+	for _, key := range rd.tags {
+		if tag, ok := w.inv.Rules().TagOf(key); ok {
+			again.Tags = append(again.Tags, tag)
+		}
+	}
+	rep := w.inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "redelete", Changes: []events.Change{again}}}))
 	res := rep.Results[0]
 	for _, k := range res.Keys {
 		if k.Status != invalidate.KeyFailed {
@@ -205,7 +238,10 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 			n.present++
 		}
 	}
-	attrs := []any{"cause", rd.cause, "since", rd.since.UTC(), "keys", len(rd.keys), "deleted_again", n.keys, "present", n.present}
+	for _, t := range res.Tags {
+		n.present += t.Deleted // filled since, or brought back
+	}
+	attrs := []any{"cause", rd.cause, "since", rd.since.UTC(), "keys", len(rd.keys), "tags", len(again.Tags), "deleted_again", n.keys, "present", n.present}
 	if rd.truncated {
 		attrs = append(attrs, "truncated", "the window was full: it held less than its length; raise REDELETE_MAX_KEYS")
 	}

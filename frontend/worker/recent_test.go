@@ -26,7 +26,7 @@ func newRecent(c *clock, max int) *Recent {
 
 // failedKeys notes keys that failed, as a cache would.
 func failedKeys(r *Recent, keys ...string) {
-	r.add(keys, make([]invalidate.KeyStatus, len(keys))) // KeyFailed is 0
+	r.add(keys, make([]invalidate.KeyStatus, len(keys)), false) // KeyFailed is 0
 }
 
 // succeeded notes keys deleted, as a cache would.
@@ -35,7 +35,7 @@ func succeeded(r *Recent, keys ...string) {
 	for i := range status {
 		status[i] = invalidate.KeyDeleted
 	}
-	r.add(keys, status)
+	r.add(keys, status, false)
 }
 
 func started(r *Recent) {
@@ -141,5 +141,33 @@ func TestABatchAfterAReconnectDeletesAgain(t *testing.T) {
 	// Again: the key that failed, and the two deleted since.
 	if cache.Attempts("cache:user:1") == before || !strings.Contains(logs.String(), `"redeleted_keys":3`) {
 		t.Fatalf("the failed re-delete was not tried again with the next batch:\n%s", logs.String())
+	}
+}
+
+// TestAReconnectInvalidatesTagsAgain: the tags invalidated within the
+// window are invalidated again after a reconnect, so that an entry whose
+// invalidation the failover lost, registered in them, goes.
+func TestAReconnectInvalidatesTagsAgain(t *testing.T) {
+	var logs logLines
+	cache := &fakes.Cache{}
+	cache.Tag("cache:tag:category:a", "cache:list:1")
+	recent := NewRecent(time.Minute, 100, true)
+	started(recent)
+	inv := invalidate.New(recent.Wrap(cache), invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	w := New(inv, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond, Recent: recent})
+	queues := &fakes.SQS{}
+	handle := func(body string) {
+		payload, _ := received(t, queues, body)
+		if _, err := w.SQS(deadline(t), payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	handle(`{"tags":["category:a"]}`)
+	cache.Tag("cache:tag:category:a", "cache:list:1") // the failover brings it back
+	recent.Connected("127.0.0.1:7002")
+	logs.Reset()
+	handle(`{"entity":"user","id":"2"}`)
+	if left := cache.Members("cache:tag:category:a"); len(left) != 0 || !strings.Contains(logs.String(), `"tags":1`) {
+		t.Fatalf("after the reconnect the tag holds %q:\n%s", left, logs.String())
 	}
 }

@@ -14,20 +14,20 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// SecondDeleter deletes keys a second time, later: a fill that read the
-// source before a change, and landed after its invalidation — a loader
-// reading a replica, a cache-aside recipe without a lease — is deleted then.
-// DelayQueue is one.
+// SecondDeleter deletes keys a second time, later, and invalidates tags
+// again: a fill that read the source before a change, and landed after
+// its invalidation — a loader reading a replica, a cache-aside recipe
+// without a lease — is deleted then. DelayQueue is one.
 type SecondDeleter interface {
-	// Schedule schedules keys and returns those it could not.
-	Schedule(ctx context.Context, keys []string) (failed []string)
+	// Schedule schedules keys and tags and returns those it could not.
+	Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string)
 }
 
 // DelayQueue schedules second deletes as change messages
-// ({"keys":[...],"secondDelete":true}) in an SQS queue, each hidden for
-// Delay, that the SQS function or the poller consumes: they survive the
-// process that sent them. A change marked secondDelete is deleted and never
-// delayed again.
+// ({"keys":[...],"secondDelete":true}, or "tags") in an SQS queue, each
+// hidden for Delay, that the SQS function or the poller consumes: they
+// survive the process that sent them. A change marked secondDelete is
+// deleted and never delayed again.
 type DelayQueue struct {
 	Client parking.SQS
 	URL    string
@@ -48,22 +48,32 @@ const (
 // scheduled: it is retried, and never acknowledged without it.
 var ErrSecondDelete = errors.New("second delete not scheduled")
 
-// Schedule is SecondDeleter's: one message per chunk of keys, sent ten at a
-// time.
-func (q DelayQueue) Schedule(ctx context.Context, keys []string) (failed []string) {
+// again is one second-delete message: keys, or tags.
+type again struct {
+	Keys         []string `json:"keys,omitempty"`
+	Tags         []string `json:"tags,omitempty"`
+	SecondDelete bool     `json:"secondDelete"`
+}
+
+// Schedule is SecondDeleter's: one message per chunk of keys or of tags,
+// sent ten at a time.
+func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
 	delay := int32(min(max((q.Delay+time.Second-1)/time.Second, 1), 900))
-	chunks := chunkKeys(keys)
-	errs := make([]error, len(chunks))
+	var msgs []again
+	for _, chunk := range chunkKeys(keys) {
+		msgs = append(msgs, again{Keys: chunk, SecondDelete: true})
+	}
+	for _, chunk := range chunkKeys(tags) {
+		msgs = append(msgs, again{Tags: chunk, SecondDelete: true})
+	}
+	errs := make([]error, len(msgs))
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 10)
-	for i, chunk := range chunks {
+	for i, msg := range msgs {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			body, err := json.Marshal(struct {
-				Keys         []string `json:"keys"`
-				SecondDelete bool     `json:"secondDelete"`
-			}{chunk, true})
+			body, err := json.Marshal(msg)
 			if err == nil {
 				_, err = q.Client.SendMessage(ctx, &sqs.SendMessageInput{
 					QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(body)), DelaySeconds: delay,
@@ -75,10 +85,10 @@ func (q DelayQueue) Schedule(ctx context.Context, keys []string) (failed []strin
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			failed = append(failed, chunks[i]...)
+			failedKeys, failedTags = append(failedKeys, msgs[i].Keys...), append(failedTags, msgs[i].Tags...)
 		}
 	}
-	return failed
+	return failedKeys, failedTags
 }
 
 // chunkKeys splits keys into messages of at most maxDelayKeys keys and
@@ -99,11 +109,14 @@ func chunkKeys(keys []string) [][]string {
 	return chunks
 }
 
-// secondDeletes counts a batch's second deletes, in distinct keys.
+// secondDeletes counts a batch's second deletes, in distinct keys and
+// tags.
 type secondDeletes struct {
-	scheduled int // keys sent to be deleted again
-	keys      int // keys of second deletes deleted now
-	present   int // of which were there again: refills caught
+	scheduled     int // keys sent to be deleted again
+	tagsScheduled int // tags sent to be invalidated again
+	keys          int // keys of second deletes deleted now
+	tags          int // tags of second deletes invalidated now
+	present       int // of their keys, those there again, and their tags' entries: refills caught
 }
 
 // markSecondDeletes wraps batch's decoder to note which records are second
@@ -121,23 +134,28 @@ func markSecondDeletes(batch invalidate.Batch, again []bool) invalidate.Batch {
 	return batch
 }
 
-// scheduleSecondDeletes schedules the keys of the records done, but for
-// second deletes themselves, and fails for now the records whose keys could
-// not be scheduled.
+// scheduleSecondDeletes schedules the keys and tags of the records done,
+// but for second deletes themselves, and fails for now the records whose
+// keys or tags could not be scheduled.
 func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Report, again []bool) (n secondDeletes) {
-	owners := map[string][]int{}
-	var keys []string
-	seen := map[string]bool{} // a key two second deletes share counts once
+	var keys, tags owned
+	seen := map[string]bool{} // a key or tag two second deletes share counts once
 	for i, res := range rep.Results {
 		if again[i] {
 			for _, k := range res.Keys {
-				if seen[k.Key] {
-					continue
+				if !seen[k.Key] {
+					seen[k.Key] = true
+					n.keys++
+					if k.Status == invalidate.KeyDeleted {
+						n.present++
+					}
 				}
-				seen[k.Key] = true
-				n.keys++
-				if k.Status == invalidate.KeyDeleted {
-					n.present++
+			}
+			for _, t := range res.Tags {
+				if !seen["\x00"+t.Tag] {
+					seen["\x00"+t.Tag] = true
+					n.tags++
+					n.present += t.Deleted
 				}
 			}
 			continue
@@ -146,25 +164,46 @@ func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Repo
 			continue
 		}
 		for _, k := range res.Keys {
-			if owners[k.Key] == nil {
-				keys = append(keys, k.Key)
-			}
-			owners[k.Key] = append(owners[k.Key], i)
+			keys.add(k.Key, i)
+		}
+		for _, t := range res.Tags {
+			tags.add(t.Tag, i)
 		}
 	}
-	if len(keys) == 0 {
+	if len(keys.names)+len(tags.names) == 0 {
 		return n
 	}
-	failed := w.opts.SecondDelete.Schedule(ctx, keys)
-	n.scheduled = len(keys) - len(failed)
-	for _, k := range failed {
-		for _, i := range owners[k] {
-			if res := &rep.Results[i]; res.Err == nil {
-				res.Err, res.Transient = ErrSecondDelete, true
-				rep.Metrics.Failed++
-				rep.Metrics.Transient++
+	failedKeys, failedTags := w.opts.SecondDelete.Schedule(ctx, keys.names, tags.names)
+	n.scheduled, n.tagsScheduled = len(keys.names)-len(failedKeys), len(tags.names)-len(failedTags)
+	for _, failed := range []struct {
+		names []string
+		by    owned
+	}{{failedKeys, keys}, {failedTags, tags}} {
+		for _, name := range failed.names {
+			for _, i := range failed.by.records[name] {
+				if res := &rep.Results[i]; res.Err == nil {
+					res.Err, res.Transient = ErrSecondDelete, true
+					rep.Metrics.Failed++
+					rep.Metrics.Transient++
+				}
 			}
 		}
 	}
 	return n
+}
+
+// owned are distinct keys or tags, and the records of each.
+type owned struct {
+	names   []string
+	records map[string][]int
+}
+
+func (o *owned) add(name string, record int) {
+	if o.records == nil {
+		o.records = map[string][]int{}
+	}
+	if o.records[name] == nil {
+		o.names = append(o.names, name)
+	}
+	o.records[name] = append(o.records[name], record)
 }

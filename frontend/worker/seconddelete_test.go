@@ -28,21 +28,29 @@ func againWorker(queues *fakes.SQS, cache *fakes.Cache, logs io.Writer) *Worker 
 		SecondDelete: DelayQueue{Client: queues, URL: delayURL, Delay: 2 * time.Second}})
 }
 
-// delayed returns the second-delete messages in the fake delay queue.
+// delayed returns the second-delete messages in the fake delay queue, and
+// the keys they hold.
 func delayed(t *testing.T, queues *fakes.SQS) (msgs []fakes.Message, keys []string) {
+	msgs, keys, _ = delayedTags(t, queues)
+	return msgs, keys
+}
+
+// delayedTags is delayed, with the tags the messages hold too.
+func delayedTags(t *testing.T, queues *fakes.SQS) (msgs []fakes.Message, keys, tags []string) {
 	t.Helper()
 	for _, m := range queues.Messages(delayURL) {
 		var body struct {
-			Keys         []string
+			Keys, Tags   []string
 			SecondDelete bool
 		}
 		if err := json.Unmarshal([]byte(m.Body), &body); err != nil || !body.SecondDelete {
 			t.Fatalf("not a second delete (%v): %s", err, m.Body)
 		}
-		msgs, keys = append(msgs, m), append(keys, body.Keys...)
+		msgs, keys, tags = append(msgs, m), append(keys, body.Keys...), append(tags, body.Tags...)
 	}
 	slices.Sort(keys)
-	return msgs, keys
+	slices.Sort(tags)
+	return msgs, keys, tags
 }
 
 func TestKeysAreDeletedAgainLater(t *testing.T) {
@@ -76,6 +84,36 @@ func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
 	// The fake cache finds every key: both were filled again.
 	if line := logs.batch(t); line["second_delete_keys"] != 2.0 || line["second_delete_refills"] != 2.0 {
 		t.Fatalf("batch line %v: want 2 keys deleted again, both refills", line)
+	}
+}
+
+// TestTagsAreInvalidatedAgainLater: a change's tags are invalidated a
+// second time, later, and the entries filled since count as refills.
+func TestTagsAreInvalidatedAgainLater(t *testing.T) {
+	queues := &fakes.SQS{}
+	cache := &fakes.Cache{}
+	cache.Tag("cache:tag:product:1", "cache:list:a", "cache:list:b")
+	var logs logLines
+	w := againWorker(queues, cache, &logs)
+	payload, _ := received(t, queues, `{"entity":"product","id":"1","tags":["product:1"]}`)
+	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.Retry) != 0 {
+		t.Fatalf("response %+v, %v", resp, err)
+	}
+	if line := logs.batch(t); line["tags_invalidated"] != 1.0 || line["tag_entries_deleted"] != 2.0 || line["second_delete_tags_scheduled"] != 1.0 {
+		t.Fatalf("batch line %v: want the tag and its 2 entries, its second delete scheduled", line)
+	}
+	msgs, keys, tags := delayedTags(t, queues)
+	if !slices.Equal(keys, []string{"cache:product:1"}) || !slices.Equal(tags, []string{"product:1"}) {
+		t.Fatalf("second deletes of keys %q and tags %q", keys, tags)
+	}
+	cache.Tag("cache:tag:product:1", "cache:list:a") // filled again, from a lagging replica
+	logs.Reset()
+	payload, _ = received(t, queues, msgs[0].Body, msgs[1].Body)
+	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.Retry) != 0 {
+		t.Fatalf("response %+v, %v", resp, err)
+	}
+	if line := logs.batch(t); line["second_delete_tags"] != 1.0 || line["second_delete_refills"] != 1.0 {
+		t.Fatalf("batch line %v: want the tag invalidated again, its refill caught", line)
 	}
 }
 

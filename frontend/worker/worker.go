@@ -240,12 +240,22 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 			for k := range res.Keys {
 				keys[k] = res.Keys[k].Key
 			}
-			w.opts.Logger.DebugContext(ctx, "record invalidated", "source", source, "record", res.Record, "keys", keys)
+			attrs := []any{"source", source, "record", res.Record, "keys", keys}
+			if len(res.Tags) > 0 {
+				tags := make([]string, len(res.Tags))
+				for t := range res.Tags {
+					tags[t] = res.Tags[t].Tag
+				}
+				attrs = append(attrs, "tags", tags)
+			}
+			w.opts.Logger.DebugContext(ctx, "record invalidated", attrs...)
 		}
 	}
 	w.opts.Logger.InfoContext(ctx, "batch", "source", source, "records", m.Records, "failed", m.Failed, "parked", parked,
 		"keys_deleted", m.KeysDeleted, "keys_absent", m.KeysAbsent, "keys_failed", m.KeysFailed,
-		"second_deletes_scheduled", second.scheduled, "second_delete_keys", second.keys, "second_delete_refills", second.present,
+		"tags_invalidated", m.TagsInvalidated, "tags_failed", m.TagsFailed, "tag_entries_deleted", m.TagEntriesDeleted,
+		"second_deletes_scheduled", second.scheduled, "second_delete_tags_scheduled", second.tagsScheduled,
+		"second_delete_keys", second.keys, "second_delete_tags", second.tags, "second_delete_refills", second.present,
 		"redeleted_keys", again.keys, "redelete_refills", again.present,
 		"announcements", messages, "announce_failed_keys", unannounced,
 		"max_lag_ms", m.MaxLag.Milliseconds(), "duration_ms", took.Milliseconds())

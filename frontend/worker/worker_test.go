@@ -20,7 +20,8 @@ import (
 
 func TestEMFLine(t *testing.T) {
 	var buf bytes.Buffer
-	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond}
+	m := invalidate.Metrics{Records: 10, Failed: 2, KeysDeleted: 7, KeysAbsent: 3, KeysFailed: 1, MaxLag: 1500 * time.Millisecond,
+		TagsInvalidated: 6, TagsFailed: 1, TagEntriesDeleted: 900}
 	// The function name is escaped as JSON wants, whatever it holds.
 	function := "sqs-\"invalidate\"\\\n\x01é"
 	announced := &announcements{}
@@ -43,6 +44,7 @@ func TestEMFLine(t *testing.T) {
 		Records, FailedRecords, ParkedRecords, KeysDeleted, KeysAbsent, KeysFailed, MaxLag int64
 		SecondDeletesScheduled, SecondDeleteRefills, RedeletedKeys, RedeleteRefills        int64
 		Announcements, AnnounceFailedKeys                                                  int64
+		TagsInvalidated, TagsFailed, TagEntriesDeleted                                     int64
 	}
 	if !strings.HasSuffix(buf.String(), "}\n") || strings.Count(buf.String(), "\n") != 1 {
 		t.Fatalf("want one JSON line, got %q", buf.String())
@@ -67,7 +69,7 @@ func TestEMFLine(t *testing.T) {
 		line.MaxLag != 1500 || line.SecondDeletesScheduled != 5 || line.SecondDeleteRefills != 2 ||
 		line.RedeletedKeys != 4 || line.RedeleteRefills != 3 || line.Announcements != 1 || line.AnnounceFailedKeys != 2 ||
 		line.Function != function || line.Source != "sqs" ||
-		line.RequestID != "req-1" {
+		line.RequestID != "req-1" || line.TagsInvalidated != 6 || line.TagsFailed != 1 || line.TagEntriesDeleted != 900 {
 		t.Fatalf("values = %+v", line)
 	}
 }

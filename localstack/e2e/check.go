@@ -33,8 +33,8 @@ type faultResult struct {
 
 // staleCounts are the values found older than their source, by reader.
 type staleCounts struct {
-	writethrough, naive, replica int
-	notes                        []string
+	writethrough, naive, replica, list int
+	notes                              []string
 }
 
 // race is a run without faults, its second delete off (delay 0) or on.
@@ -204,7 +204,7 @@ func (l *load) stale(ctx context.Context) (r staleCounts, err error) {
 			}
 		}
 	}
-	return r, nil
+	return r, l.staleLists(ctx, &r)
 }
 
 var poisonMarker = regexp.MustCompile(`e2e-poison-\d+`)
@@ -283,6 +283,7 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 	line("stale_writethrough", r.stale.writethrough)
 	line("stale_naive", r.stale.naive)
 	line("stale_replica", r.stale.replica)
+	line("stale_list", r.stale.list)
 	line("valid_parked", r.validParked)
 	line("lost", lost)
 	line("poison_sent", r.poisonSent)
@@ -323,9 +324,10 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 		line(name+"_stale_writethrough", race.stale.writethrough)
 		line(name+"_stale_naive", race.stale.naive)
 		line(name+"_stale_replica", race.stale.replica)
+		line(name+"_stale_list", race.stale.list)
 		line(name+"_drained", race.drained)
 		if race.delay > 0 {
-			racesOK = racesOK && race.drained && race.stale.writethrough+race.stale.naive+race.stale.replica == 0
+			racesOK = racesOK && race.drained && race.stale.writethrough+race.stale.naive+race.stale.replica+race.stale.list == 0
 			r.notes = append(r.notes, race.stale.notes...)
 		}
 	}
@@ -334,7 +336,7 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 	for _, n := range r.notes {
 		fmt.Println("  " + n)
 	}
-	stale := r.stale.writethrough + r.stale.naive + r.stale.replica
+	stale := r.stale.writethrough + r.stale.naive + r.stale.replica + r.stale.list
 	ok := stale == 0 && racesOK && failoversOK && r.validParked == 0 && lost == 0 && r.poisonUnparked == 0 && recovered && readsOK && nearOK
 	fmt.Println(map[bool]string{true: "E2E PASS", false: "E2E FAIL"}[ok])
 	return ok

@@ -171,7 +171,8 @@ func (s *stack) isMaster(ctx context.Context, port int) bool {
 }
 
 // snapshot reads every key with prefix in its name that the node on port
-// holds, and its value, through a connection of its own to that node.
+// holds, and its value, through a connection of its own to that node: the
+// values, not the tags' hashes.
 func (s *stack) snapshot(ctx context.Context, port int, prefix string) (map[string]string, error) {
 	cfg := s.env.cache
 	cfg.Endpoint = "127.0.0.1:" + strconv.Itoa(port)
@@ -187,7 +188,7 @@ func (s *stack) snapshot(ctx context.Context, port int, prefix string) (map[stri
 	defer node.Close()
 	keys := map[string]string{}
 	for cursor := uint64(0); ; {
-		entry, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match("*"+prefix+"*").Count(1000).Build()).AsScanEntry()
+		entry, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match("*"+prefix+"*").Count(1000).Type("string").Build()).AsScanEntry()
 		if err != nil {
 			return nil, err
 		}
@@ -244,8 +245,9 @@ func printFailovers(fs []failoverResult, line func(string, any)) (ok bool, notes
 		line(name+"_stale_writethrough", f.stale.writethrough)
 		line(name+"_stale_naive", f.stale.naive)
 		line(name+"_stale_replica", f.stale.replica)
+		line(name+"_stale_list", f.stale.list)
 		line(name+"_drained", f.drained)
-		stale := f.stale.writethrough
+		stale := f.stale.writethrough + f.stale.list
 		if f.delay > 0 {
 			stale += f.stale.naive + f.stale.replica
 		}

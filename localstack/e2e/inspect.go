@@ -35,6 +35,7 @@ type inspection struct {
 		Unreadable   int      `json:"unreadable"`
 		Absent       int      `json:"absent"`
 		Late         int      `json:"late"`
+		Tags         int      `json:"tags"`
 		Nines        *float64 `json:"nines"` // null when no key was compared
 		NinesAtLeast bool     `json:"ninesAtLeast"`
 	} `json:"delays"`
@@ -91,7 +92,7 @@ func (r inspection) print(name string) {
 		for _, l := range []struct {
 			name  string
 			value any
-		}{{"keys", d.Keys}, {"inconsistent", d.Inconsistent}, {"unverified", d.Unverified}, {"unreadable", d.Unreadable}, {"absent", d.Absent}, {"late", d.Late}, {"nines", nines}} {
+		}{{"keys", d.Keys}, {"inconsistent", d.Inconsistent}, {"unverified", d.Unverified}, {"unreadable", d.Unreadable}, {"absent", d.Absent}, {"late", d.Late}, {"tags", d.Tags}, {"nines", nines}} {
 			fmt.Printf("E2E %s_%s_%s %v\n", name, l.name, d.After, l.value)
 		}
 	}

@@ -66,6 +66,8 @@ type load struct {
 	rate   float64 // changes a second of each kind, product and user; 0: about three
 
 	products, users, replicas *writethrough.Cache[item]
+	listCache                 *writethrough.Cache[list]
+	lists                     []listDef
 
 	mu       sync.Mutex
 	versions map[string]int64   // "product:p-1" and "user:u-1" → the source's version
@@ -103,7 +105,9 @@ func newLoad(ctx context.Context, e env, prefix string, poison bool) (*load, err
 	opts := writethrough.Options[item]{TTL: time.Hour, VersionOf: func(v item) int64 { return v.Version }}
 	l := &load{env: e, cache: cache, db: dynamodb.NewFromConfig(aws), sns: sns.NewFromConfig(aws), sqs: sqs.NewFromConfig(aws),
 		prefix: prefix, poison: poison, products: writethrough.New[item](cache, opts), users: writethrough.New[item](cache, opts),
-		replicas: writethrough.New[item](cache, opts), versions: map[string]int64{}, history: map[string][]stamp{}}
+		replicas: writethrough.New[item](cache, opts), versions: map[string]int64{}, history: map[string][]stamp{},
+		listCache: writethrough.New[list](cache, writethrough.Options[list]{TTL: time.Hour, TagsOf: listTags})}
+	l.lists = l.listDefs()
 	for i := range entities {
 		id := l.id("product", i)
 		if err := l.putProduct(ctx, id, 1, true); err != nil {
@@ -130,7 +134,8 @@ func (l *load) putProduct(ctx context.Context, id string, version int64, categor
 
 // start runs two writers (products through the stream, users through SNS)
 // and readers of both entities, cache-aside through writethrough, through
-// the usual recipe, and through writethrough reading a lagging replica.
+// the usual recipe, and through writethrough reading a lagging replica,
+// and readers of lists of them through writethrough with tags.
 func (l *load) start(ctx context.Context) {
 	l.writeCtx, l.stopW = context.WithCancel(ctx)
 	l.readCtx, l.stopR = context.WithCancel(ctx)
@@ -142,6 +147,7 @@ func (l *load) start(ctx context.Context) {
 		l.readers.Go(func() { l.read(l.readCtx, "user", l.naiveUser) })
 		l.readers.Go(func() { l.read(l.readCtx, "product", l.replicaRead("product")) })
 		l.readers.Go(func() { l.read(l.readCtx, "user", l.replicaRead("user")) })
+		l.readers.Go(func() { l.readLists(l.readCtx) })
 	}
 	if l.near != nil {
 		l.near.readers(l)
@@ -303,5 +309,3 @@ func (l *load) writeUser(ctx context.Context, poison int) error {
 	l.wrote(change{marker: "e2e:mark:user:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathPoller, pathSQS}, at: at})
 	return nil
 }
-
-// read reads random keys of entity, one every 20-50 ms, each within 3 s,

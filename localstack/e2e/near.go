@@ -114,12 +114,12 @@ func (n *near) readers(l *load) {
 		for range 2 {
 			l.readers.Go(func() {
 				l.read(l.readCtx, "product", func(ctx context.Context, id string) error {
-					return l.wt.get(ctx, p.products, "cache:product:"+id, l.loadProduct(id))
+					return readThrough(ctx, &l.wt, p.products, "cache:product:"+id, l.loadProduct(id))
 				})
 			})
 			l.readers.Go(func() {
 				l.read(l.readCtx, "user", func(ctx context.Context, id string) error {
-					return l.wt.get(ctx, p.users, "cache:user:"+id, l.loadUser(id))
+					return readThrough(ctx, &l.wt, p.users, "cache:user:"+id, l.loadUser(id))
 				})
 			})
 		}

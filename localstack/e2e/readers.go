@@ -16,11 +16,17 @@ import (
 	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
-// as a service's requests would.
+// read reads random keys of entity, as readEach does.
 func (l *load) read(ctx context.Context, entity string, get func(ctx context.Context, id string) error) {
+	l.readEach(ctx, func(ctx context.Context) error { return get(ctx, l.id(entity, rand.N(entities))) })
+}
+
+// readEach calls get, one every 20-50 ms, each within 3 s, as a service's
+// requests would.
+func (l *load) readEach(ctx context.Context, get func(ctx context.Context) error) {
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		if err := get(rctx, l.id(entity, rand.N(entities))); err != nil && ctx.Err() == nil {
+		if err := get(rctx); err != nil && ctx.Err() == nil {
 			l.readErrors.Add(1)
 		}
 		cancel()
@@ -44,7 +50,7 @@ const maxReplicaLag = 500 * time.Millisecond
 // read the version before it.
 func (l *load) replicaRead(entity string) func(ctx context.Context, id string) error {
 	return func(ctx context.Context, id string) error {
-		return l.wt.get(ctx, l.replicas, "replica:"+entity+":"+id, func(ctx context.Context) (item, error) {
+		return readThrough(ctx, &l.wt, l.replicas, "replica:"+entity+":"+id, func(ctx context.Context) (item, error) {
 			it := l.replica(entity, id, time.Now().Add(-rand.N(maxReplicaLag)))
 			slowly(ctx)
 			return it, nil
@@ -104,11 +110,11 @@ func (l *load) loadUser(id string) func(context.Context) (item, error) {
 }
 
 func (l *load) cachedProduct(ctx context.Context, id string) error {
-	return l.wt.get(ctx, l.products, "cache:product:"+id, l.loadProduct(id))
+	return readThrough(ctx, &l.wt, l.products, "cache:product:"+id, l.loadProduct(id))
 }
 
 func (l *load) cachedUser(ctx context.Context, id string) error {
-	return l.wt.get(ctx, l.users, "cache:user:"+id, l.loadUser(id))
+	return readThrough(ctx, &l.wt, l.users, "cache:user:"+id, l.loadUser(id))
 }
 
 func (l *load) naiveProduct(ctx context.Context, id string) error {

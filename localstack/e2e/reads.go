@@ -26,10 +26,11 @@ type wtReads struct {
 	first  []string // the first errors, to say what failed
 }
 
-// get reads key through c, as a service would, and notes the read.
-func (r *wtReads) get(ctx context.Context, c *writethrough.Cache[item], key string, load func(context.Context) (item, error)) error {
+// readThrough reads key through c, as a service would, and notes the read
+// in r.
+func readThrough[V any](ctx context.Context, r *wtReads, c *writethrough.Cache[V], key string, load func(context.Context) (V, error)) error {
 	start := time.Now()
-	_, err := c.Get(ctx, key, func(ctx context.Context) (item, error) {
+	_, err := c.Get(ctx, key, func(ctx context.Context) (V, error) {
 		it, err := load(ctx)
 		if err != nil {
 			err = fmt.Errorf("%w: %w", errLoader, err)

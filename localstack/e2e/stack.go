@@ -62,12 +62,15 @@ func loadEnv() (env, error) {
 // rules are the worker's: every change deletes its cache-aside keys, its
 // naive-recipe keys, its replica readers' keys, and a marker key naming its
 // version, by which the run tells which changes were invalidated, by which
-// path and when.
+// path and when; and invalidates the tags of the list readers.
 const rules = `
 entities:
   user: ["cache:user:{id}", "naive:user:{id}", "replica:user:{id}", "e2e:mark:user:{id}:{version}"]
 tables:
   TABLE: ["cache:product:{key.id}", "naive:product:{key.id}", "replica:product:{key.id}", "e2e:mark:product:{key.id}:{new.version}", "cache:category:{item.category}"]
+tags:
+  entities: {user: ["user:{id}"]}
+  tables: {TABLE: ["product:{key.id}", "category:{item.category}"]}
 `
 
 // stack is the worker under test: the poller, and the driver running the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -45,16 +46,101 @@ func errorReply(msg string) error {
 	return m.Error()
 }
 
-// Cache is an invalidate.Cache in memory, for tests that need nothing
-// running. It holds every key until the key is deleted, and again once
-// Set: a key is deleted once, then absent. Fail, when set, says that a key
-// fails at that attempt (counted from 1 per key), ErrRefused for a node
-// down, ErrNoPerm for a key refused to the user.
+// Cache is an invalidate.Cache and TagCache in memory, for tests that need
+// nothing running. It holds every key until the key is deleted, and again
+// once Set: a key is deleted once, then absent. Its tags hold the keys
+// Tag registers in them until they are forgotten. Fail, when set, says
+// that a key — or the key of a tag, for each page of it — fails at that
+// attempt (counted from 1 per key), ErrRefused for a node down, ErrNoPerm
+// for a key refused to the user.
 type Cache struct {
 	Fail     func(key string, attempt int) error
 	mu       sync.Mutex
 	attempts map[string]int
-	deleted  map[string]bool // since last Set
+	deleted  map[string]bool              // since last Set
+	tags     map[string]map[string]string // tag key → member → registration
+	cursors  map[uint64]string            // a page's cursor → the last key before it
+	clock    int64
+}
+
+// Tag stores keys and registers them in the tag at key, as fills of
+// writethrough would.
+func (f *Cache) Tag(key string, keys ...string) {
+	f.Set(keys...)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tags == nil {
+		f.tags = map[string]map[string]string{}
+	}
+	if f.tags[key] == nil {
+		f.tags[key] = map[string]string{}
+	}
+	for _, k := range keys {
+		f.clock++
+		f.tags[key][k] = strconv.FormatInt(f.clock, 10)
+	}
+}
+
+// Members are the keys registered in the tag at key.
+func (f *Cache) Members(key string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.tags[key]))
+}
+
+// Tick is invalidate.TagCache's.
+func (f *Cache) Tick(ctx context.Context, clock string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.clock++
+	return f.clock, ctx.Err()
+}
+
+// Page is invalidate.TagCache's: the members in key order.
+func (f *Cache) Page(ctx context.Context, key string, reading int64, cursor uint64, count int) ([]invalidate.Member, uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.attempts == nil {
+		f.attempts, f.deleted = map[string]int{}, map[string]bool{}
+	}
+	f.attempts[key]++
+	err := ctx.Err()
+	if err == nil && f.Fail != nil {
+		err = f.Fail(key, f.attempts[key])
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	keys := slices.Sorted(maps.Keys(f.tags[key]))
+	if cursor > 0 { // after the last key of the page before
+		after := f.cursors[cursor]
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k <= after })
+	}
+	var page []invalidate.Member
+	for _, k := range keys[:min(max(count, 1), len(keys))] {
+		page = append(page, invalidate.Member{Key: k, Registration: f.tags[key][k]})
+	}
+	if len(page) == len(keys) {
+		return page, 0, nil
+	}
+	if f.cursors == nil {
+		f.cursors = map[uint64]string{}
+	}
+	next := uint64(len(f.cursors) + 1)
+	f.cursors[next] = page[len(page)-1].Key
+	return page, next, nil
+}
+
+// Forget is invalidate.TagCache's.
+func (f *Cache) Forget(ctx context.Context, key string, members []invalidate.Member) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range members {
+		if f.tags[key][m.Key] == m.Registration {
+			delete(f.tags[key], m.Key)
+		}
+	}
+	return ctx.Err()
 }
 
 // Set stores keys again, as a service filling the cache would.

@@ -13,6 +13,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/tagset"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -33,6 +34,9 @@ type CacheUnderTest struct {
 	// until the test ends: Cache with key's node stopped, or one that
 	// cannot connect at all.
 	Down func(t *testing.T, key string) invalidate.Cache
+	// Tag stores keys and registers them in the tag at key, as fills of
+	// writethrough would.
+	Tag func(t *testing.T, key string, keys ...string)
 }
 
 // Cache runs the contract of an invalidate.Cache, each behaviour in a
@@ -48,8 +52,27 @@ func Cache(t *testing.T, newCache func(t *testing.T) CacheUnderTest) {
 		{"a key refused to the user fails for good, alone", refusedKey},
 		{"a refused connection fails for now", refusedConnection},
 		{"a deadline fails every key with it", deadline},
+		{"a tag's entries are deleted and forgotten; a tag refused to the user fails for good", taggedEntries},
 	} {
 		t.Run(b.name, func(t *testing.T) { b.test(t, newCache(t)) })
+	}
+}
+
+// Tag returns a CacheUnderTest.Tag registering keys through client, for a
+// minute at most.
+func Tag(client valkey.Client) func(t *testing.T, key string, keys ...string) {
+	return func(t *testing.T, key string, keys ...string) {
+		t.Helper()
+		Set(client)(t, keys...)
+		reg := tagset.Registration(1, time.Now().Add(time.Minute))
+		for _, k := range keys {
+			if err := client.Do(t.Context(), client.B().Hset().Key(key).FieldValue().FieldValue(k, reg).Build()).Error(); err != nil {
+				t.Fatalf("HSET %s: %v", key, err)
+			}
+		}
+		if err := client.Do(t.Context(), client.B().Expire().Key(key).Seconds(60).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -199,5 +222,32 @@ func deadline(t *testing.T, c CacheUnderTest) {
 	// Leave no key in a slot a later reshard moves.
 	if _, errs = unlink(t.Context(), c.Cache, keys); errors.Join(errs...) != nil {
 		t.Fatal(errors.Join(errs...))
+	}
+}
+
+func taggedEntries(t *testing.T, c CacheUnderTest) {
+	prefix := "cache:tag:contract:" + rand.Text()[:8] + ":"
+	keys := newKeys(30)
+	c.Tag(t, prefix+"t", keys...)
+	invalidateTags := func(prefix string) invalidate.Result {
+		rules, err := invalidate.NewRules(invalidate.RulesConfig{TagPrefix: prefix, AllowedKeys: []string{"*"}}) // the cache alone refuses
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := invalidate.Decoded([]invalidate.Record{{ID: "contract", Changes: []events.Change{{Tags: []string{"t"}}}}})
+		batch.RetryFor = 100 * time.Millisecond
+		inv := invalidate.New(c.Cache, invalidate.Options{Rules: rules, TagPage: 7, Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+		return inv.Invalidate(t.Context(), batch).Results[0]
+	}
+	if res := invalidateTags(prefix); res.Err != nil || len(res.Tags) != 1 || res.Tags[0].Deleted != 30 {
+		t.Fatalf("the tag's record: %+v, want its 30 entries deleted", res)
+	}
+	status, errs := unlink(t.Context(), c.Cache, keys)
+	expect(t, keys, status, errs, all(invalidate.KeyAbsent))
+	if res := invalidateTags(prefix); res.Err != nil || res.Tags[0] != (invalidate.TagResult{Tag: "t"}) {
+		t.Fatalf("the tag again: %+v, want nothing left in it", res)
+	}
+	if res := invalidateTags("session:contract:" + rand.Text()[:8] + ":"); res.Err == nil || res.Transient {
+		t.Fatalf("a refused tag's record: %+v, want failed for good", res)
 	}
 }

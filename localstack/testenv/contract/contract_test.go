@@ -48,6 +48,7 @@ func TestFakeCache(t *testing.T) {
 				down[key] = true
 				return cache
 			},
+			Tag: func(_ *testing.T, key string, keys ...string) { cache.Tag(key, keys...) },
 		}
 	})
 }
@@ -72,6 +73,7 @@ func TestValkeyCache(t *testing.T) {
 				t.Cleanup(func() { cluster.Restart(t) })
 				return cache
 			},
+			Tag: contract.Tag(admin),
 		}
 	})
 }

@@ -1,0 +1,189 @@
+package invalidate
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// TagCache is what invalidating tags needs of a cache, beside deleting the
+// tags' entries as keys; Valkey has it. An invalidation reads the tag
+// clock once for its batch, and for each tag marks it invalidated at that
+// reading — a fill that read the source before is then not stored, and
+// one that reads it after is —, reads its members a page at a time,
+// deletes them, and removes their registrations, so that a fill's
+// registration made since stays.
+type TagCache interface {
+	// Tick reads the tag clock at key anew.
+	Tick(ctx context.Context, clock string) (int64, error)
+	// Page marks the tag at key invalidated at reading, unless it is
+	// missing, and returns about count of its members from cursor on, and
+	// the cursor of the rest: 0 when there are none.
+	Page(ctx context.Context, key string, reading int64, cursor uint64, count int) (members []Member, next uint64, err error)
+	// Forget removes the members' registrations from the tag at key, but
+	// those made again since they were read.
+	Forget(ctx context.Context, key string, members []Member) error
+}
+
+// Member is an entry registered in a tag: its key, and its registration.
+type Member struct{ Key, Registration string }
+
+// tagOutcome is what became of one tag of a batch.
+type tagOutcome struct {
+	deleted, absent int   // entries
+	err             error // nil when every entry was deleted or absent
+}
+
+// errNoTags fails the tags of a batch whose cache cannot invalidate tags:
+// a bug of the caller's, not of the record's.
+var errNoTags = fmt.Errorf("%w: the cache cannot invalidate tags", ErrInternal)
+
+// invalidateTags invalidates the batch's tags, Parallel at a time, before
+// ctx ends; what fails for now is retried for retryFor after it first
+// fails, as keys are.
+func (inv *Invalidator) invalidateTags(ctx context.Context, b *batch, retryFor time.Duration) {
+	if len(b.tags) == 0 {
+		return
+	}
+	b.tagOut = make([]tagOutcome, len(b.tags))
+	fail := func(err error) {
+		for i := range b.tagOut {
+			b.tagOut[i].err = err
+		}
+	}
+	if inv.tags == nil {
+		fail(errNoTags)
+		return
+	}
+	var reading int64
+	if err := inv.attempt(ctx, retryFor, func(ctx context.Context) (err error) {
+		reading, err = inv.tags.Tick(ctx, inv.opts.Rules.TagClock())
+		return err
+	}); err != nil {
+		fail(err)
+		return
+	}
+	slots := make(chan struct{}, inv.opts.Parallel)
+	var wg sync.WaitGroup
+	for i, tag := range b.tags {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() {
+				<-slots
+				if p := recover(); p != nil { // a bug fails its tag, not the process
+					b.tagOut[i] = tagOutcome{err: PanicError("invalidating a tag", p)}
+				}
+			}()
+			b.tagOut[i] = inv.invalidateTag(ctx, inv.opts.Rules.TagKey(tag), reading, retryFor)
+		})
+	}
+	wg.Wait()
+}
+
+// invalidateTag deletes the entries of the tag at key a page at a time,
+// each page's as keys are deleted, then forgets them. It stops at the
+// first page with an entry that could not be deleted, which stays
+// registered: the tag is read again when its record is retried, and the
+// pages done stay done.
+func (inv *Invalidator) invalidateTag(ctx context.Context, key string, reading int64, retryFor time.Duration) (out tagOutcome) {
+	for cursor := uint64(0); ; {
+		var members []Member
+		var next uint64
+		if out.err = inv.attempt(ctx, retryFor, func(ctx context.Context) (err error) {
+			members, next, err = inv.tags.Page(ctx, key, reading, cursor, inv.opts.TagPage)
+			return err
+		}); out.err != nil {
+			return out
+		}
+		page := &batch{keys: make([]string, len(members)), status: make([]KeyStatus, len(members)), errs: make([]error, len(members))}
+		for i, m := range members {
+			page.keys[i] = m.Key
+		}
+		f := inv.flight(ctx)
+		for start := 0; start < len(page.keys); start += inv.opts.Chunk {
+			f.send(page.keys[start:min(start+inv.opts.Chunk, len(page.keys))], int32(start), nil)
+		}
+		inv.retry(ctx, page, f.settle(page), retryFor)
+		done := members[:0]
+		for i, st := range page.status {
+			switch st {
+			case KeyDeleted:
+				out.deleted++
+			case KeyAbsent:
+				out.absent++
+			default:
+				out.err = worse(out.err, cmp.Or(page.errs[i], errNotAttempted))
+				continue
+			}
+			done = append(done, members[i])
+		}
+		if len(done) > 0 {
+			out.err = worse(out.err, inv.attempt(ctx, retryFor, func(ctx context.Context) error { return inv.tags.Forget(ctx, key, done) }))
+		}
+		if out.err != nil || next == 0 {
+			return out
+		}
+		cursor = next
+	}
+}
+
+// worse is the error that decides what becomes of a tag's record: one that
+// may pass, so that it is retried first, else the first one.
+func worse(err, other error) error {
+	if err == nil || other != nil && permanentKeyError(err) && !permanentKeyError(other) {
+		return other
+	}
+	return err
+}
+
+// attempt runs fn, each try within AttemptTimeout, and again with backoff
+// while it fails for now, for retryFor (when not 0) after its first
+// failure, until ctx ends or its deadline is too near for the next pause.
+func (inv *Invalidator) attempt(ctx context.Context, retryFor time.Duration, fn func(context.Context) error) error {
+	try := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, inv.opts.AttemptTimeout)
+		defer cancel()
+		return fn(ctx)
+	}
+	err := try(ctx)
+	if err == nil || permanentKeyError(err) {
+		return err
+	}
+	ctx, cancel := retryWithin(ctx, retryFor)
+	defer cancel()
+	for attempt := 1; inv.pause(ctx, attempt); attempt++ {
+		if err = lastError(try(ctx), err); err == nil || permanentKeyError(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// tagResults gives the result of record r the outcomes of its tags, held in
+// tags, and the error of the first that failed — one that failed for now,
+// if any, unless a key did.
+func (b *batch) tagResults(r int, res *Result, tags []TagResult) {
+	start := int32(0)
+	if r > 0 {
+		start = b.recTagEnd[r-1]
+	}
+	res.Tags = tags[start:b.recTagEnd[r]:b.recTagEnd[r]]
+	var tagErr error
+	for i, t := range b.recTags[start:b.recTagEnd[r]] {
+		o := b.tagOut[t]
+		res.Tags[i] = TagResult{Tag: b.tags[t], Deleted: o.deleted, Absent: o.absent, Err: o.err}
+		if o.err != nil && worse(tagErr, o.err) != tagErr {
+			tagErr = &TagError{Tag: b.tags[t], Err: o.err}
+		}
+	}
+	if tagErr == nil {
+		return
+	}
+	transient := !permanentKeyError(tagErr)
+	if res.Err == nil || transient && !res.Transient {
+		res.Err = tagErr
+	}
+	res.Transient = res.Transient || transient
+}

@@ -1,0 +1,135 @@
+package writethrough
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/tagset"
+)
+
+// ErrTag is returned by Get, with the value loaded, when TagsOf gives an
+// empty tag: the value is not cached, since no invalidation could name it.
+var ErrTag = errors.New("writethrough: TagsOf gave an empty tag")
+
+// tagMargin is how much longer than its entries a tag lives, and how long
+// after their expiry their registrations are pruned: room for the clocks
+// of the service and of the cache's nodes to disagree. A registration
+// pruned early only makes its value miss.
+const tagMargin = time.Minute
+
+// registerScript registers the entry ARGV[1] in the tag KEYS[1] with the
+// registration ARGV[2], unless the tag was invalidated after the tag clock
+// read ARGV[3] — before the fill loaded — or is missing: then nothing
+// tells whether it was invalidated meanwhile (never used, expired,
+// evicted, lost with its node). It keeps the tag alive at least ARGV[4] ms
+// and prunes a few registrations past their time, from where the last
+// registration left off. It returns 1 when registered, 0 when the tag was
+// invalidated, -1 when it is missing.
+var registerScript = tagset.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local epoch = tonumber(redis.call('HGET', KEYS[1], '\0e'))
+if epoch and epoch > tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local scan = redis.call('HSCAN', KEYS[1], redis.call('HGET', KEYS[1], '\0c') or '0', 'COUNT', 16)
+local fields = scan[2]
+for i = 1, #fields, 2 do
+  local after = string.byte(fields[i], 1) ~= 0 and tonumber(string.match(fields[i + 1], ':(%d+)$'))
+  if after and after < now then redis.call('HDEL', KEYS[1], fields[i]) end
+end
+redis.call('HSET', KEYS[1], '\0c', scan[1])
+return 1`)
+
+// createScript makes the tag KEYS[1], found missing, marked invalidated at
+// the clock reading ARGV[1], which is after that: the fills that read the
+// source before are not stored; those after are. It lives at least ARGV[2]
+// ms.
+var createScript = tagset.NewScript(`
+local epoch = tonumber(redis.call('HGET', KEYS[1], '\0e'))
+if not epoch or epoch < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], '\0e', ARGV[1]) end
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1`)
+
+// each runs s on every one of keys, the i-th with args(i), all at once, as
+// callAll does.
+func (c *Cache[V]) each(ctx context.Context, s tagset.Script, keys []string, args func(i int) []string) []valkey.ValkeyResult {
+	return c.callAll(ctx, len(keys), func(ctx context.Context) []valkey.ValkeyResult { return s.Each(ctx, c.client, keys, args) })
+}
+
+// tick reads the tag clock anew.
+func (c *Cache[V]) tick(ctx context.Context) (int64, error) {
+	return c.each(ctx, tagset.Tick, []string{tagset.Clock(c.opts.TagPrefix)}, tagset.NoArgs)[0].AsInt64()
+}
+
+// tag makes e, the value v of key loaded after the tag clock read clock,
+// a tagged one if TagsOf gives it tags, and registers it in them. ok says
+// whether it may be stored: not when a tag was invalidated since clock or
+// was missing, nor when the cache failed.
+func (c *Cache[V]) tag(ctx context.Context, key string, e *entry, v V, clock int64, ttl time.Duration) (ok bool, err error) {
+	tags := slices.Compact(slices.Sorted(slices.Values(c.opts.TagsOf(v))))
+	if len(tags) == 0 {
+		return true, nil
+	}
+	if tags[0] == "" {
+		return false, fmt.Errorf("%w: %s", ErrTag, key)
+	}
+	e.kind, e.tags, e.reg = kindTagged, tags, tagset.Registration(clock, e.expiry.Add(tagMargin))
+	life := ms(ttl + tagMargin)
+	keys := make([]string, len(tags))
+	for i, t := range tags {
+		keys[i] = tagset.Key(c.opts.TagPrefix, t)
+	}
+	var missing []string
+	ok = true
+	for i, r := range c.each(ctx, registerScript, keys, func(int) []string { return []string{key, e.reg, strconv.FormatInt(clock, 10), life} }) {
+		n, err := r.AsInt64()
+		if err != nil {
+			return false, nil // not stored: the next reader tries again
+		}
+		if n == -1 {
+			missing = append(missing, keys[i])
+		}
+		ok = ok && n == 1
+	}
+	if len(missing) > 0 {
+		now, err := c.tick(ctx)
+		if err != nil {
+			return false, nil
+		}
+		_ = c.each(ctx, createScript, missing, func(int) []string { return []string{strconv.FormatInt(now, 10), life} })
+	}
+	return ok, nil
+}
+
+// registered tells whether the tagged entry e of key is still registered
+// in each of its tags as its fill left it: an invalidation of a tag
+// removes it, and so does the loss of the tag, when its value must not be
+// served either.
+func (c *Cache[V]) registered(ctx context.Context, key string, e entry) (bool, error) {
+	resps := c.callAll(ctx, len(e.tags), func(ctx context.Context) []valkey.ValkeyResult {
+		cmds := make(valkey.Commands, len(e.tags))
+		for i, t := range e.tags {
+			cmds[i] = c.client.B().Hget().Key(tagset.Key(c.opts.TagPrefix, t)).Field(key).Build()
+		}
+		return c.client.DoMulti(ctx, cmds...)
+	})
+	var failed error
+	for _, r := range resps {
+		reg, err := r.ToString()
+		switch {
+		case valkey.IsValkeyNil(err), err == nil && reg != e.reg:
+			return false, nil
+		case err != nil:
+			failed = err
+		}
+	}
+	return failed == nil, failed
+}
