@@ -55,15 +55,12 @@ func (l *load) startBurst(ctx context.Context, name string, down func(slot int64
 	for g := range burstGroups {
 		var keys []string
 		for k := range burstKeys {
-			key := "cache:burst:" + name + "-" + strconv.Itoa(g) + "-" + strconv.Itoa(k)
-			slot, err := l.cache.Do(ctx, l.cache.B().ClusterKeyslot().Key(key).Build()).AsInt64()
-			if err != nil {
-				return nil, fmt.Errorf("the slot of %s: %w", key, err)
-			}
-			b.slots[key] = slot
-			keys = append(keys, key)
+			keys = append(keys, "cache:burst:"+name+"-"+strconv.Itoa(g)+"-"+strconv.Itoa(k))
 		}
 		b.groups = append(b.groups, keys)
+	}
+	if err := b.slotsOf(ctx); err != nil {
+		return nil, err
 	}
 	ctx, b.stop = context.WithCancel(ctx)
 	go func() {
@@ -74,6 +71,34 @@ func (l *load) startBurst(ctx context.Context, name string, down func(slot int64
 		}
 	}()
 	return b, nil
+}
+
+// slotsOf asks the cache the slot of every key, all at once and again
+// while a loaded machine makes it slow.
+func (b *burst) slotsOf(ctx context.Context) error {
+	var keys []string
+	cmds := valkey.Commands{}
+	for _, g := range b.groups {
+		for _, k := range g {
+			keys, cmds = append(keys, k), append(cmds, b.l.cache.B().ClusterKeyslot().Key(k).Build().Pin())
+		}
+	}
+	var err error
+	for range 5 {
+		err = nil
+		for i, r := range b.l.cache.DoMulti(ctx, cmds...) {
+			slot, e := r.AsInt64()
+			if e != nil {
+				err = fmt.Errorf("the slot of %s: %w", keys[i], e)
+				break
+			}
+			b.slots[keys[i]] = slot
+		}
+		if err == nil || !wait.For(ctx, time.Second) {
+			return err
+		}
+	}
+	return err
 }
 
 // change fills the group's live keys, changes them, and looks at them a
