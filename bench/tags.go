@@ -129,7 +129,9 @@ func tagReads(ctx context.Context, client valkey.Client) (untagged, tagged1, tag
 	}
 	fill := func(c *writethrough.Cache[product], key string) {
 		for range 2 { // the tags' first fill makes them, and is not stored
-			if _, err := c.Get(ctx, key, func(context.Context) (product, error) { return product{ID: "42", Name: "Walking boots", Price: 8999}, nil }); err != nil {
+			if _, err := c.Get(ctx, key, func(context.Context) (product, error) {
+				return product{ID: "42", Name: "Walking boots", Price: 8999}, nil
+			}); err != nil {
 				log.Fatal(err)
 			}
 		}
