@@ -66,7 +66,7 @@ func (c valkeyCache) Unlink(ctx context.Context, keys []string, status []KeyStat
 // connection, a timeout, a closing client, CLUSTERDOWN, TRYAGAIN, LOADING,
 // MASTERDOWN, a failover's READONLY — passes once the cache is back.
 func permanentKeyError(err error) bool {
-	if errors.Is(err, ErrInternal) {
+	if errors.Is(err, ErrInternal) || errors.Is(err, ErrPlan) {
 		return true
 	}
 	// valkey-go has no typed check for NOPERM; the reply may come wrapped.

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -84,19 +86,36 @@ func (inv *Invalidator) invalidateTags(ctx context.Context, b *batch, retryFor t
 
 // invalidateTag deletes the entries of the tag at key a page at a time,
 // each page's as keys are deleted, then forgets them. It stops at the
-// first page with an entry that could not be deleted, which stays
+// first page with an entry that could not be deleted for now, which stays
 // registered: the tag is read again when its record is retried, and the
-// pages done stay done.
+// pages done stay done. An entry refused for good stays registered too,
+// for the record's replay, and the pages after it are read.
 func (inv *Invalidator) invalidateTag(ctx context.Context, key string, reading int64, retryFor time.Duration) (out tagOutcome) {
 	for cursor := uint64(0); ; {
 		var members []Member
 		var next uint64
-		if out.err = inv.attempt(ctx, retryFor, func(ctx context.Context) (err error) {
+		if err := inv.attempt(ctx, retryFor, func(ctx context.Context) (err error) {
 			members, next, err = inv.tags.Page(ctx, key, reading, cursor, inv.opts.TagPage)
 			return err
-		}); out.err != nil {
+		}); err != nil {
+			out.err = worse(err, out.err)
 			return out
 		}
+		// An entry outside allowedKeys given in the rules is not deleted, as
+		// a planned key would not be: it stays registered, and fails the
+		// record for good. Patterns derived from the templates say nothing
+		// of the keys services register in tags, which the cache user's
+		// patterns bound.
+		allowed := members[:0]
+		a := inv.opts.Rules.allowed
+		for _, m := range members {
+			if a.derived || a.permits(m.Key) {
+				allowed = append(allowed, m)
+			} else {
+				out.err = worse(out.err, &PlanError{Reason: "tag entry " + strconv.Quote(truncateKey(m.Key)) + " is outside the allowed keys " + strings.Join(a.patterns, " ")})
+			}
+		}
+		members = allowed
 		page := &batch{keys: make([]string, len(members)), status: make([]KeyStatus, len(members)), errs: make([]error, len(members))}
 		for i, m := range members {
 			page.keys[i] = m.Key
@@ -122,7 +141,10 @@ func (inv *Invalidator) invalidateTag(ctx context.Context, key string, reading i
 		if len(done) > 0 {
 			out.err = worse(out.err, inv.attempt(ctx, retryFor, func(ctx context.Context) error { return inv.tags.Forget(ctx, key, done) }))
 		}
-		if out.err != nil || next == 0 {
+		// A failure for now stops here: the tag is read again on retry. One
+		// for good (an entry refused to the user) does not keep the rest
+		// of the tag, which no retry would reach, stale.
+		if out.err != nil && !permanentKeyError(out.err) || next == 0 {
 			return out
 		}
 		cursor = next

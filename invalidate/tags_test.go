@@ -64,6 +64,12 @@ func TestATagThatFailsIsReadAgain(t *testing.T) {
 			}
 			return nil
 		}, true, 501}, // it, and the third page, not read
+		{"an entry refused to the user stays registered, the pages after it are read", func(key string, _ int) error {
+			if key == "cache:tag:t:entry:1500" {
+				return fakes.ErrNoPerm
+			}
+			return nil
+		}, false, 1}, // it alone: the others are deleted, not left to their TTL
 		{"the tag's node down for now", func(key string, _ int) error {
 			if key == "cache:tag:t" {
 				return fakes.ErrRefused
@@ -102,6 +108,29 @@ func TestATagThatFailsIsReadAgain(t *testing.T) {
 				t.Fatalf("%d registrations left, want %d", left, tc.left)
 			}
 		})
+	}
+}
+
+// TestATagEntryOutsideTheAllowedKeysIsKept: the worker deletes only keys
+// the rules' allowedKeys allow, planned or registered in a tag by a
+// service; the others stay registered, fail the record for good, and the
+// rest of the tag goes.
+func TestATagEntryOutsideTheAllowedKeysIsKept(t *testing.T) {
+	cache := &fakes.Cache{}
+	cache.Tag("cache:tag:t", "cache:a", "session:b", "cache:c")
+	rules, err := invalidate.NewRules(invalidate.RulesConfig{AllowedKeys: []string{"cache:*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := fast()
+	opts.Rules = rules
+	rep := invalidate.New(cache, opts).Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{tagged("1", "t")}))
+	res := rep.Results[0]
+	if !errors.Is(res.Err, invalidate.ErrPlan) || res.Transient || !strings.Contains(res.Err.Error(), "session:b") {
+		t.Fatalf("record: %v (transient %v), want the entry outside cache:* for good", res.Err, res.Transient)
+	}
+	if left := cache.Members("cache:tag:t"); len(left) != 1 || left[0] != "session:b" || rep.Metrics.TagEntriesDeleted != 2 {
+		t.Fatalf("left %v, %d deleted: want session:b alone kept", left, rep.Metrics.TagEntriesDeleted)
 	}
 }
 

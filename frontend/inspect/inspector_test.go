@@ -241,3 +241,12 @@ func TestInspectorJudgesTaggedEntries(t *testing.T) {
 		t.Fatalf("delay %+v, findings %+v; %+v", d, rep.Inconsistent, rep)
 	}
 }
+
+// TestATaggedEntryWithoutTheChangesTimeIsUnverified: with no occurredAt,
+// nothing tells whether a fill came before the change.
+func TestATaggedEntryWithoutTheChangesTimeIsUnverified(t *testing.T) {
+	before := time.Now().Add(-time.Second).UnixMicro()
+	if v := judgeTagged([]byte(taggedEntry(before)), true, fmt.Sprintf("%d:1893456060000", before), time.Time{}); v != Unverified {
+		t.Fatalf("verdict %v, want unverified", v)
+	}
+}

@@ -47,11 +47,19 @@ func (in *Inspector) tagChecks(ctx context.Context, c check) (out []tagged) {
 // registration is of — a writethrough reader serves it — and that value's
 // fill read the tag clock (the cache's time, in microseconds) before the
 // change. Absent, a lease, or a value of another fill — not served, its
-// registration gone — are consistent.
+// registration gone — are consistent. A change that says not when it
+// happened leaves the value unverified. The change's time is its
+// producer's clock, the fill's the cache's: they may disagree by their
+// skew.
 func judgeTagged(raw []byte, present bool, registration string, at time.Time) Verdict {
 	s, ok := writethrough.Describe(raw)
 	clock, registered := tagset.ClockOf(registration)
-	if !present || !ok || s.Lease || !registered || s.TagClock != clock || clock >= at.UnixMicro() {
+	switch {
+	case !present || !ok || s.Lease || !registered || s.TagClock != clock:
+		return Consistent
+	case at.IsZero(): // no time to compare the fill's with
+		return Unverified
+	case clock >= at.UnixMicro():
 		return Consistent
 	}
 	return Inconsistent
