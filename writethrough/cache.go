@@ -320,9 +320,14 @@ func (c *Cache[V]) loadAndFill(ctx context.Context, key string, from entry, leas
 	return o
 }
 
-// wait waits for another process's load. retry says to read the key again.
+// wait waits for another process's load, for half the time ctx has left
+// at most: a caller with a deadline then has the other half to load. retry
+// says to read the key again.
 func (c *Cache[V]) wait(ctx context.Context, key string, load func(context.Context) (V, error)) (v V, err error, retry bool) {
 	deadline := time.Now().Add(c.opts.LeaseTTL)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < 2*c.opts.LeaseTTL {
+		deadline = time.Now().Add(time.Until(d) / 2)
+	}
 	for time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():

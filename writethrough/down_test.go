@@ -281,3 +281,23 @@ func TestLostRepliesLeaveNoLease(t *testing.T) {
 		})
 	}
 }
+
+// TestAWaiterLoadsBeforeItsDeadline: a caller finding another's lease
+// waits half its time left at most, then loads: a loader slower than the
+// request's deadline does not fail the requests waiting on it.
+func TestAWaiterLoadsBeforeItsDeadline(t *testing.T) {
+	c := New[product](testenv.Cache(t), Options[product]{})
+	k := key(t)
+	slow := make(chan struct{})
+	defer close(slow)
+	go func() {
+		_, _ = c.Get(context.Background(), k, func(context.Context) (product, error) { <-slow; return product{ID: "slow"}, nil })
+	}()
+	time.Sleep(200 * time.Millisecond) // its lease taken
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	v, err := c.Get(ctx, k, func(context.Context) (product, error) { return product{ID: "own"}, nil })
+	if err != nil || v.ID != "own" {
+		t.Fatalf("Get = %+v, %v: want its own load within its deadline", v, err)
+	}
+}

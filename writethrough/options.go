@@ -59,7 +59,8 @@ type Options[V any] struct {
 	// NegativeTTL is the lifetime of a cached "not found". Default 30 s.
 	NegativeTTL time.Duration
 	// LeaseTTL is how long a loader's lease holds the key; other callers
-	// wait up to this long. Default 3 s.
+	// wait up to this long, and no more than half the time their context
+	// has left, then do as OnLeaseTimeout says. Default 3 s.
 	LeaseTTL time.Duration
 	// WaitStep is how often a waiting caller looks again. Default 10 ms.
 	WaitStep time.Duration

@@ -210,13 +210,39 @@ func (l *load) next(entity, id string) int64 {
 // record notes that the source holds version of an entity since at, the
 // start of its write: what moto takes to answer is no replica lag.
 func (l *load) record(entity, id string, version int64, at time.Time) {
+	l.begin(entity, id, version, at)
+	l.finish(entity, id, version)
+}
+
+// pending is the done of a write not answered yet.
+var pending = time.Unix(1<<40, 0)
+
+// begin notes a write of version that began at, before it is sent: the
+// replica may read it from then on. Noted only once moto answers, a write
+// its stream had carried to the worker, and both deletes done, seconds
+// before (a loaded machine), left the replica behind by that long.
+func (l *load) begin(entity, id string, version int64, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.history[entity+":"+id]) == 0 {
 		at = time.Time{} // the first version, since always
 	}
 	l.versions[entity+":"+id] = version
-	l.history[entity+":"+id] = append(l.history[entity+":"+id], stamp{at: at, done: time.Now(), version: version})
+	l.history[entity+":"+id] = append(l.history[entity+":"+id], stamp{at: at, done: pending, version: version})
+}
+
+// finish notes that the write of version was answered, failed or not: the
+// source may hold it.
+func (l *load) finish(entity, id string, version int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.history[entity+":"+id]
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].version == version {
+			h[i].done = time.Now()
+			return
+		}
+	}
 }
 
 // wrote notes a change written, to be invalidated.
@@ -253,10 +279,12 @@ func (l *load) writeProduct(ctx context.Context, poison int) error {
 	id := l.id("product", rand.N(entities))
 	v := l.next("product", id)
 	at := time.Now() // lag counts from the start of the write: moto may answer late
-	if err := l.putProduct(ctx, id, v, true); err != nil {
+	l.begin("product", id, v, at)
+	err := l.putProduct(ctx, id, v, true)
+	l.finish("product", id, v)
+	if err != nil {
 		return err
 	}
-	l.record("product", id, v, at)
 	l.wrote(change{marker: "e2e:mark:product:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathStream}, at: at})
 	return nil
 }
