@@ -133,17 +133,22 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 	}
 	b.status = make([]KeyStatus, len(b.keys))
 	b.errs = make([]error, len(b.keys))
-	inv.retry(ctx, b, f.settle(b), in.RetryFor)
-	inv.invalidateTags(ctx, b, in.RetryFor)
+	pending := f.settle(b)
+	// One window of retries for the batch, its keys' and its tags' at once:
+	// a tag on a node that is down adds nothing to the keys' wait.
+	retries, cancel := retryWithin(ctx, in.RetryFor)
+	defer cancel()
+	var keys sync.WaitGroup
+	keys.Go(func() { inv.retry(retries, b, pending) })
+	inv.invalidateTags(ctx, retries, b)
+	keys.Wait()
 	return inv.report(records, b)
 }
 
 // retry sends the keys of b at the indices pending again, with backoff,
-// until they pass, or ctx ends or retryFor passes (when not 0), its
-// deadline too near for the next pause.
-func (inv *Invalidator) retry(ctx context.Context, b *batch, pending []int32, retryFor time.Duration) {
-	ctx, cancel := retryWithin(ctx, retryFor)
-	defer cancel()
+// until they pass or ctx, the batch's retries, ends, its deadline too near
+// for the next pause.
+func (inv *Invalidator) retry(ctx context.Context, b *batch, pending []int32) {
 	for attempt := 1; len(pending) > 0 && inv.pause(ctx, attempt); attempt++ {
 		f := inv.flight(ctx)
 		for start := 0; start < len(pending); start += inv.opts.Chunk {
@@ -158,8 +163,8 @@ func (inv *Invalidator) retry(ctx context.Context, b *batch, pending []int32, re
 	}
 }
 
-// retryWithin bounds the retries of a batch's keys to d from now, their
-// first failure, unless d is 0 or ctx's deadline comes first.
+// retryWithin bounds the retries of a batch to d from now, the end of its
+// first pass, unless d is 0 or ctx's deadline comes first.
 func retryWithin(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if d <= 0 {
 		return ctx, func() {}

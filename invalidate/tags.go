@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 )
 
 // TagCache is what invalidating tags needs of a cache, beside deleting the
@@ -43,9 +42,9 @@ type tagOutcome struct {
 var errNoTags = fmt.Errorf("%w: the cache cannot invalidate tags", ErrInternal)
 
 // invalidateTags invalidates the batch's tags, Parallel at a time, before
-// ctx ends; what fails for now is retried for retryFor after it first
-// fails, as keys are.
-func (inv *Invalidator) invalidateTags(ctx context.Context, b *batch, retryFor time.Duration) {
+// ctx ends; what fails for now is retried, as keys are, until retries
+// ends: the batch's window, shared with its keys.
+func (inv *Invalidator) invalidateTags(ctx, retries context.Context, b *batch) {
 	if len(b.tags) == 0 {
 		return
 	}
@@ -60,7 +59,7 @@ func (inv *Invalidator) invalidateTags(ctx context.Context, b *batch, retryFor t
 		return
 	}
 	var reading int64
-	if err := inv.attempt(ctx, retryFor, func(ctx context.Context) (err error) {
+	if err := inv.attempt(ctx, retries, func(ctx context.Context) (err error) {
 		reading, err = inv.tags.Tick(ctx, inv.opts.Rules.TagClock())
 		return err
 	}); err != nil {
@@ -78,7 +77,7 @@ func (inv *Invalidator) invalidateTags(ctx context.Context, b *batch, retryFor t
 					b.tagOut[i] = tagOutcome{err: PanicError("invalidating a tag", p)}
 				}
 			}()
-			b.tagOut[i] = inv.invalidateTag(ctx, inv.opts.Rules.TagKey(tag), reading, retryFor)
+			b.tagOut[i] = inv.invalidateTag(ctx, retries, inv.opts.Rules.TagKey(tag), reading)
 		})
 	}
 	wg.Wait()
@@ -90,11 +89,11 @@ func (inv *Invalidator) invalidateTags(ctx context.Context, b *batch, retryFor t
 // registered: the tag is read again when its record is retried, and the
 // pages done stay done. An entry refused for good stays registered too,
 // for the record's replay, and the pages after it are read.
-func (inv *Invalidator) invalidateTag(ctx context.Context, key string, reading int64, retryFor time.Duration) (out tagOutcome) {
+func (inv *Invalidator) invalidateTag(ctx, retries context.Context, key string, reading int64) (out tagOutcome) {
 	for cursor := uint64(0); ; {
 		var members []Member
 		var next uint64
-		if err := inv.attempt(ctx, retryFor, func(ctx context.Context) (err error) {
+		if err := inv.attempt(ctx, retries, func(ctx context.Context) (err error) {
 			members, next, err = inv.tags.Page(ctx, key, reading, cursor, inv.opts.TagPage)
 			return err
 		}); err != nil {
@@ -124,7 +123,7 @@ func (inv *Invalidator) invalidateTag(ctx context.Context, key string, reading i
 		for start := 0; start < len(page.keys); start += inv.opts.Chunk {
 			f.send(page.keys[start:min(start+inv.opts.Chunk, len(page.keys))], int32(start), nil)
 		}
-		inv.retry(ctx, page, f.settle(page), retryFor)
+		inv.retry(retries, page, f.settle(page))
 		done := members[:0]
 		for i, st := range page.status {
 			switch st {
@@ -139,7 +138,7 @@ func (inv *Invalidator) invalidateTag(ctx context.Context, key string, reading i
 			done = append(done, members[i])
 		}
 		if len(done) > 0 {
-			out.err = worse(out.err, inv.attempt(ctx, retryFor, func(ctx context.Context) error { return inv.tags.Forget(ctx, key, done) }))
+			out.err = worse(out.err, inv.attempt(ctx, retries, func(ctx context.Context) error { return inv.tags.Forget(ctx, key, done) }))
 		}
 		// A failure for now stops here: the tag is read again on retry. One
 		// for good (an entry refused to the user) does not keep the rest
@@ -161,9 +160,10 @@ func worse(err, other error) error {
 }
 
 // attempt runs fn, each try within AttemptTimeout, and again with backoff
-// while it fails for now, for retryFor (when not 0) after its first
-// failure, until ctx ends or its deadline is too near for the next pause.
-func (inv *Invalidator) attempt(ctx context.Context, retryFor time.Duration, fn func(context.Context) error) error {
+// while it fails for now, until retries ends or its deadline is too near
+// for the next pause: once at least, even when the batch's retries are
+// over.
+func (inv *Invalidator) attempt(ctx, retries context.Context, fn func(context.Context) error) error {
 	try := func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, inv.opts.AttemptTimeout)
 		defer cancel()
@@ -173,10 +173,8 @@ func (inv *Invalidator) attempt(ctx context.Context, retryFor time.Duration, fn 
 	if err == nil || permanentKeyError(err) {
 		return err
 	}
-	ctx, cancel := retryWithin(ctx, retryFor)
-	defer cancel()
-	for attempt := 1; inv.pause(ctx, attempt); attempt++ {
-		if err = lastError(try(ctx), err); err == nil || permanentKeyError(err) {
+	for attempt := 1; inv.pause(retries, attempt); attempt++ {
+		if err = lastError(try(retries), err); err == nil || permanentKeyError(err) {
 			return err
 		}
 	}

@@ -161,3 +161,23 @@ func TestACacheWithoutTagsFailsThemForGood(t *testing.T) {
 		t.Fatalf("record: %v (transient %v), want it failed for good", res.Err, res.Transient)
 	}
 }
+
+// TestKeysAndTagsShareTheBatchsRetries: a key and a tag on a node that is
+// down are retried in the same window, RetryFor, not one after the other:
+// a batch's answer does not wait for each in turn.
+func TestKeysAndTagsShareTheBatchsRetries(t *testing.T) {
+	cache := &fakes.Cache{Fail: func(key string, _ int) error {
+		if key == "cache:user:1" || key == "cache:tag:t" {
+			return fakes.ErrRefused
+		}
+		return nil
+	}}
+	entries(cache, "cache:tag:t", 3)
+	in := invalidate.Decoded([]invalidate.Record{{ID: "1", Changes: []events.Change{{Entity: "user", ID: "1", Tags: []string{"t"}}}}})
+	in.RetryFor = time.Second
+	start := time.Now()
+	res := invalidate.New(cache, fast()).Invalidate(t.Context(), in).Results[0]
+	if took := time.Since(start); res.Err == nil || !res.Transient || took > 1800*time.Millisecond {
+		t.Fatalf("after %v: %v (transient %v), want the record failed for now within about 1 s", took, res.Err, res.Transient)
+	}
+}

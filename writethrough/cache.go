@@ -234,6 +234,9 @@ func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Conte
 		return c.loadAndFill(ctx, key, entry{stamp: token}, true, clock, load)
 	})
 	switch {
+	case errors.Is(err, errWaitedOut):
+		v, err := load(ctx) // not filled: the load it joined will be
+		return v, err, false
 	case err != nil:
 		return v, err, false
 	case o.retry, !led && !o.filled && (o.err == nil || errors.Is(o.err, ErrNotFound)):

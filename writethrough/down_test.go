@@ -301,3 +301,4 @@ func TestAWaiterLoadsBeforeItsDeadline(t *testing.T) {
 		t.Fatalf("Get = %+v, %v: want its own load within its deadline", v, err)
 	}
 }
+

@@ -2,6 +2,7 @@ package writethrough
 
 import (
 	"context"
+	"errors"
 	"math"
 	"reflect"
 	"strings"
@@ -80,6 +81,32 @@ func TestLoaderPanicFailsWithItsStack(t *testing.T) {
 	}
 	if o.err == nil || !strings.Contains(o.err.Error(), "boom") || !strings.Contains(o.err.Error(), "TestLoaderPanicFailsWithItsStack") {
 		t.Fatalf("err = %v, want the panic and the stack where it happened", o.err)
+	}
+}
+
+// TestAJoinerWaitsHalfItsTime: a caller that joined another's load gives up
+// on it once half its time is gone, to load itself; the caller running the
+// load waits for it.
+func TestAJoinerWaitsHalfItsTime(t *testing.T) {
+	var g singleflight.Group
+	release, started := make(chan struct{}), make(chan struct{})
+	leader := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, _, err := shared(ctx, &g, "k", func(context.Context) outcome[int] { close(started); <-release; return outcome[int]{v: 1} })
+		leader <- err
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if _, _, err := shared(ctx, &g, "k", func(context.Context) outcome[int] { return outcome[int]{v: 2} }); !errors.Is(err, errWaitedOut) || ctx.Err() != nil {
+		t.Fatalf("the joiner: %v, ctx %v; want errWaitedOut before its deadline", err, ctx.Err())
+	}
+	time.Sleep(1200 * time.Millisecond) // past the leader's half
+	close(release)
+	if err := <-leader; err != nil {
+		t.Fatalf("the leader: %v, want its own load's outcome", err)
 	}
 }
 
