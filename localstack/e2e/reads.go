@@ -30,7 +30,10 @@ type wtReads struct {
 // in r.
 func readThrough[V any](ctx context.Context, r *wtReads, c *writethrough.Cache[V], key string, load func(context.Context) (V, error)) error {
 	start := time.Now()
+	var loading atomic.Bool
 	_, err := c.Get(ctx, key, func(ctx context.Context) (V, error) {
+		loading.Store(true)
+		defer loading.Store(false)
 		it, err := load(ctx)
 		if err != nil {
 			err = fmt.Errorf("%w: %w", errLoader, err)
@@ -39,6 +42,9 @@ func readThrough[V any](ctx context.Context, r *wtReads, c *writethrough.Cache[V
 	})
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return err // the readers are stopping
+	}
+	if errors.Is(err, context.DeadlineExceeded) && loading.Load() {
+		err = fmt.Errorf("%w: the deadline came during the load: %w", errLoader, err) // the source's slowness
 	}
 	r.mu.Lock()
 	r.at, r.took = append(r.at, start), append(r.took, time.Since(start))
