@@ -9,33 +9,65 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// emfMetrics declares the metrics of every batch line; each must also be a
-// top-level member of the line, or CloudWatch drops it.
-const emfMetrics = `[{"Name":"Records","Unit":"Count"},{"Name":"FailedRecords","Unit":"Count"},{"Name":"ParkedRecords","Unit":"Count"},` +
-	`{"Name":"KeysDeleted","Unit":"Count"},{"Name":"KeysAbsent","Unit":"Count"},` +
-	`{"Name":"KeysFailed","Unit":"Count"},{"Name":"MaxLag","Unit":"Milliseconds"},` +
-	`{"Name":"SecondDeletesScheduled","Unit":"Count"},{"Name":"SecondDeleteRefills","Unit":"Count"},` +
-	`{"Name":"RedeletedKeys","Unit":"Count"},{"Name":"RedeleteRefills","Unit":"Count"},` +
-	`{"Name":"TagsInvalidated","Unit":"Count"},{"Name":"TagsFailed","Unit":"Count"},{"Name":"TagEntriesDeleted","Unit":"Count"},` +
-	`{"Name":"Announcements","Unit":"Count"},{"Name":"AnnounceFailedKeys","Unit":"Count"}]`
+// figure is one count of a batch: its batch-line field, its metric.
+type figure struct {
+	field, metric string
+	value         int64
+}
 
-// writeEMF writes one CloudWatch Embedded Metric Format line, parked
-// counting the failed records sent to the failure queue, second the second
-// deletes scheduled and the keys they found filled again, again the keys
-// deleted again after a reconnect and those found there again, announced
-// the messages sent to the local tiers and the keys not announced, with the
-// invoke's request ID, if any, as a property: CloudWatch
-// Logs turns it into metrics without any API call from the function. The
-// line's shape is fixed, so it is written directly: json.Marshal of maps
+// figures are a batch's counts, in the batch line and the EMF line alike.
+// Those of tags appear only when the batch had some, those of the
+// announcements only when the worker announces: each field is log bytes
+// that every invoke pays for.
+func figures(m invalidate.Metrics, parked int, second secondDeletes, again redeletes, announced *announcements, announcing bool) []figure {
+	out := []figure{
+		{"records", "Records", int64(m.Records)}, {"failed", "FailedRecords", int64(m.Failed)}, {"parked", "ParkedRecords", int64(parked)},
+		{"keys_deleted", "KeysDeleted", int64(m.KeysDeleted)}, {"keys_absent", "KeysAbsent", int64(m.KeysAbsent)}, {"keys_failed", "KeysFailed", int64(m.KeysFailed)},
+		{"second_deletes_scheduled", "SecondDeletesScheduled", int64(second.scheduled)}, {"second_delete_keys", "", int64(second.keys)},
+		{"second_delete_refills", "SecondDeleteRefills", int64(second.present)},
+		{"redeleted_keys", "RedeletedKeys", int64(again.keys)}, {"redelete_refills", "RedeleteRefills", int64(again.present)},
+	}
+	if m.TagsInvalidated+m.TagsFailed+second.tagsScheduled+second.tags > 0 {
+		out = append(out, figure{"tags_invalidated", "TagsInvalidated", int64(m.TagsInvalidated)}, figure{"tags_failed", "TagsFailed", int64(m.TagsFailed)},
+			figure{"tag_entries_deleted", "TagEntriesDeleted", int64(m.TagEntriesDeleted)},
+			figure{"second_delete_tags_scheduled", "", int64(second.tagsScheduled)}, figure{"second_delete_tags", "", int64(second.tags)})
+	}
+	if announcing {
+		messages, unannounced := announced.counts()
+		out = append(out, figure{"announcements", "Announcements", messages}, figure{"announce_failed_keys", "AnnounceFailedKeys", unannounced})
+	}
+	return append(out, figure{"max_lag_ms", "MaxLag", m.MaxLag.Milliseconds()})
+}
+
+// writeEMF writes one CloudWatch Embedded Metric Format line of figs (those
+// with a metric name), with the invoke's request ID, if any, as a
+// property: CloudWatch Logs turns it into metrics without any API call
+// from the function. Each metric declared is also a top-level member, or
+// CloudWatch drops it. The line is written directly: json.Marshal of maps
 // slowed the first invoke of every cold start (bench/README.md).
-func writeEMF(w io.Writer, namespace, function, requestID string, source events.Source, m invalidate.Metrics, parked int, second secondDeletes, again redeletes, announced *announcements, now time.Time) error {
-	messages, unannounced := announced.counts()
+func writeEMF(w io.Writer, namespace, function, requestID string, source events.Source, figs []figure, now time.Time) error {
 	b := make([]byte, 0, 1024)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
 	b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)
 	b = appendString(b, namespace)
-	b = append(b, `,"Dimensions":[["Function","Source"]],"Metrics":`+emfMetrics+`}]},"Function":`...)
+	b = append(b, `,"Dimensions":[["Function","Source"]],"Metrics":[`...)
+	first := true
+	for _, f := range figs {
+		if f.metric == "" {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		unit := "Count"
+		if f.metric == "MaxLag" {
+			unit = "Milliseconds"
+		}
+		b = append(b, `{"Name":"`+f.metric+`","Unit":"`+unit+`"}`...)
+	}
+	b = append(b, `]}]},"Function":`...)
 	b = appendString(b, function)
 	b = append(b, `,"Source":`...)
 	b = appendString(b, string(source))
@@ -43,19 +75,11 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source events.
 		b = append(b, `,"request_id":`...)
 		b = appendString(b, requestID)
 	}
-	for _, metric := range []struct {
-		name  string
-		value int64
-	}{
-		{"Records", int64(m.Records)}, {"FailedRecords", int64(m.Failed)}, {"ParkedRecords", int64(parked)}, {"KeysDeleted", int64(m.KeysDeleted)},
-		{"KeysAbsent", int64(m.KeysAbsent)}, {"KeysFailed", int64(m.KeysFailed)}, {"MaxLag", m.MaxLag.Milliseconds()},
-		{"SecondDeletesScheduled", int64(second.scheduled)}, {"SecondDeleteRefills", int64(second.present)},
-		{"RedeletedKeys", int64(again.keys)}, {"RedeleteRefills", int64(again.present)},
-		{"TagsInvalidated", int64(m.TagsInvalidated)}, {"TagsFailed", int64(m.TagsFailed)}, {"TagEntriesDeleted", int64(m.TagEntriesDeleted)},
-		{"Announcements", messages}, {"AnnounceFailedKeys", unannounced},
-	} {
-		b = append(b, `,"`+metric.name+`":`...)
-		b = strconv.AppendInt(b, metric.value, 10)
+	for _, f := range figs {
+		if f.metric != "" {
+			b = append(b, `,"`+f.metric+`":`...)
+			b = strconv.AppendInt(b, f.value, 10)
+		}
 	}
 	_, err := w.Write(append(b, "}\n"...))
 	return err

@@ -225,7 +225,6 @@ func failAll(batch invalidate.Batch, err error) invalidate.Report {
 
 func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, second secondDeletes, again redeletes, announced *announcements, took time.Duration) {
 	m := rep.Metrics
-	messages, unannounced := announced.counts()
 	parked := 0
 	debug := w.opts.Logger.Enabled(ctx, slog.LevelDebug)
 	for i, res := range rep.Results {
@@ -251,15 +250,14 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 			w.opts.Logger.DebugContext(ctx, "record invalidated", attrs...)
 		}
 	}
-	w.opts.Logger.InfoContext(ctx, "batch", "source", source, "records", m.Records, "failed", m.Failed, "parked", parked,
-		"keys_deleted", m.KeysDeleted, "keys_absent", m.KeysAbsent, "keys_failed", m.KeysFailed,
-		"tags_invalidated", m.TagsInvalidated, "tags_failed", m.TagsFailed, "tag_entries_deleted", m.TagEntriesDeleted,
-		"second_deletes_scheduled", second.scheduled, "second_delete_tags_scheduled", second.tagsScheduled,
-		"second_delete_keys", second.keys, "second_delete_tags", second.tags, "second_delete_refills", second.present,
-		"redeleted_keys", again.keys, "redelete_refills", again.present,
-		"announcements", messages, "announce_failed_keys", unannounced,
-		"max_lag_ms", m.MaxLag.Milliseconds(), "duration_ms", took.Milliseconds())
-	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, InvocationOf(ctx).RequestID, source, m, parked, second, again, announced, time.Now()); err != nil {
+	figs := figures(m, parked, second, again, announced, w.announcer != nil)
+	attrs := make([]any, 0, 2*len(figs)+4)
+	attrs = append(attrs, "source", source)
+	for _, f := range figs {
+		attrs = append(attrs, f.field, f.value)
+	}
+	w.opts.Logger.InfoContext(ctx, "batch", append(attrs, "duration_ms", took.Milliseconds())...)
+	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, InvocationOf(ctx).RequestID, source, figs, time.Now()); err != nil {
 		w.opts.Logger.ErrorContext(ctx, "cannot write metrics", "error", err.Error())
 	}
 }

@@ -27,7 +27,8 @@ func TestEMFLine(t *testing.T) {
 	announced := &announcements{}
 	announced.add(6, nil)
 	announced.add(2, errors.New("not sent"))
-	if err := writeEMF(&buf, "Invalidator", function, "req-1", events.SourceSQS, m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, announced, time.UnixMilli(1795953600000)); err != nil {
+	figs := figures(m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, announced, true)
+	if err := writeEMF(&buf, "Invalidator", function, "req-1", events.SourceSQS, figs, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {
@@ -71,6 +72,14 @@ func TestEMFLine(t *testing.T) {
 		line.Function != function || line.Source != "sqs" ||
 		line.RequestID != "req-1" || line.TagsInvalidated != 6 || line.TagsFailed != 1 || line.TagEntriesDeleted != 900 {
 		t.Fatalf("values = %+v", line)
+	}
+	// Without tags in the batch nor announcements, their figures take no bytes.
+	buf.Reset()
+	if err := writeEMF(&buf, "Invalidator", "f", "", events.SourceSQS, figures(invalidate.Metrics{Records: 1}, 0, secondDeletes{}, redeletes{}, nil, false), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "Tag") || strings.Contains(buf.String(), "Announce") {
+		t.Fatalf("a line of a batch without tags or announcements: %s", buf.String())
 	}
 }
 
