@@ -25,6 +25,8 @@ const (
 	burstKeys   = 300 // per group: one change message names them all
 	burstEvery  = 100 * time.Millisecond
 	sampleAfter = time.Second
+	// burstParallel bounds the changes being filled and published at once.
+	burstParallel = 4
 )
 
 // burst samples writethrough keys a second after their change, during a
@@ -43,6 +45,7 @@ type burst struct {
 	version        sync.Map // key → int64, the source
 	samples, stale atomic.Int64
 	checks         sync.WaitGroup
+	busy           []atomic.Bool // a group changed and not yet looked at
 	stop           context.CancelFunc
 	done           chan struct{}
 }
@@ -63,10 +66,27 @@ func (l *load) startBurst(ctx context.Context, name string, down func(slot int64
 		return nil, err
 	}
 	ctx, b.stop = context.WithCancel(ctx)
+	b.busy = make([]atomic.Bool, len(b.groups))
 	go func() {
 		defer close(b.done)
+		// A change starts every burstEvery, a few at once when a loaded
+		// machine makes each slow, each group not before its last look.
+		var changes sync.WaitGroup
+		defer changes.Wait()
+		inFlight := make(chan struct{}, burstParallel)
 		for i := 0; ctx.Err() == nil; i++ {
-			b.change(ctx, b.groups[i%len(b.groups)])
+			g := i % len(b.groups)
+			if b.busy[g].CompareAndSwap(false, true) {
+				select {
+				case inFlight <- struct{}{}:
+					changes.Go(func() {
+						defer func() { <-inFlight }()
+						b.change(ctx, g)
+					})
+				case <-ctx.Done():
+					b.busy[g].Store(false)
+				}
+			}
 			wait.For(ctx, burstEvery)
 		}
 	}()
@@ -101,9 +121,10 @@ func (b *burst) slotsOf(ctx context.Context) error {
 	return err
 }
 
-// change fills the group's live keys, changes them, and looks at them a
-// second later.
-func (b *burst) change(ctx context.Context, group []string) {
+// change fills the live keys of group g, changes them, and looks at them a
+// second later; then the group is free again.
+func (b *burst) change(ctx context.Context, g int) {
+	group := b.groups[g]
 	var live []string
 	for _, key := range group {
 		if !b.down(b.slots[key]) {
@@ -124,9 +145,11 @@ func (b *burst) change(ctx context.Context, group []string) {
 	}
 	body, _ := json.Marshal(map[string]any{"keys": live})
 	if _, err := b.l.sns.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(b.l.env.topicARN), Message: aws.String(string(body))}); err != nil {
+		b.busy[g].Store(false)
 		return // not changed: nothing to sample
 	}
 	b.checks.Go(func() {
+		defer b.busy[g].Store(false)
 		wait.For(context.WithoutCancel(ctx), sampleAfter)
 		b.check(changed)
 	})
