@@ -301,4 +301,3 @@ func TestAWaiterLoadsBeforeItsDeadline(t *testing.T) {
 		t.Fatalf("Get = %+v, %v: want its own load within its deadline", v, err)
 	}
 }
-
