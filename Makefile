@@ -118,7 +118,7 @@ e2e-record: E2E_PLOT := localstack/e2e/lag.svg
 e2e-record: e2e ## make e2e that draws its lag into the tracked localstack/e2e/lag.svg instead
 
 e2e-short: E2E_FLAGS := -short
-e2e-short: e2e ## make e2e with shorter outages and races, about 6 minutes (CI)
+e2e-short: e2e ## make e2e with shorter outages and races and one failover, about 7 minutes (CI)
 
 # make soak runs on make e2e's stack, without faults.
 soak: E2E_FLAGS := -soak 10m
