@@ -124,8 +124,8 @@ e2e-short: e2e ## make e2e with shorter outages and races and one failover, abou
 soak: E2E_FLAGS := -soak 10m
 soak: e2e ## a steady load on every path for 10 minutes, then doubling rates; SOAK lines: RSS, goroutines, fds, lag, lost, the highest steady rate
 
-soak-short: E2E_FLAGS := -soak 45s -soak-ramp 0
-soak-short: e2e ## make soak for 45 s, no ramp (CI)
+soak-short: E2E_FLAGS := -soak 45s -soak-ramp 0 -soak-rate 10
+soak-short: e2e ## make soak for 45 s at 10 changes/s of each kind, no ramp (CI)
 
 lint: ## gofmt, go vet, shellcheck (when installed) and cfn-lint
 	$(ENV) && test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
