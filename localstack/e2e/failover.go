@@ -88,7 +88,7 @@ func runFailover(ctx context.Context, env env, s *stack, delay, lag, steady time
 	wait.For(ctx, steady)
 	progress.phase(r.name() + ", draining")
 	l.stopWriters()
-	r.drained = l.drain(ctx, time.Minute)
+	r.drained = l.drain(ctx, raceDrain)
 	l.stopReaders()
 	if r.stale, err = l.stale(ctx); err != nil {
 		return r, err

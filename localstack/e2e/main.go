@@ -225,7 +225,7 @@ func runRace(ctx context.Context, env env, s *stack, d, delay time.Duration, sta
 	wait.For(ctx, d)
 	progress.phase("race, second delete " + name + ", draining")
 	l.stopWriters()
-	r.drained = l.drain(ctx, time.Minute)
+	r.drained = l.drain(ctx, raceDrain)
 	l.stopReaders()
 	r.stale, err = l.stale(ctx)
 	return r, err

@@ -79,10 +79,18 @@ func (l *load) timeInvalidation(ctx context.Context, key string, send func(conte
 	return time.Since(start), errors.New("not invalidated within 30 s")
 }
 
+// raceDrain bounds the drain of a race or a failover.
+const raceDrain = 2 * time.Minute
+
 // drain waits until the queues are empty, second deletes included, and a
 // change sent through the stream last is invalidated — the stream is done
 // with all before it; then until the second deletes that change brought
 // are done too.
+//
+// A run's own drain may take longer than its writes: after the workers are
+// restarted (a race's second delete set, a failover), a message can stay
+// hidden for the queues' 60 s visibility timeout before it is taken again
+// (drains of 40-65 s measured), so raceDrain leaves it room.
 func (l *load) drain(ctx context.Context, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	empty := func() bool {
