@@ -67,8 +67,7 @@ func (q *Queue) Read(ctx context.Context, emit func([]events.Change, error), fai
 
 func (q *Queue) receive(ctx context.Context) ([]types.Message, error) {
 	out, err := q.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10,
-		WaitTimeSeconds: 5, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp,
-			types.MessageSystemAttributeNameApproximateReceiveCount}})
+		WaitTimeSeconds: 5, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp}})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, nil
@@ -78,9 +77,10 @@ func (q *Queue) receive(ctx context.Context) ([]types.Message, error) {
 	return out.Messages, nil
 }
 
-// take decodes and deletes the messages received: the inspector's copy of
-// an event is read once. A message received before (its delete failed) is
-// deleted unread: read now, its check would come long after its change.
+// take decodes and deletes the messages received. A message received
+// again is read again: the receive that took it first may have been lost
+// on its way (moto marked it in flight, the SDK retried), and a copy read
+// before counts as a duplicate delivery.
 func (q *Queue) take(ctx context.Context, msgs []types.Message, emit func([]events.Change, error)) {
 	if len(msgs) == 0 {
 		return
@@ -89,9 +89,7 @@ func (q *Queue) take(ctx context.Context, msgs []types.Message, emit func([]even
 	for i, m := range msgs {
 		sent := m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)]
 		ms, err := strconv.ParseInt(sent, 10, 64)
-		fresh := err != nil || !time.UnixMilli(ms).Before(q.Since)
-		receives, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-		if fresh && receives <= 1 {
+		if fresh := err != nil || !time.UnixMilli(ms).Before(q.Since); fresh {
 			emit(events.DecodeSQSBody(aws.ToString(m.MessageId), aws.ToString(m.Body), sent))
 		}
 		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
