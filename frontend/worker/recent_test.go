@@ -100,6 +100,23 @@ func TestAFullWindowSaysSo(t *testing.T) {
 	}
 }
 
+// reconnecting is a worker on cache with a re-delete window, its connection
+// started; handle has it take one SQS message of body.
+func reconnecting(t *testing.T, cache *fakes.Cache, logs io.Writer) (*Recent, func(body string)) {
+	recent := NewRecent(time.Minute, 100, true)
+	started(recent)
+	inv := invalidate.New(recent.Wrap(cache), invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	w := New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond, Recent: recent})
+	queues := &fakes.SQS{}
+	return recent, func(body string) {
+		t.Helper()
+		payload, _ := received(t, queues, body)
+		if _, err := w.SQS(deadline(t), payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestABatchAfterAReconnectDeletesAgain: the batch that follows a reconnect
 // deletes the window's keys again and says so; a re-delete that fails for
 // now is tried again with the next batch.
@@ -112,17 +129,7 @@ func TestABatchAfterAReconnectDeletesAgain(t *testing.T) {
 		}
 		return nil
 	}}
-	recent := NewRecent(time.Minute, 100, true)
-	started(recent)
-	inv := invalidate.New(recent.Wrap(cache), invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
-	w := New(inv, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond, Recent: recent})
-	queues := &fakes.SQS{}
-	handle := func(body string) {
-		payload, _ := received(t, queues, body)
-		if _, err := w.SQS(deadline(t), payload); err != nil {
-			t.Fatal(err)
-		}
-	}
+	recent, handle := reconnecting(t, cache, &logs)
 	handle(`{"entity":"user","id":"1"}`)
 	recent.Connected("127.0.0.1:7002") // the connection dropped and made again: a failover
 	down = true
@@ -151,17 +158,7 @@ func TestAReconnectInvalidatesTagsAgain(t *testing.T) {
 	var logs logLines
 	cache := &fakes.Cache{}
 	cache.Tag("cache:tag:category:a", "cache:list:1")
-	recent := NewRecent(time.Minute, 100, true)
-	started(recent)
-	inv := invalidate.New(recent.Wrap(cache), invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
-	w := New(inv, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond, Recent: recent})
-	queues := &fakes.SQS{}
-	handle := func(body string) {
-		payload, _ := received(t, queues, body)
-		if _, err := w.SQS(deadline(t), payload); err != nil {
-			t.Fatal(err)
-		}
-	}
+	recent, handle := reconnecting(t, cache, &logs)
 	handle(`{"tags":["category:a"]}`)
 	cache.Tag("cache:tag:category:a", "cache:list:1") // the failover brings it back
 	recent.Connected("127.0.0.1:7002")
