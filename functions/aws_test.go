@@ -141,13 +141,21 @@ func failureQueue(t *testing.T) (url string, env []string) {
 func parked(t *testing.T, url string, want int) []parking.Record {
 	t.Helper()
 	var records []parking.Record
+	seen := map[string]bool{}
 	for deadline := time.Now().Add(20 * time.Second); len(records) < want && time.Now().Before(deadline); {
+		// Hidden 3 s only: a receive whose answer was lost on its way (the
+		// SDK retries it) leaves its messages in flight that long, and
+		// they are counted once by their IDs.
 		out, err := awsenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 600})
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range out.Messages {
+			if seen[aws.ToString(m.MessageId)] {
+				continue
+			}
+			seen[aws.ToString(m.MessageId)] = true
 			r, ok, err := parking.Parse([]byte(aws.ToString(m.Body)))
 			if !ok || err != nil {
 				t.Fatalf("not a parked record (%v): %s", err, aws.ToString(m.Body))
