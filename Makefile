@@ -10,7 +10,7 @@ LAMBDAS := $(filter-out poller,$(notdir $(patsubst %/,%,$(wildcard functions/*/)
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-setup: ## install what is missing: Go, redis-server, moto, AWS CLI, cfn-lint, the Lambda emulator
+setup: ## install what is missing: Go, valkey-server (redis-server as a fallback), moto, AWS CLI, cfn-lint, the Lambda emulator
 	bash localstack/setup.sh
 
 up: setup ## start the local stack (moto + TLS cluster) and create its resources; idempotent

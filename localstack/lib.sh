@@ -44,15 +44,50 @@ pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 # --- tools ------------------------------------------------------------------
 
-# A real valkey-server is preferred; Debian 12 only has redis-server 7.0,
-# which speaks the same protocol and reads the same configuration.
+# Valkey is what ElastiCache Serverless runs; redis-server 7.0 (Debian 12's
+# own) is only a fallback where no Valkey package can be installed.
 cache_server_bin() { command -v valkey-server || command -v redis-server; }
 cache_cli_bin() { command -v valkey-cli || command -v redis-cli; }
 
+# debian_codename prints the release name (bookworm, trixie, ...) or nothing.
+debian_codename() { (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}"); }
+
+# add_backports adds <codename>-backports from the mirror the machine already
+# uses for <codename>, once.
+add_backports() {
+  local codename=$1 list=/etc/apt/sources.list.d/invalidator-backports.sources mirror
+  [ -f "$list" ] && return
+  mirror=$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -1)
+  [ -n "$mirror" ] || mirror=$(grep -hoE '^deb +[^ ]+' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -v security | head -1)
+  [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+  say "adding ${codename}-backports from $mirror (for valkey-server)"
+  printf 'Types: deb\nURIs: %s\nSuites: %s-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" "$codename" | as_root tee "$list" >/dev/null
+}
+
+# ensure_cache_server installs valkey-server and valkey-tools even where
+# redis-server is installed: the distribution's own where it has them,
+# bookworm-backports on Debian 12; redis-server only when neither works.
 ensure_cache_server() {
-  cache_server_bin >/dev/null && cache_cli_bin >/dev/null && return
+  command -v valkey-server >/dev/null && command -v valkey-cli >/dev/null && return
+  if command -v apt-get >/dev/null; then
+    local codename
+    codename=$(debian_codename)
+    [ "$codename" = bookworm ] && add_backports "$codename"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || true
+    if [ "$codename" = bookworm ]; then
+      apt_install -t "${codename}-backports" valkey-server valkey-tools && return
+    elif apt-cache show valkey-server >/dev/null 2>&1; then
+      apt_install valkey-server valkey-tools && return
+    fi
+  fi
+  cache_server_bin >/dev/null && cache_cli_bin >/dev/null && {
+    say "no Valkey package here: the stack runs on $("$(cache_server_bin)" --version | cut -d' ' -f1-3), a fallback"
+    return
+  }
+  say "no Valkey package here: falling back to Debian's redis-server"
   apt_install redis-server redis-tools
-  cache_server_bin >/dev/null || die "redis-server is still missing after installing it"
+  cache_server_bin >/dev/null || die "neither valkey-server nor redis-server could be installed"
 }
 
 ensure_openssl() { command -v openssl >/dev/null || apt_install openssl; }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build, the tests and the local stack need and is missing.
 # Idempotent: on a machine that has everything it only checks.
-#   Go (the version go.mod names), gcc (go test -race), redis-server and
-#   redis-cli, openssl, curl, moto, the AWS CLI, cfn-lint, and the Lambda
+#   Go (the version go.mod names), gcc (go test -race), valkey-server and
+#   valkey-cli (redis-server only where no Valkey package exists), openssl, curl, moto, the AWS CLI, cfn-lint, and the Lambda
 #   Runtime Interface Emulator (built from source at RIE_VERSION into
 #   .local/bin: a dev tool, so not in go.mod, where services that import our
 #   packages would inherit its dependencies).
