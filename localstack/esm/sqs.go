@@ -91,8 +91,13 @@ func (m *SQSMapping) Run(ctx context.Context) error {
 				default:
 				}
 			}
-			if len(msgs) > 0 {
-				m.deliver(ctx, fn, log, sourceARN, msgs)
+			switch {
+			case len(msgs) > 0 && ctx.Err() != nil:
+				m.handBack(log, msgs)
+			case len(msgs) > 0:
+				// A batch invoked finishes even when the mapping is stopping:
+				// Lambda's pollers never vanish mid-batch.
+				m.deliver(context.WithoutCancel(ctx), fn, log, sourceARN, msgs)
 			}
 		}
 	}
@@ -110,15 +115,19 @@ const scaleEvery = 200 * time.Millisecond
 
 // gather receives one batch: one receive, or with a batching window
 // receives of up to 10 (SQS's most) until the batch is full or the window,
-// counted from the first message, ends.
+// counted from the first message, ends. A stop does not cut a receive
+// short: SQS may already have handed out messages only its answer names,
+// which the mapping then hands back.
 func (m *SQSMapping) gather(ctx context.Context, log *slog.Logger, batch int32) []types.Message {
 	var msgs []types.Message
 	var deadline time.Time
 	for ctx.Err() == nil && int32(len(msgs)) < batch && (msgs == nil || time.Now().Before(deadline)) {
-		out, err := m.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiveTimeout)
+		out, err := m.Client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(m.QueueURL), MaxNumberOfMessages: min(batch-int32(len(msgs)), 10), WaitTimeSeconds: 1,
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("receive failed", "error", err.Error())
@@ -135,6 +144,26 @@ func (m *SQSMapping) gather(ctx context.Context, log *slog.Logger, batch int32) 
 		}
 	}
 	return msgs
+}
+
+// receiveTimeout bounds one long poll of a second.
+const receiveTimeout = 10 * time.Second
+
+// handBack makes messages received while stopping visible again at once,
+// for the next consumer, rather than after their visibility timeout.
+func (m *SQSMapping) handBack(log *slog.Logger, msgs []types.Message) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for chunk := range slices.Chunk(msgs, 10) {
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, msg := range chunk {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msg.ReceiptHandle}
+		}
+		if _, err := m.Client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(m.QueueURL), Entries: entries}); err != nil {
+			log.Warn("cannot hand back the messages received while stopping: they come back after their visibility timeout", "error", err.Error())
+		}
+	}
+	log.Info("stopping: messages received and not invoked handed back", "messages", len(msgs))
 }
 
 // deliver invokes the function with one batch and deletes what succeeded.

@@ -153,3 +153,43 @@ func TestAMappingScalesWithTheBacklog(t *testing.T) {
 		t.Fatalf("%d messages, at most %d batches at once: want all 100, and more than the steady loop's one, at most the 3 invokers", n, fn.peak.Load())
 	}
 }
+
+// TestAStoppedMappingHandsBack: what a mapping received but had not
+// invoked when it was stopped is visible again at once, not after the
+// queue's visibility timeout (AWS's pollers never vanish mid-batch).
+func TestAStoppedMappingHandsBack(t *testing.T) {
+	c, q := queueOf(t, "test-stop-", 3)
+	fn := &batches{}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		// A window longer than the test: the batch is still gathering when stopped.
+		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, Functions: []esm.Invoker{fn}, Steady: 1, BatchSize: 100,
+			BatchingWindow: time.Minute, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	}()
+	visible := func() string {
+		attrs, err := c.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl,
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)]
+	}
+	for deadline := time.Now().Add(10 * time.Second); visible() != "0" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := fn.total(); n != 0 {
+		t.Fatalf("%d messages invoked after the stop, want none", n)
+	}
+	// Two reads that agree: moto counts visible messages in a pass of its own.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if a, b := visible(), visible(); a == "30" && b == "30" {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%s of 30 messages visible after the stop: the rest stay hidden until their visibility timeout", b)
+		}
+	}
+}
