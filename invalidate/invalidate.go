@@ -113,6 +113,7 @@ func (inv *Invalidator) Rules() *Rules { return inv.opts.Rules }
 // It returns when every key is settled: deleted, absent, failed for good,
 // or failed for now when the time ran out.
 func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
+	began := time.Now()
 	records := make([]Record, in.Len)
 	ready := decodeAll(in, records)
 	b := &batch{
@@ -131,6 +132,7 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 			f.send(b.keys[start:min(start+inv.opts.Chunk, len(b.keys))], int32(start), nil)
 		}
 	}
+	planned := time.Since(began)
 	b.status = make([]KeyStatus, len(b.keys))
 	b.errs = make([]error, len(b.keys))
 	pending := f.settle(b)
@@ -142,7 +144,9 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 	keys.Go(func() { inv.retry(retries, b, pending) })
 	inv.invalidateTags(ctx, retries, b)
 	keys.Wait()
-	return inv.report(records, b)
+	rep := inv.report(records, b)
+	rep.Metrics.Planned = planned
+	return rep
 }
 
 // retry sends the keys of b at the indices pending again, with backoff,

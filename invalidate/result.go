@@ -76,6 +76,9 @@ type Metrics struct {
 	// among the changes of the records that succeeded and say when they
 	// happened.
 	MaxLag time.Duration
+	// Planned is how long decoding and planning the batch took, from the
+	// start of Invalidate; the deletes of its first chunks overlap it.
+	Planned time.Duration
 }
 
 // Report is the outcome of a batch: one Result per record, in input order.

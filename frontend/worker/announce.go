@@ -82,8 +82,9 @@ func (c announcing) Unlink(ctx context.Context, keys []string, status []invalida
 	if len(done) == 0 {
 		return errs
 	}
+	began := time.Now()
 	err := c.pub.Announce(ctx, at, done, nil)
-	tallyOf(ctx).add(len(done), err)
+	tallyOf(ctx).add(len(done), err, time.Since(began))
 	if err == nil {
 		return errs
 	}
@@ -113,6 +114,7 @@ func (c *connection) Publish(ctx context.Context, channel, message string) error
 type announcements struct {
 	messages atomic.Int64 // sent
 	failed   atomic.Int64 // keys whose message could not be sent
+	spent    atomic.Int64 // nanoseconds of the deletes' calls spent announcing
 }
 
 type tallyKey struct{}
@@ -137,7 +139,19 @@ func (t *announcements) counts() (messages, failed int64) {
 	return t.messages.Load(), t.failed.Load()
 }
 
-func (t *announcements) add(keys int, err error) {
+// took is how long the batch's calls spent announcing, summed.
+func (t *announcements) took() time.Duration {
+	if t == nil {
+		return 0
+	}
+	return time.Duration(t.spent.Load())
+}
+
+// add counts one announcement of keys, which took took.
+func (t *announcements) add(keys int, err error, took time.Duration) {
+	if t != nil {
+		t.spent.Add(int64(took))
+	}
 	switch {
 	case t == nil:
 	case err != nil:

@@ -3,6 +3,7 @@ package worker
 import (
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
@@ -11,7 +12,7 @@ import (
 
 // figure is one count of a batch: its batch-line field, its metric.
 type figure struct {
-	field, metric string
+	field, metric string // a field ending in _ms is a time in milliseconds, else a count
 	value         int64
 }
 
@@ -62,7 +63,7 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source events.
 		}
 		first = false
 		unit := "Count"
-		if f.metric == "MaxLag" {
+		if strings.HasSuffix(f.field, "_ms") {
 			unit = "Milliseconds"
 		}
 		b = append(b, `{"Name":"`+f.metric+`","Unit":"`+unit+`"}`...)

@@ -133,6 +133,7 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 		batch.RetryFor = w.opts.RetryFor
 	}
 	rep := w.process(ctx, source, markSecondDeletes(batch, again))
+	deleted := time.Now()
 	second := w.scheduleSecondDeletes(ctx, &rep, again)
 	redeleted := w.redelete(ctx)
 	fates := make([]Fate, len(rep.Results))
@@ -162,7 +163,8 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	} else {
 		w.park(ctx, source, rep.Results, park, fates, content)
 	}
-	w.log(ctx, source, rep, fates, second, redeleted, announced, time.Since(start))
+	st := stagesOf(start, deleted, time.Now(), rep.Metrics, announced.took())
+	w.log(ctx, source, rep, fates, second, redeleted, announced, st)
 	return rep, fates
 }
 
@@ -223,7 +225,7 @@ func failAll(batch invalidate.Batch, err error) invalidate.Report {
 	return rep
 }
 
-func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, second secondDeletes, again redeletes, announced *announcements, took time.Duration) {
+func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, second secondDeletes, again redeletes, announced *announcements, st stages) {
 	m := rep.Metrics
 	parked := 0
 	debug := w.opts.Logger.Enabled(ctx, slog.LevelDebug)
@@ -239,7 +241,7 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 			for k := range res.Keys {
 				keys[k] = res.Keys[k].Key
 			}
-			attrs := []any{"source", source, "record", res.Record, "keys", keys}
+			attrs := []any{"source", source, "record", res.Record, "keys", keys, st.attr()}
 			if len(res.Tags) > 0 {
 				tags := make([]string, len(res.Tags))
 				for t := range res.Tags {
@@ -250,13 +252,13 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 			w.opts.Logger.DebugContext(ctx, "record invalidated", attrs...)
 		}
 	}
-	figs := figures(m, parked, second, again, announced, w.announcer != nil)
+	figs := append(figures(m, parked, second, again, announced, w.announcer != nil), st.figures(w.announcer != nil)...)
 	attrs := make([]any, 0, 2*len(figs)+4)
 	attrs = append(attrs, "source", source)
 	for _, f := range figs {
 		attrs = append(attrs, f.field, f.value)
 	}
-	w.opts.Logger.InfoContext(ctx, "batch", append(attrs, "duration_ms", took.Milliseconds())...)
+	w.opts.Logger.InfoContext(ctx, "batch", append(attrs, "duration_ms", time.Since(st.started).Milliseconds())...)
 	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, InvocationOf(ctx).RequestID, source, figs, time.Now()); err != nil {
 		w.opts.Logger.ErrorContext(ctx, "cannot write metrics", "error", err.Error())
 	}

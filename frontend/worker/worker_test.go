@@ -25,9 +25,11 @@ func TestEMFLine(t *testing.T) {
 	// The function name is escaped as JSON wants, whatever it holds.
 	function := "sqs-\"invalidate\"\\\n\x01é"
 	announced := &announcements{}
-	announced.add(6, nil)
-	announced.add(2, errors.New("not sent"))
-	figs := figures(m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, announced, true)
+	announced.add(6, nil, 20*time.Millisecond)
+	announced.add(2, errors.New("not sent"), 10*time.Millisecond)
+	started := time.UnixMilli(1795953600000)
+	st := stagesOf(started, started.Add(100*time.Millisecond), started.Add(250*time.Millisecond), m, announced.took())
+	figs := append(figures(m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, announced, true), st.figures(true)...)
 	if err := writeEMF(&buf, "Invalidator", function, "req-1", events.SourceSQS, figs, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +48,7 @@ func TestEMFLine(t *testing.T) {
 		SecondDeletesScheduled, SecondDeleteRefills, RedeletedKeys, RedeleteRefills        int64
 		Announcements, AnnounceFailedKeys                                                  int64
 		TagsInvalidated, TagsFailed, TagEntriesDeleted                                     int64
+		MaxAge, PlanTime, DeleteTime, AnnounceTime, AnswerTime                             int64
 	}
 	if !strings.HasSuffix(buf.String(), "}\n") || strings.Count(buf.String(), "\n") != 1 {
 		t.Fatalf("want one JSON line, got %q", buf.String())
@@ -65,6 +68,15 @@ func TestEMFLine(t *testing.T) {
 		if _, ok := members[metric.Name]; !ok {
 			t.Errorf("metric %s declared but missing", metric.Name)
 		}
+		timed := strings.HasSuffix(metric.Name, "Time") || strings.HasPrefix(metric.Name, "Max")
+		if want := map[bool]string{true: "Milliseconds", false: "Count"}[timed]; metric.Unit != want {
+			t.Errorf("metric %s in %s, want %s", metric.Name, metric.Unit, want)
+		}
+	}
+	// The lag, 1.5 s at the deletes, 100 ms after the batch began: the oldest
+	// change was 1.4 s old then; of the 100 ms, 30 announcing, the rest deleting.
+	if line.MaxAge != 1400 || line.PlanTime != 0 || line.DeleteTime != 70 || line.AnnounceTime != 30 || line.AnswerTime != 150 {
+		t.Errorf("stages = age %d, plan %d, delete %d, announce %d, answer %d ms", line.MaxAge, line.PlanTime, line.DeleteTime, line.AnnounceTime, line.AnswerTime)
 	}
 	if line.Records != 10 || line.FailedRecords != 2 || line.ParkedRecords != 1 || line.KeysDeleted != 7 || line.KeysAbsent != 3 || line.KeysFailed != 1 ||
 		line.MaxLag != 1500 || line.SecondDeletesScheduled != 5 || line.SecondDeleteRefills != 2 ||
