@@ -54,15 +54,16 @@ type results struct {
 	lost                                   map[string]int
 	maxReceives                            map[string]int // by path: the most receives of a message handed back
 	lag                                    map[string][]time.Duration
-	lagAt                                  map[string][]time.Time // when each lag's change was written
+	lagAt                                  map[string][]time.Time       // when each lag's change was written
+	stages                                 map[string][][]time.Duration // each lag's stages, in stageNames' order
 	wtReads                                *wtReads
 	near                                   *nearCounts // the readers through local tiers; nil: none
 	notes                                  []string
 }
 
-// invalidated is, for each marker key, when each function logged it
-// invalidated: its debug "record invalidated" lines.
-type invalidated map[string]map[string]time.Time
+// invalidated is, for each marker key, what each function's earliest
+// debug "record invalidated" line for it tells.
+type invalidated map[string]map[string]timeline
 
 func parseLogs(paths []string) (invalidated, error) {
 	seen := invalidated{}
@@ -77,11 +78,7 @@ func parseLogs(paths []string) (invalidated, error) {
 			if !strings.Contains(sc.Text(), `"msg":"record invalidated"`) {
 				continue
 			}
-			var line struct {
-				Time     time.Time
-				Function string
-				Keys     []string
-			}
+			var line logLine
 			if json.Unmarshal(sc.Bytes(), &line) != nil {
 				continue
 			}
@@ -90,10 +87,10 @@ func parseLogs(paths []string) (invalidated, error) {
 					continue
 				}
 				if seen[k] == nil {
-					seen[k] = map[string]time.Time{}
+					seen[k] = map[string]timeline{}
 				}
-				if at, ok := seen[k][line.Function]; !ok || line.Time.Before(at) {
-					seen[k][line.Function] = line.Time
+				if t, ok := seen[k][line.Function]; !ok || line.Time.Before(t.logged) {
+					seen[k][line.Function] = line.timeline()
 				}
 			}
 		}
@@ -106,7 +103,8 @@ func parseLogs(paths []string) (invalidated, error) {
 }
 
 func (l *load) check(ctx context.Context, logs []string) (results, error) {
-	r := results{lost: map[string]int{}, lag: map[string][]time.Duration{}, lagAt: map[string][]time.Time{}, reads: l.reads.Load(), readErrors: l.readErrors.Load(), wtReads: &l.wt}
+	r := results{lost: map[string]int{}, lag: map[string][]time.Duration{}, lagAt: map[string][]time.Time{}, stages: map[string][][]time.Duration{},
+		reads: l.reads.Load(), readErrors: l.readErrors.Load(), wtReads: &l.wt}
 	seen, err := parseLogs(logs)
 	if err != nil {
 		return r, err
@@ -117,7 +115,7 @@ func (l *load) check(ctx context.Context, logs []string) (results, error) {
 	r.changes, r.poisonSent = int64(len(changes)), int64(len(poisons))
 	for _, c := range changes {
 		for _, path := range c.paths {
-			at, ok := seen[c.marker][path]
+			t, ok := seen[c.marker][path]
 			if !ok {
 				r.lost[path]++
 				if r.lost[path] <= 3 {
@@ -125,8 +123,10 @@ func (l *load) check(ctx context.Context, logs []string) (results, error) {
 				}
 				continue
 			}
-			r.lag[path] = append(r.lag[path], max(0, at.Sub(c.at)))
+			lag, stages := split(c, t)
+			r.lag[path] = append(r.lag[path], lag)
 			r.lagAt[path] = append(r.lagAt[path], c.at)
+			r.stages[path] = append(r.stages[path], stages)
 		}
 	}
 	if r.stale, err = l.stale(ctx); err != nil {

@@ -40,9 +40,10 @@ type item struct {
 
 // change is one write, to be invalidated on each of its paths.
 type change struct {
-	marker string // the key only this change plans
-	paths  []string
-	at     time.Time
+	marker   string // the key only this change plans
+	paths    []string
+	at       time.Time // the write began
+	answered time.Time // the source answered it
 }
 
 // poisoned is one message that can never be decoded or planned, to be
@@ -281,11 +282,12 @@ func (l *load) writeProduct(ctx context.Context, poison int) error {
 	at := time.Now() // lag counts from the start of the write: moto may answer late
 	l.begin("product", id, v, at)
 	err := l.putProduct(ctx, id, v, true)
+	answered := time.Now()
 	l.finish("product", id, v)
 	if err != nil {
 		return err
 	}
-	l.wrote(change{marker: "e2e:mark:product:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathStream}, at: at})
+	l.wrote(change{marker: "e2e:mark:product:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathStream}, at: at, answered: answered})
 	return nil
 }
 
@@ -334,6 +336,6 @@ func (l *load) writeUser(ctx context.Context, poison int) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	l.wrote(change{marker: "e2e:mark:user:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathPoller, pathSQS}, at: at})
+	l.wrote(change{marker: "e2e:mark:user:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathPoller, pathSQS}, at: at, answered: time.Now()})
 	return nil
 }

@@ -139,6 +139,7 @@ func runSoak(ctx context.Context, e env, s *stack, p soakPlan) (bool, error) {
 	defer progress.stop()
 	progress.phase(fmt.Sprintf("soak at %g changes/s of each kind", p.rate))
 	l.start(ctx)
+	cpuFrom, cpuAt := s.cpu(), time.Now()
 	var samples []sample
 	for end := time.Now().Add(p.steady); time.Now().Before(end) && ctx.Err() == nil; wait.For(ctx, 10*time.Second) {
 		x, err := s.sample(since)
@@ -150,6 +151,7 @@ func runSoak(ctx context.Context, e env, s *stack, p soakPlan) (bool, error) {
 			time.Since(start).Seconds(), float64(x.poller.rss)/(1<<20), x.pollerGoroutines, x.poller.fds, float64(x.functions.rss)/(1<<20), x.functions.fds)
 	}
 	steadyEnd := time.Now()
+	line("cpu_pct", s.cpu().since(cpuFrom, steadyEnd.Sub(cpuAt)))
 	steps := []float64{}
 	for rate := p.rate * 2; p.ramp > 0 && ctx.Err() == nil && rate <= 640; rate *= 2 {
 		progress.phase(fmt.Sprintf("ramp at %g changes/s of each kind", rate))
@@ -180,21 +182,35 @@ func runSoak(ctx context.Context, e env, s *stack, p soakPlan) (bool, error) {
 	line("lost", lost)
 	line("drained", drained)
 	ok := lost == 0 && drained
-	window := func(from, to time.Time, path string) []time.Duration {
-		var ds []time.Duration
+	window := func(from, to time.Time, path string) []int {
+		var in []int
 		for i, at := range r.lagAt[path] {
 			if !at.Before(from) && at.Before(to) {
-				ds = append(ds, r.lag[path][i])
+				in = append(in, i)
 			}
+		}
+		return in
+	}
+	lags := func(path string, idx []int) []time.Duration {
+		ds := make([]time.Duration, len(idx))
+		for j, i := range idx {
+			ds[j] = r.lag[path][i]
 		}
 		return ds
 	}
 	for _, path := range []string{pathStream, pathPoller, pathSQS} {
 		name := strings.TrimSuffix(path, "-invalidate")
 		steady := window(start.Add(soakWarmup), steadyEnd, path)
-		line("lag_p50_ms_"+name, percentile(steady, 0.5).Milliseconds())
-		line("lag_p99_ms_"+name, percentile(steady, 0.99).Milliseconds())
-		ok = ok && percentile(steady, 0.99) <= soakLag
+		line("lag_p50_ms_"+name, percentile(lags(path, steady), 0.5).Milliseconds())
+		line("lag_p99_ms_"+name, percentile(lags(path, steady), 0.99).Milliseconds())
+		ok = ok && percentile(lags(path, steady), 0.99) <= soakLag
+		for k, stage := range stageNames {
+			ds := make([]time.Duration, len(steady))
+			for j, i := range steady {
+				ds[j] = r.stages[path][i][k]
+			}
+			line(fmt.Sprintf("stage_%s_ms_%s", stage, name), fmt.Sprintf("%d %d", percentile(ds, 0.5).Milliseconds(), percentile(ds, 0.99).Milliseconds()))
+		}
 	}
 	if len(samples) > 0 {
 		first, last := samples[0], samples[len(samples)-1]
@@ -222,7 +238,7 @@ func runSoak(ctx context.Context, e env, s *stack, p soakPlan) (bool, error) {
 		from := steadyEnd.Add(time.Duration(i) * p.ramp)
 		under := true
 		for _, path := range []string{pathStream, pathPoller, pathSQS} {
-			p99 := percentile(window(from, from.Add(p.ramp), path), 0.99)
+			p99 := percentile(lags(path, window(from, from.Add(p.ramp), path)), 0.99)
 			line(fmt.Sprintf("ramp_%g_lag_p99_ms_%s", rate, strings.TrimSuffix(path, "-invalidate")), p99.Milliseconds())
 			under = under && p99 <= soakLag
 		}
