@@ -81,25 +81,30 @@ bench: setup build ## measure against references in the same run; prints BENCH <
 bench-record: BENCH_FLAGS := -readme
 bench-record: bench ## make bench that also rewrites bench/README.md's latest run, its cost tables and bench/throughput.svg
 
-# The e2e run gets a stack of its own, beside make local's: moto on 4600, a
-# cluster on 7301-7303, state under .local/e2e. The third master has a
-# replica on 7304, and both announce 7313, where the run keeps one endpoint
-# following the master through its failovers, as ElastiCache Serverless
-# does. The raw queue's visibility is six times the 10 s function timeout
-# the run gives the driver; the worker may delete the keys of every kind of
-# reader the run has. E2E_MOTO_PORT, E2E_CACHE_PORTS, E2E_REPLICA_PORT and
-# E2E_ENDPOINT_PORT move it, to run beside another make e2e.
+# The e2e run gets a stack of its own, beside make local's: moto on 4600,
+# DynamoDB and its stream on a moto of their own on 4601 (one moto answers on
+# one core: the queues' traffic then does not slow the table's writes and
+# stream reads), a cluster on 7301-7303, state under .local/e2e. The third
+# master has a replica on 7304, and both announce 7313, where the run keeps
+# one endpoint following the master through its failovers, as ElastiCache
+# Serverless does. The raw queue's visibility is six times the 10 s function
+# timeout the run gives the driver; the worker may delete the keys of every
+# kind of reader the run has. E2E_MOTO_PORT, E2E_MOTO_DYNAMODB_PORT,
+# E2E_CACHE_PORTS, E2E_REPLICA_PORT and E2E_ENDPOINT_PORT move it, to run
+# beside another make e2e.
 E2E_MOTO_PORT ?= 4600
+E2E_MOTO_DYNAMODB_PORT ?= 4601
 E2E_CACHE_PORTS ?= 7301 7302 7303
 E2E_REPLICA_PORT ?= 7304
 E2E_ENDPOINT_PORT ?= 7313
 E2E_LAST_MASTER := $(lastword $(E2E_CACHE_PORTS))
-E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=$(E2E_MOTO_PORT) AWS_ENDPOINT_URL=http://127.0.0.1:$(E2E_MOTO_PORT) \
+E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=$(E2E_MOTO_PORT) AWS_ENDPOINT_URL=http://127.0.0.1:$(E2E_MOTO_PORT) MOTO_DYNAMODB_PORT=$(E2E_MOTO_DYNAMODB_PORT) \
 	CACHE_PORTS="$(E2E_CACHE_PORTS)" CACHE_ENDPOINT=127.0.0.1:$(firstword $(E2E_CACHE_PORTS)) CACHE_CA_FILE=$(CURDIR)/.local/e2e/tls/ca.crt VISIBILITY_TIMEOUT=60 \
 	CACHE_REPLICAS="$(E2E_REPLICA_PORT):$(E2E_LAST_MASTER)" CACHE_ANNOUNCE="$(E2E_LAST_MASTER):$(E2E_ENDPOINT_PORT) $(E2E_REPLICA_PORT):$(E2E_ENDPOINT_PORT)" \
 	WORKER_KEYS="cache:* naive:* replica:* e2e:mark:*"
 # What env.sh derives from the endpoint, should the calling shell have it.
-STACK_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL
+STACK_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL \
+	MOTO_DYNAMODB_PORT AWS_ENDPOINT_URL_DYNAMODB AWS_ENDPOINT_URL_DYNAMODB_STREAMS
 
 # The run leaves its lag over time in .local/e2e/lag.json, which the bench
 # module (that carries the plotting library) draws into E2E_PLOT: under

@@ -14,6 +14,7 @@ stopped() { ! kill -0 "$1" 2>/dev/null; }
 shopt -s nullglob
 read -ra ports <<<"$CACHE_PORTS"
 [ -f "$RUN_DIR/moto.pid" ] && ports+=("$MOTO_PORT") # a LocalStack we reused is not ours to stop
+[ -f "$RUN_DIR/moto-dynamodb.pid" ] && ports+=("$MOTO_DYNAMODB_PORT")
 pids=()
 # Private clusters of tests keep their state one level down. The stacks of
 # make e2e and make bench run beside this one, and their targets stop them.

@@ -29,6 +29,14 @@ export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-123456789012}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
 export AWS_ACCOUNT_ID="${AWS_ACCOUNT_ID:-123456789012}"
 export AWS_PAGER=""
+# MOTO_DYNAMODB_PORT, when set, gives DynamoDB and its stream a moto of their
+# own (make e2e and make soak): one moto process answers on one core, and the
+# queues' traffic then does not delay the table's writes and stream reads.
+# The AWS SDKs read the service-specific endpoints themselves.
+if [ -n "${MOTO_DYNAMODB_PORT:-}" ]; then
+  export AWS_ENDPOINT_URL_DYNAMODB="${AWS_ENDPOINT_URL_DYNAMODB:-http://127.0.0.1:$MOTO_DYNAMODB_PORT}"
+  export AWS_ENDPOINT_URL_DYNAMODB_STREAMS="${AWS_ENDPOINT_URL_DYNAMODB_STREAMS:-$AWS_ENDPOINT_URL_DYNAMODB}"
+fi
 
 # Cache: a 3-master TLS-only cluster with the default user off and one ACL
 # user, which is how ElastiCache Serverless presents itself to a client.

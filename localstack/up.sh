@@ -23,18 +23,21 @@ set -euo pipefail
 
 # --- moto -------------------------------------------------------------------
 
-# aws_ready is true when the endpoint answers an SQS call, so a LocalStack
-# already listening on the port is reused as well as moto.
+# aws_ready URL is true when the endpoint answers an SQS call, so a
+# LocalStack already listening on the port is reused as well as moto.
 aws_ready() {
-  curl -fs -o /dev/null --max-time 2 -X POST "$AWS_ENDPOINT_URL/" \
+  curl -fs -o /dev/null --max-time 2 -X POST "$1/" \
     -H 'Content-Type: application/x-amz-json-1.0' -H 'X-Amz-Target: AmazonSQS.ListQueues' -d '{}'
 }
 
+# start_moto PORT NAME starts a moto server on PORT, its pid in NAME.pid,
+# unless one answers there already.
 start_moto() {
+  local port=$1 name=$2 url=http://127.0.0.1:$1
   command -v curl >/dev/null || apt_install curl
-  if port_open "$MOTO_PORT"; then
-    aws_ready || die "port $MOTO_PORT is taken by something that does not answer AWS calls; stop it or set MOTO_PORT"
-    say "moto: reusing the server on $AWS_ENDPOINT_URL"
+  if port_open "$port"; then
+    aws_ready "$url" || die "port $port is taken by something that does not answer AWS calls; stop it or set MOTO_PORT"
+    say "moto: reusing the server on $url"
     return
   fi
   ensure_moto
@@ -44,10 +47,15 @@ start_moto() {
   # Its own session, so the server outlives this script and a Ctrl-C in the
   # terminal that started it; the inner shell records the pid that exec keeps.
   # shellcheck disable=SC2016
-  setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$RUN_DIR/moto.pid" \
-    "${cmd[@]}" -H 127.0.0.1 -p "$MOTO_PORT" >"$RUN_DIR/moto.log" 2>&1 </dev/null &
-  wait_until 30 aws_ready || die "moto did not start on port $MOTO_PORT; see $RUN_DIR/moto.log"
-  say "moto: started on $AWS_ENDPOINT_URL"
+  setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$RUN_DIR/$name.pid" \
+    "${cmd[@]}" -H 127.0.0.1 -p "$port" >"$RUN_DIR/$name.log" 2>&1 </dev/null &
+  wait_until 30 aws_ready "$url" || die "moto did not start on port $port; see $RUN_DIR/$name.log"
+  say "moto: started on $url"
+}
+
+start_aws() {
+  start_moto "$MOTO_PORT" moto
+  if [ -n "${MOTO_DYNAMODB_PORT:-}" ]; then start_moto "$MOTO_DYNAMODB_PORT" moto-dynamodb; fi
 }
 
 # --- cache cluster ----------------------------------------------------------
@@ -216,14 +224,14 @@ provision() {
 [ $# -gt 0 ] || set -- aws cache
 for part in "$@"; do
   case "$part" in
-    aws) start_moto && provision ;;
+    aws) start_aws && provision ;;
     cache) start_cache ;;
     *) die "unknown part '$part'; use aws, cache or nothing for both" ;;
   esac
 done
 cat <<EOF
 local stack up. Use it from a shell with:  . localstack/env.sh
-  AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL  AWS_REGION=$AWS_REGION
+  AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL  AWS_REGION=$AWS_REGION${AWS_ENDPOINT_URL_DYNAMODB:+  AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB}
   CACHE_ENDPOINT=$CACHE_ENDPOINT  CACHE_TLS=$CACHE_TLS  CACHE_USERNAME=$CACHE_USERNAME
   CACHE_CA_FILE=$CACHE_CA_FILE
 EOF

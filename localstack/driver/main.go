@@ -34,7 +34,7 @@ import (
 
 type settings struct {
 	queue, again, table, dlq, bin, state  string
-	timeout, sqsWindow                    time.Duration
+	timeout, sqsWindow, sqsWait           time.Duration
 	sqsBatch, streamBatch, sqsConcurrency int
 	retries                               int
 	maxAge                                time.Duration
@@ -52,6 +52,7 @@ func main() {
 	flag.DurationVar(&s.timeout, "timeout", 30*time.Second, "function timeout (FunctionTimeout)")
 	flag.IntVar(&s.sqsConcurrency, "sqs-concurrency", 10, "most batches invoked at once per SQS mapping, one emulator each: five always, as Lambda's SQS pollers start, more while messages keep coming")
 	flag.IntVar(&s.sqsBatch, "sqs-batch-size", 10, "messages per invoke, 1-10, up to 10000 with a batching window (SqsBatchSize)")
+	flag.DurationVar(&s.sqsWait, "sqs-wait-time", 20*time.Second, "long poll of each receive, 1-20 s, as Lambda's pollers wait 20 s; stopping waits out the polls in flight")
 	flag.DurationVar(&s.sqsWindow, "sqs-batching-window", 0, "how long a batch of the queue may gather messages, 0 for none (SqsBatchingWindow; the delay queue's has none)")
 	flag.IntVar(&s.streamBatch, "stream-batch-size", 1000, "stream records per invoke, 1-1000 (StreamBatchSize)")
 	flag.IntVar(&s.retries, "stream-max-retries", -1, "retries of a failed stream record, -1 for no limit (StreamMaximumRetryAttempts)")
@@ -93,7 +94,7 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 			fns = append(fns, fn)
 		}
 		m := &esm.SQSMapping{Client: sqs.NewFromConfig(cfg), QueueURL: url, Functions: fns, BatchSize: int32(s.sqsBatch), Logger: log,
-			InvokeTimeout: s.timeout + 5*time.Second}
+			InvokeTimeout: s.timeout + 5*time.Second, WaitTime: s.sqsWait}
 		if i == 0 { // as in template.yaml, where the delay queue's mapping has no window
 			m.BatchingWindow = s.sqsWindow
 		}

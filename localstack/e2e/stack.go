@@ -121,9 +121,10 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
 			ready: func() bool { return healthy(health) }},
 		// A function timeout of 10 s: the raw queue's visibility is six
-		// times that (make e2e sets it), as the template has it.
+		// times that (make e2e sets it), as the template has it. Polls of
+		// 5 s, as the poller's: the run stops and restarts the driver.
 		driver: &proc{name: "driver", path: driverBin, log: filepath.Join(logs, "driver.log"), env: worker,
-			args: []string{"-bin", bin, "-state", filepath.Join(e.state, "esm"), "-timeout", "10s",
+			args: []string{"-bin", bin, "-state", filepath.Join(e.state, "esm"), "-timeout", "10s", "-sqs-wait-time", "5s",
 				"-queue", e.rawQueue, "-table", e.table, "-on-failure", e.failureQueue}},
 	}
 	for _, p := range []*proc{s.poller, s.driver} {

@@ -48,7 +48,11 @@ type SQSMapping struct {
 	// BatchingWindow is how long a batch may gather messages before it is
 	// invoked (SqsBatchingWindow); zero invokes each receive at once.
 	BatchingWindow time.Duration
-	Logger         *slog.Logger
+	// WaitTime is each receive's long poll, 1-20 s. Default 20 s, as
+	// Lambda's pollers wait; a stopping mapping waits out the polls in
+	// flight.
+	WaitTime time.Duration
+	Logger   *slog.Logger
 }
 
 // Run polls until ctx ends.
@@ -122,9 +126,13 @@ func (m *SQSMapping) gather(ctx context.Context, log *slog.Logger, batch int32) 
 	var msgs []types.Message
 	var deadline time.Time
 	for ctx.Err() == nil && int32(len(msgs)) < batch && (msgs == nil || time.Now().Before(deadline)) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiveTimeout)
+		wait := min(max(cmp.Or(m.WaitTime, 20*time.Second), time.Second), 20*time.Second)
+		if msgs != nil { // no longer than the window has left
+			wait = min(wait, max(time.Until(deadline), time.Second))
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+10*time.Second)
 		out, err := m.Client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(m.QueueURL), MaxNumberOfMessages: min(batch-int32(len(msgs)), 10), WaitTimeSeconds: 1,
+			QueueUrl: aws.String(m.QueueURL), MaxNumberOfMessages: min(batch-int32(len(msgs)), 10), WaitTimeSeconds: int32(wait / time.Second),
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
 		cancel()
@@ -145,9 +153,6 @@ func (m *SQSMapping) gather(ctx context.Context, log *slog.Logger, batch int32) 
 	}
 	return msgs
 }
-
-// receiveTimeout bounds one long poll of a second.
-const receiveTimeout = 10 * time.Second
 
 // handBack makes messages received while stopping visible again at once,
 // for the next consumer, rather than after their visibility timeout.

@@ -34,6 +34,9 @@ else
   awscli() { awslocal --output text "$@"; }
 fi
 
+# DynamoDB may have an endpoint of its own (localstack/env.sh, MOTO_DYNAMODB_PORT).
+dynamodb() { awscli --endpoint-url "${AWS_ENDPOINT_URL_DYNAMODB:-$AWS_ENDPOINT_URL}" dynamodb "$@"; }
+
 queue_url() { # name -> URL, creating the queue when it is missing
   awscli sqs get-queue-url --queue-name "$1" --query QueueUrl 2>/dev/null ||
     awscli sqs create-queue --queue-name "$1" --query QueueUrl
@@ -106,15 +109,15 @@ inspect_arn=$(queue_arn "$inspect_url")
 awscli sqs set-queue-attributes --queue-url "$inspect_url" --attributes "$(python3 -c 'import json,sys; print(json.dumps({"MessageRetentionPeriod": "60", "Policy": sys.argv[1]}))' "$(sns_may_send "$inspect_arn")")"
 subscribe "$inspect_arn" false
 
-if ! awscli dynamodb describe-table --table-name "$table" --query Table.TableName >/dev/null 2>&1; then
-  awscli dynamodb create-table --table-name "$table" \
+if ! dynamodb describe-table --table-name "$table" --query Table.TableName >/dev/null 2>&1; then
+  dynamodb create-table --table-name "$table" \
     --attribute-definitions AttributeName=id,AttributeType=S \
     --key-schema AttributeName=id,KeyType=HASH \
     --billing-mode PAY_PER_REQUEST \
     --stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES >/dev/null
 fi
-awscli dynamodb wait table-exists --table-name "$table"
-stream_arn=$(awscli dynamodb describe-table --table-name "$table" --query Table.LatestStreamArn)
+dynamodb wait table-exists --table-name "$table"
+stream_arn=$(dynamodb describe-table --table-name "$table" --query Table.LatestStreamArn)
 
 echo "resources ready:"
 echo "  topic       $topic_arn"
