@@ -180,6 +180,7 @@ func (l *load) stopReaders() {
 // ReceiveMessage costs grow with the queue's length (README, "The local
 // stack").
 func (l *load) write(ctx context.Context, one func(ctx context.Context, poison int) error) {
+	next := time.Now()
 	for n := 0; ctx.Err() == nil; n++ {
 		poison := -1
 		if l.poison && n%100 == 50 {
@@ -188,7 +189,14 @@ func (l *load) write(ctx context.Context, one func(ctx context.Context, poison i
 		if err := one(ctx, poison); err == nil {
 			l.writes.Add(1)
 		}
-		wait.For(ctx, l.pause())
+		// Paced from when each write was due, not from its answer, so that
+		// the rate is the load's however long moto takes; a writer more
+		// than a second behind starts again from now rather than bursting.
+		next = next.Add(l.pause())
+		if time.Since(next) > time.Second {
+			next = time.Now()
+		}
+		wait.For(ctx, time.Until(next))
 	}
 }
 
