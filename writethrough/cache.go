@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	randv2 "math/rand/v2"
 	"time"
@@ -32,6 +33,8 @@ type Cache[V any] struct {
 	breaker   breaker
 	misses    singleflight.Group
 	refreshes singleflight.Group
+	// What it found at its keys and dropped (Stats).
+	foreign, undecodable, staleLeases finding
 }
 
 // New returns a Cache storing in client.
@@ -79,7 +82,13 @@ func New[V any](client valkey.Client, opts Options[V]) *Cache[V] {
 	if opts.Rand == nil {
 		opts.Rand = randv2.Float64
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	c := &Cache[V]{client: client, opts: opts}
+	c.foreign.msg = "writethrough: a foreign value dropped: not a writethrough entry"
+	c.undecodable.msg = "writethrough: an entry dropped: its payload does not decode"
+	c.staleLeases.msg = "writethrough: a stale lease dropped: it would not expire within LeaseTTL"
 	c.breaker = breaker{threshold: int32(max(opts.BreakerThreshold, 0)), coolDown: opts.BreakerCoolDown, clock: opts.Clock}
 	return c
 }
@@ -93,11 +102,6 @@ local cur = redis.call('GET', KEYS[1])
 if not cur or string.match(cur, '^wt1|%a|([^|]*)|') ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1`)
-
-// dropScript deletes KEYS[1] only while it still holds exactly ARGV[1].
-var dropScript = valkey.NewLuaScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`)
 
 // maxAttempts bounds Get's passes: a key invalidated again and again while
 // a caller waits does not keep it forever.
@@ -129,15 +133,18 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Contex
 			if ctx.Err() != nil {
 				return zero, ctx.Err()
 			}
+			if c.dropOtherType(ctx, key, err) {
+				continue
+			}
 			return load(ctx)
 		}
 		e, err := decodeEntry(raw)
 		if err != nil {
-			c.drop(ctx, key, string(raw))
+			c.drop(ctx, key, string(raw), &c.foreign)
 			continue
 		}
 		if e.kind == kindLease {
-			v, err, retry := c.wait(ctx, key, load)
+			v, err, retry := c.wait(ctx, key, string(raw), load)
 			if !retry {
 				return v, err
 			}
@@ -164,7 +171,7 @@ func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw string, loa
 			v, err = load(ctx) // the value cannot be vouched for
 			return v, err, true
 		case !registered:
-			c.drop(ctx, key, raw) // a tag was invalidated or lost
+			c.drop(ctx, key, raw, nil) // a tag was invalidated or lost
 			return v, nil, false
 		}
 	}
@@ -191,7 +198,7 @@ func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw string, loa
 	}
 	v, err = c.opts.Codec.Unmarshal(e.payload)
 	if err != nil {
-		c.drop(ctx, key, raw)
+		c.drop(ctx, key, raw, &c.undecodable, "error", err.Error())
 		return v, nil, false
 	}
 	return v, nil, true
@@ -323,10 +330,14 @@ func (c *Cache[V]) loadAndFill(ctx context.Context, key string, from entry, leas
 	return o
 }
 
-// wait waits for another process's load, for half the time ctx has left
-// at most: a caller with a deadline then has the other half to load. retry
-// says to read the key again.
-func (c *Cache[V]) wait(ctx context.Context, key string, load func(context.Context) (V, error)) (v V, err error, retry bool) {
+// wait waits for another process's load of key, whose lease is lease,
+// for half the time ctx has left at most: a caller with a deadline then
+// has the other half to load. A stale lease, which no loader will fill, is
+// dropped instead. retry says to read the key again.
+func (c *Cache[V]) wait(ctx context.Context, key, lease string, load func(context.Context) (V, error)) (v V, err error, retry bool) {
+	if c.dropStale(ctx, key, lease) {
+		return v, nil, true
+	}
 	deadline := time.Now().Add(c.opts.LeaseTTL)
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < 2*c.opts.LeaseTTL {
 		deadline = time.Now().Add(time.Until(d) / 2)
@@ -362,22 +373,6 @@ func (c *Cache[V]) renew(ctx context.Context, key string, e entry) {
 	e.stamp, e.expiry = stamp(), c.opts.Clock.Now().Add(ttl)
 	_ = c.exec(ctx, fillScript, key, from, e.encode(), ms(ttl)).Error()
 }
-
-// drop deletes an entry that no longer decodes, unless it changed.
-func (c *Cache[V]) drop(ctx context.Context, key, raw string) {
-	_ = c.exec(ctx, dropScript, key, raw).Error()
-}
-
-func (c *Cache[V]) dropStamped(ctx context.Context, key, from string) {
-	_ = c.exec(ctx, dropStampedScript, key, from).Error()
-}
-
-// dropStampedScript deletes KEYS[1] only while it holds the entry stamped
-// ARGV[1].
-var dropStampedScript = valkey.NewLuaScript(`
-local cur = redis.call('GET', KEYS[1])
-if cur and string.match(cur, '^wt1|%a|([^|]*)|') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`)
 
 // clock reads the tag clock for a fill, when values have tags: before the
 // load, so that an invalidation of a tag after it shows in the tag.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"math"
 	mrand "math/rand/v2"
 	"strconv"
@@ -271,19 +272,38 @@ func naiveGet(ctx context.Context, client valkey.Client, key string, ttl time.Du
 	return v, client.Do(ctx, client.B().Set().Key(key).Value(string(raw)).Px(ttl).Build()).Error()
 }
 
+// persist takes the TTL off random keys, whatever they hold — a loader's
+// lease, a value, nothing —, and sets stale leases on missing ones, until
+// ctx ends.
+func persist(ctx context.Context, t *testing.T, client valkey.Client, keyOf func(int) string) {
+	for ctx.Err() == nil {
+		k := keyOf(mrand.IntN(tortureKeys))
+		cmd := client.B().Persist().Key(k).Build()
+		if mrand.IntN(2) == 0 {
+			cmd = client.B().Set().Key(k).Value(entry{kind: kindLease, stamp: stamp()}.encode()).Nx().Build()
+		}
+		if err := client.Do(context.Background(), cmd).Error(); err != nil && !valkey.IsValkeyNil(err) {
+			t.Error(err)
+			return
+		}
+		time.Sleep(time.Duration(mrand.IntN(2000)) * time.Microsecond)
+	}
+}
+
 // TestStaleSetTorture runs readers doing cache-aside against writers that
 // update the source of truth and invalidate after random delays, as the
 // event-driven invalidator does; with WriteThrough the writers also store
 // the new value, after a random delay of their own. Once every write and
 // invalidation is delivered, no key may hold a value other than the
 // source's — also when one in ten of the readers' commands fails, sent or
-// not, as when the cache stops answering.
+// not, as when the cache stops answering, and when something else PERSISTs
+// the keys, leases included, and sets stale leases, which readers drop.
 func TestStaleSetTorture(t *testing.T) {
-	naive, ours, through, lossy := torture(t, naiveAside), torture(t, invalidateOnWrite), torture(t, writeThrough), torture(t, lostReplies)
-	t.Logf("stale keys after quiescence: Get + invalidation %d, Get + WriteThrough + invalidation %d, the same with replies lost %d, naive cache-aside %d (of %d)",
-		ours, through, lossy, naive, tortureKeys)
-	if ours != 0 || through != 0 || lossy != 0 {
-		t.Fatalf("stale keys: %d with invalidation, %d with write-through, %d with replies lost; want 0", ours, through, lossy)
+	naive, ours, through, lossy, hostile := torture(t, naiveAside), torture(t, invalidateOnWrite), torture(t, writeThrough), torture(t, lostReplies), torture(t, staleLeases)
+	t.Logf("stale keys after quiescence: Get + invalidation %d, Get + WriteThrough + invalidation %d, the same with replies lost %d, with stale leases %d, naive cache-aside %d (of %d)",
+		ours, through, lossy, hostile, naive, tortureKeys)
+	if ours != 0 || through != 0 || lossy != 0 || hostile != 0 {
+		t.Fatalf("stale keys: %d with invalidation, %d with write-through, %d with replies lost, %d with stale leases; want 0", ours, through, lossy, hostile)
 	}
 }
 
@@ -296,11 +316,12 @@ const (
 	invalidateOnWrite
 	writeThrough
 	lostReplies // invalidateOnWrite, one reader command in ten failing
+	staleLeases // invalidateOnWrite, keys PERSISTed and stale leases set meanwhile
 )
 
 func torture(t *testing.T, mode tortureMode) (stale int) {
 	client := testenv.Cache(t)
-	c := New[product](client, Options[product]{VersionOf: versionOf})
+	c := New[product](client, Options[product]{VersionOf: versionOf, Logger: slog.New(slog.DiscardHandler)})
 	if mode == lostReplies {
 		lossy := &lossyClient{Client: client, lose: func([]string) (lost, sent bool) { return mrand.IntN(10) == 0, mrand.IntN(2) == 0 }}
 		c = New[product](lossy, Options[product]{VersionOf: versionOf})
@@ -371,9 +392,18 @@ func torture(t *testing.T, mode tortureMode) (stale int) {
 			}
 		})
 	}
+	if mode == staleLeases {
+		writers.Go(func() { persist(ctx, t, client, keyOf) })
+	}
 	writers.Wait()
 	delivered.Wait()
 	readers.Wait()
+	if n := c.Stats().StaleLeases; mode == staleLeases {
+		t.Logf("stale leases dropped: %d", n)
+		if n == 0 {
+			t.Error("no stale lease was dropped: the torture did not try what it is for")
+		}
+	}
 
 	for i := range tortureKeys {
 		raw, err := client.Do(context.Background(), client.B().Get().Key(keyOf(i)).Build()).AsBytes()

@@ -13,7 +13,10 @@
 // expiry are refreshed early, with the probability of XFetch (Vattani,
 // Chierichetti, Lowenstein, VLDB 2015), so a hot key is recomputed before it
 // expires rather than by a stampede after. "Not found" is cached too, for a
-// shorter time, and a value that no longer decodes is deleted and reloaded.
+// shorter time, and a value that no longer decodes is deleted and reloaded,
+// as is anything else found at a key (counted in Stats, and logged): a
+// value that is not an entry, a lease that would not expire within
+// LeaseTTL, which no loader holds.
 //
 // The write path invalidates after the database write (Write), or updates a
 // cached value of a known older version in place (WriteThrough): a late

@@ -2,6 +2,7 @@ package writethrough
 
 import (
 	"encoding/json"
+	"log/slog"
 	"time"
 )
 
@@ -60,7 +61,11 @@ type Options[V any] struct {
 	NegativeTTL time.Duration
 	// LeaseTTL is how long a loader's lease holds the key; other callers
 	// wait up to this long, and no more than half the time their context
-	// has left, then do as OnLeaseTimeout says. Default 3 s.
+	// has left, then do as OnLeaseTimeout says. A lease that would not
+	// expire within it (PERSISTed, set without a TTL or with a longer one)
+	// is no loader's: it is dropped, not waited on — so every Cache on the
+	// same keys needs the same LeaseTTL, or the longer one's loads do not
+	// fill while the shorter one reads. Default 3 s.
 	LeaseTTL time.Duration
 	// WaitStep is how often a waiting caller looks again. Default 10 ms.
 	WaitStep time.Duration
@@ -114,6 +119,9 @@ type Options[V any] struct {
 	// (writethrough/local.New). A Cache with TagsOf does not use it: its
 	// hits check their tags in the shared cache. Default none.
 	Local Local[V]
+	// Logger receives a warning for each thing found at a key that no
+	// Cache stores there, and dropped (see Stats). Default slog.Default().
+	Logger *slog.Logger
 	// Codec encodes values. Default JSONCodec.
 	Codec Codec[V]
 	// Clock tells the time. Default the system clock.
