@@ -11,12 +11,14 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/internal/serverinfo"
 )
 
 func main() {
@@ -52,6 +54,10 @@ func main() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
+	if serverName, err = serverinfo.Of(ctx, client); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("BENCH server %s\n", serverName)
 	s := server{cfg: cfg, client: client}
 	s.used, s.local = serverCPU(ctx, client)
 

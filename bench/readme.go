@@ -91,10 +91,13 @@ func (r results) writeLatest() error {
 	})
 }
 
+// serverName is the cache server the run measured, "valkey 8.0.1".
+var serverName string
+
 // machine says when and on what this run ran.
 func machine() string {
-	return fmt.Sprintf("%s on %s (%d CPUs), %s",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuModel(), runtime.NumCPU(), runtime.Version())
+	return fmt.Sprintf("%s on %s (%d CPUs), %s, %s",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuModel(), runtime.NumCPU(), runtime.Version(), serverName)
 }
 
 // replaceSection puts body between the lines begin and end of the file at

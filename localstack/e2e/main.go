@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/internal/serverinfo"
 	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
@@ -75,7 +77,13 @@ func main() {
 		p = short
 	}
 	soak.judgeGrowth = soak.steady >= 5*time.Minute
+	prefix := map[bool]string{true: "SOAK", false: "E2E"}[soak.steady > 0]
 	ok, err := onStack(ctx, *bin, *secondDelete, func(env env, s *stack) (bool, error) {
+		server, err := serverOf(ctx, env)
+		if err != nil {
+			return false, err
+		}
+		fmt.Printf("%s server %s\n", prefix, server)
 		if soak.steady > 0 {
 			return runSoak(ctx, env, s, soak)
 		}
@@ -88,6 +96,16 @@ func main() {
 	if !ok {
 		os.Exit(1)
 	}
+}
+
+// serverOf names the server the stack's cache runs, and its version.
+func serverOf(ctx context.Context, e env) (string, error) {
+	client, err := elasticache.New(e.cache)
+	if err != nil {
+		return "", err
+	}
+	defer client.Close()
+	return serverinfo.Of(ctx, client)
 }
 
 // onStack starts the worker on the e2e stack, its second deletes delay
@@ -192,6 +210,12 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 			r.failovers = append(r.failovers, fo)
 		}
 	}
+	var replicaStale []time.Duration
+	if s.shard != nil {
+		if replicaStale, err = s.replicaReads(ctx, 1000); err != nil {
+			return false, fmt.Errorf("replica reads: %w", err)
+		}
+	}
 	for _, in := range inspectors {
 		inspection, err := in.report()
 		if err != nil {
@@ -202,6 +226,7 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 	if err := writeLag(filepath.Join(env.state, "lag.json"), start, r, faults); err != nil {
 		return false, err
 	}
+	printReplicaReads(replicaStale)
 	return r.print(faults, drained, time.Since(start)), nil
 }
 
