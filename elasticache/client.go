@@ -13,8 +13,8 @@ import (
 )
 
 // ClientOption turns the configuration into valkey-go options: where to
-// connect, TLS, the login, the connection lifetime, and client-side caching
-// off. The rest is valkey-go's defaults, for the caller to tune.
+// connect, TLS, the login, the connection lifetime, replica reads only when
+// asked, and client-side caching off. The rest is valkey-go's defaults, for the caller to tune.
 func (c Config) ClientOption() (valkey.ClientOption, error) {
 	if err := c.Validate(); err != nil {
 		return valkey.ClientOption{}, err
@@ -28,6 +28,9 @@ func (c Config) ClientOption() (valkey.ClientOption, error) {
 		// which a least-privilege ACL user may not run: with it on, such a
 		// user could not connect at all. Turn it on in the options if wanted.
 		DisableCache: true,
+	}
+	if c.ReplicaReads {
+		opt.SendToReplicas = func(cmd valkey.Completed) bool { return cmd.IsReadOnly() }
 	}
 	if c.IAM != nil {
 		if c.IAM.Credentials == nil {

@@ -34,6 +34,17 @@ type Config struct {
 	// CACHE_USERNAME, default off), logs in with IAM tokens instead of a
 	// password. The caller fills in its Region and Credentials.
 	IAM *IAM
+	// ReplicaReads lets read-only commands be served by replicas
+	// (CACHE_REPLICA_READS, default false): valkey-go sends them to the
+	// replicas (READONLY); on ElastiCache Serverless, point Endpoint at
+	// port 6380, whose reads replicas serve. Off, an endpoint on port 6380
+	// is refused, so that no service reads replicas by mistake. A replica
+	// is behind its primary by its replication lag, and a read there may
+	// return a value for that long after its invalidation has finished:
+	// outside the invalidator's promise (docs/operations.md, "When
+	// something fails"). writethrough needs the primary: give it a client
+	// without ReplicaReads.
+	ReplicaReads bool
 	// ConnLifetime closes each connection this long after it opened, and
 	// the client opens another (CACHE_CONN_LIFETIME, a Go duration).
 	// Default: 11h with IAM, as ElastiCache drops IAM-authenticated
@@ -53,6 +64,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	var err error
 	if c.TLS, err = boolEnv(getenv, "CACHE_TLS", true); err != nil {
+		return Config{}, err
+	}
+	if c.ReplicaReads, err = boolEnv(getenv, "CACHE_REPLICA_READS", false); err != nil {
 		return Config{}, err
 	}
 	iam, err := boolEnv(getenv, "CACHE_IAM_AUTH", false)
@@ -90,17 +104,25 @@ func boolEnv(getenv func(string) string, key string, def bool) (bool, error) {
 func (c Config) Env() []string {
 	return []string{
 		"CACHE_ENDPOINT=" + c.Endpoint, "CACHE_TLS=" + strconv.FormatBool(c.TLS), "CACHE_CA_FILE=" + c.CAFile,
-		"CACHE_USERNAME=" + c.Username, "CACHE_PASSWORD=" + c.Password,
+		"CACHE_USERNAME=" + c.Username, "CACHE_PASSWORD=" + c.Password, "CACHE_REPLICA_READS=" + strconv.FormatBool(c.ReplicaReads),
 	}
 }
 
-// Validate reports the first problem that would stop a connection.
+// replicaPort is ElastiCache Serverless's endpoint of reads from replicas.
+const replicaPort = "6380"
+
+// Validate reports the first problem that would stop a connection, or
+// would read replicas unasked.
 func (c Config) Validate() error {
 	if c.Endpoint == "" {
 		return fmt.Errorf("%w: CACHE_ENDPOINT is required (host:port)", ErrConfig)
 	}
-	if _, port, err := net.SplitHostPort(c.Endpoint); err != nil || port == "" {
+	_, port, err := net.SplitHostPort(c.Endpoint)
+	if err != nil || port == "" {
 		return fmt.Errorf("%w: CACHE_ENDPOINT=%q is not host:port", ErrConfig, c.Endpoint)
+	}
+	if port == replicaPort && !c.ReplicaReads {
+		return fmt.Errorf("%w: CACHE_ENDPOINT=%q: port %s serves reads from replicas, which may return a value after its invalidation has finished; use 6379, or set CACHE_REPLICA_READS=true", ErrConfig, c.Endpoint, replicaPort)
 	}
 	if c.CAFile != "" && !c.TLS {
 		return fmt.Errorf("%w: CACHE_CA_FILE is set but CACHE_TLS is false", ErrConfig)

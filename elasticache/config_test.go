@@ -48,6 +48,16 @@ func TestConfigFromEnv(t *testing.T) {
 			env:  map[string]string{"CACHE_ENDPOINT": "h:1", "CACHE_CONN_LIFETIME": "6h"},
 			want: Config{Endpoint: "h:1", TLS: true, ConnLifetime: 6 * time.Hour},
 		},
+		{
+			name: "replica reads when asked",
+			env:  map[string]string{"CACHE_ENDPOINT": "c.serverless.use1.cache.amazonaws.com:6380", "CACHE_REPLICA_READS": "true"},
+			want: Config{Endpoint: "c.serverless.use1.cache.amazonaws.com:6380", TLS: true, ReplicaReads: true},
+		},
+		{
+			name:    "the replicas' port unasked",
+			env:     map[string]string{"CACHE_ENDPOINT": "c.serverless.use1.cache.amazonaws.com:6380"},
+			wantErr: "CACHE_REPLICA_READS",
+		},
 		{name: "lifetime not a duration", env: map[string]string{"CACHE_ENDPOINT": "h:1", "CACHE_CONN_LIFETIME": "6"}, wantErr: "CACHE_CONN_LIFETIME"},
 		{name: "endpoint missing", env: map[string]string{}, wantErr: "CACHE_ENDPOINT is required"},
 		{name: "endpoint without port", env: map[string]string{"CACHE_ENDPOINT": "cache.example"}, wantErr: "is not host:port"},
@@ -186,7 +196,7 @@ func TestIAMToken(t *testing.T) {
 }
 
 func TestEnvRoundTrip(t *testing.T) {
-	want := Config{Endpoint: "127.0.0.1:7001", TLS: true, CAFile: "/ca.crt", Username: "app", Password: "p"}
+	want := Config{Endpoint: "127.0.0.1:7001", TLS: true, CAFile: "/ca.crt", Username: "app", Password: "p", ReplicaReads: true}
 	vars := map[string]string{}
 	for _, kv := range want.Env() {
 		k, v, _ := strings.Cut(kv, "=")

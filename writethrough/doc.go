@@ -34,6 +34,11 @@
 // ErrInvalidate with ErrCacheUnavailable: the key is left for the
 // event-driven invalidator to delete.
 //
+// A Cache reads and fills through the client it is given, which must reach
+// the primaries (elasticache.Config without ReplicaReads): a replica may
+// serve a value for its replication lag after the value's invalidation
+// finished.
+//
 // Every cached entry is an envelope: a short header (kind, stamp, version,
 // recompute time, logical expiry) and the encoded value. The invalidator's
 // plain deletes work on it as on any key.

@@ -174,14 +174,7 @@ func (s *stack) isMaster(ctx context.Context, port int) bool {
 // holds, and its value, through a connection of its own to that node: the
 // values, not the tags' hashes.
 func (s *stack) snapshot(ctx context.Context, port int, prefix string) (map[string]string, error) {
-	cfg := s.env.cache
-	cfg.Endpoint = "127.0.0.1:" + strconv.Itoa(port)
-	opt, err := cfg.ClientOption()
-	if err != nil {
-		return nil, err
-	}
-	opt.ForceSingleClient = true
-	node, err := valkey.NewClient(opt)
+	node, err := s.nodeClient(port)
 	if err != nil {
 		return nil, err
 	}
