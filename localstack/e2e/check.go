@@ -41,6 +41,7 @@ type staleCounts struct {
 type race struct {
 	delay   time.Duration
 	drained bool
+	drain   time.Duration // how long its drain took
 	stale   staleCounts
 }
 
@@ -269,7 +270,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 // print writes the E2E lines and tells whether the run passed.
-func (r results) print(faults []faultResult, drained bool, took time.Duration) bool {
+func (r results) print(faults []faultResult, drained bool, drain, took time.Duration) bool {
 	line := func(name string, v any) { fmt.Printf("E2E %s %v\n", name, v) }
 	lost := 0
 	for _, n := range r.lost {
@@ -313,6 +314,7 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 	r.notes = append(r.notes, notes...)
 	recovered = recovered && backlogsOK
 	line("drained", drained)
+	line("drain_s", int(drain.Seconds()))
 	line("recovered", recovered)
 	// The races side by side: what the second delete prevents.
 	racesOK := true
@@ -326,6 +328,7 @@ func (r results) print(faults []faultResult, drained bool, took time.Duration) b
 		line(name+"_stale_replica", race.stale.replica)
 		line(name+"_stale_list", race.stale.list)
 		line(name+"_drained", race.drained)
+		line(name+"_drain_s", int(race.drain.Seconds()))
 		if race.delay > 0 {
 			racesOK = racesOK && race.drained && race.stale.writethrough+race.stale.naive+race.stale.replica+race.stale.list == 0
 			r.notes = append(r.notes, race.stale.notes...)

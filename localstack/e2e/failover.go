@@ -52,6 +52,7 @@ type failoverResult struct {
 	cameBack, reverted int // keys the promotion brought back, or back to another value
 	redeletes          int // re-deletes the workers logged after it
 	drained            bool
+	drain              time.Duration // how long its drain took
 	stale              staleCounts
 }
 
@@ -88,7 +89,7 @@ func runFailover(ctx context.Context, env env, s *stack, delay, lag, steady time
 	wait.For(ctx, steady)
 	progress.phase(r.name() + ", draining")
 	l.stopWriters()
-	r.drained = l.drain(ctx, raceDrain)
+	r.drain, r.drained = l.drain(ctx, raceDrain)
 	l.stopReaders()
 	if r.stale, err = l.stale(ctx); err != nil {
 		return r, err
@@ -240,6 +241,7 @@ func printFailovers(fs []failoverResult, line func(string, any)) (ok bool, notes
 		line(name+"_stale_replica", f.stale.replica)
 		line(name+"_stale_list", f.stale.list)
 		line(name+"_drained", f.drained)
+		line(name+"_drain_s", int(f.drain.Seconds()))
 		stale := f.stale.writethrough + f.stale.list
 		if f.delay > 0 {
 			stale += f.stale.naive + f.stale.replica

@@ -184,7 +184,7 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 	}
 	progress.phase("draining")
 	l.stopWriters()
-	drained := l.drain(ctx, 3*time.Minute)
+	drain, drained := l.drain(ctx, 3*time.Minute)
 	for _, in := range inspectors {
 		in.stopReading()
 	}
@@ -227,7 +227,7 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 		return false, err
 	}
 	printReplicaReads(replicaStale)
-	return r.print(faults, drained, time.Since(start)), nil
+	return r.print(faults, drained, drain, time.Since(start)), nil
 }
 
 // runRace restarts the worker with second deletes delay after the first
@@ -250,7 +250,7 @@ func runRace(ctx context.Context, env env, s *stack, d, delay time.Duration, sta
 	wait.For(ctx, d)
 	progress.phase("race, second delete " + name + ", draining")
 	l.stopWriters()
-	r.drained = l.drain(ctx, raceDrain)
+	r.drain, r.drained = l.drain(ctx, raceDrain)
 	l.stopReaders()
 	r.stale, err = l.stale(ctx)
 	return r, err

@@ -87,12 +87,13 @@ const raceDrain = 2 * time.Minute
 // with all before it; then until the second deletes that change brought
 // are done too.
 //
-// A run's own drain may take longer than its writes: after the workers are
-// restarted (a race's second delete set, a failover), a message can stay
-// hidden for the queues' 60 s visibility timeout before it is taken again
-// (drains of 40-65 s measured), so raceDrain leaves it room.
-func (l *load) drain(ctx context.Context, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
+// It returns how long it took. The workers, stopped, hand back what they
+// received and had not started, so that a drain after a restart takes
+// seconds; raceDrain leaves room for a message a killed worker left hidden
+// for the queues' 60 s visibility timeout.
+func (l *load) drain(ctx context.Context, limit time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	deadline := start.Add(limit)
 	empty := func() bool {
 		for _, q := range []string{l.env.queueURL, l.env.rawQueue, l.env.againQueue} {
 			for l.messages(ctx, q) != 0 {
@@ -105,11 +106,12 @@ func (l *load) drain(ctx context.Context, limit time.Duration) bool {
 		return true
 	}
 	if !empty() {
-		return false
+		return time.Since(start), false
 	}
 	_, err := l.timeInvalidation(ctx, "cache:product:drained", func(ctx context.Context) error { return l.putProduct(ctx, "drained", 1, true) })
 	wait.For(ctx, time.Second) // for the function to send the second delete after its first
-	return err == nil && empty()
+	ok := err == nil && empty()
+	return time.Since(start), ok
 }
 
 // messages counts a queue's messages, visible, in flight or delayed,

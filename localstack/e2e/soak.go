@@ -164,7 +164,7 @@ func runSoak(ctx context.Context, e env, s *stack, p soakPlan) (bool, error) {
 	}
 	progress.phase("soak, draining")
 	l.stopWriters()
-	drained := l.drain(ctx, 3*time.Minute)
+	drain, drained := l.drain(ctx, 3*time.Minute)
 	l.stopReaders()
 	progress.stop()
 	r, err := l.check(ctx, s.logs())
@@ -181,6 +181,7 @@ func runSoak(ctx context.Context, e env, s *stack, p soakPlan) (bool, error) {
 	line("changes_per_s", fmt.Sprintf("%.1f", float64(r.changes)/time.Since(start).Seconds()))
 	line("lost", lost)
 	line("drained", drained)
+	line("drain_s", int(drain.Seconds()))
 	ok := lost == 0 && drained
 	window := func(from, to time.Time, path string) []int {
 		var in []int
