@@ -45,9 +45,20 @@ pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 # --- tools ------------------------------------------------------------------
 
 # Valkey is what ElastiCache Serverless runs; redis-server 7.0 (Debian 12's
-# own) is only a fallback where no Valkey package can be installed.
-cache_server_bin() { command -v valkey-server || command -v redis-server; }
-cache_cli_bin() { command -v valkey-cli || command -v redis-cli; }
+# own) is only a fallback where no Valkey package can be installed, or, with
+# CACHE_SERVER=redis, a comparison run by hand.
+cache_server_bin() {
+  case "${CACHE_SERVER:-}" in
+    redis) command -v redis-server ;;
+    *) command -v valkey-server || command -v redis-server ;;
+  esac
+}
+cache_cli_bin() {
+  case "${CACHE_SERVER:-}" in
+    redis) command -v redis-cli ;;
+    *) command -v valkey-cli || command -v redis-cli ;;
+  esac
+}
 
 # debian_codename prints the release name (bookworm, trixie, ...) or nothing.
 debian_codename() { (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}"); }
