@@ -2,11 +2,15 @@ package fakes
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -19,20 +23,86 @@ import (
 // message had still deletes it or changes its visibility, as in SQS. No
 // redrive policy: a message is received however often it comes back.
 // Fail, when set, may fail a call by its name ("SendMessage"...).
+//
+// SendMessage refuses what SQS refuses and moto lets through: a message
+// over its queue's MaximumMessageSize counting its attributes (each name,
+// type and value), more than 10 attributes, an empty attribute value, and
+// characters SQS does not take in a body or a string value.
 type SQS struct {
-	Fail   func(op string) error
-	mu     sync.Mutex
-	queues map[string][]*Message
-	serial int
+	Fail func(op string) error
+	// MaxBytes is each queue's MaximumMessageSize, by URL. Default
+	// 1 MiB, SQS's most.
+	MaxBytes map[string]int
+	mu       sync.Mutex
+	queues   map[string][]*Message
+	serial   int
 }
 
 // Message is a message of an SQS queue.
 type Message struct {
 	ID, Body, Handle string
+	Attributes       map[string]types.MessageAttributeValue
 	Receives         int
 	Sent, VisibleAt  time.Time
 	Deleted          bool
 	handles          []string // every one it was received with
+}
+
+// MaxMessageBytes is SQS's largest message, MaximumMessageSize's most.
+const MaxMessageBytes = 1 << 20
+
+// ErrInvalidMessage is SendMessage's error for a message SQS refuses.
+var ErrInvalidMessage = errors.New("InvalidParameterValue")
+
+// check returns why SQS would refuse to send in, if it would.
+func (f *SQS) check(in *sqs.SendMessageInput) error {
+	limit := MaxMessageBytes
+	if n, ok := f.MaxBytes[aws.ToString(in.QueueUrl)]; ok {
+		limit = n
+	}
+	body := aws.ToString(in.MessageBody)
+	size := len(body)
+	switch {
+	case body == "":
+		return fmt.Errorf("%w: the message body is empty", ErrInvalidMessage)
+	case !sqsText(body):
+		return fmt.Errorf("%w: the body holds characters SQS does not take", ErrInvalidMessage)
+	case len(in.MessageAttributes) > 10:
+		return fmt.Errorf("%w: %d message attributes, the most is 10", ErrInvalidMessage, len(in.MessageAttributes))
+	}
+	for name, v := range in.MessageAttributes {
+		value := aws.ToString(v.StringValue)
+		switch {
+		case aws.ToString(v.DataType) == "":
+			return fmt.Errorf("%w: attribute %s has no type", ErrInvalidMessage, name)
+		case v.BinaryValue == nil && value == "":
+			return fmt.Errorf("%w: attribute %s is empty", ErrInvalidMessage, name)
+		case !sqsText(value):
+			return fmt.Errorf("%w: attribute %s holds characters SQS does not take", ErrInvalidMessage, name)
+		}
+		size += len(name) + len(aws.ToString(v.DataType)) + len(value) + len(v.BinaryValue)
+	}
+	if size > limit {
+		return fmt.Errorf("%w: a message of %d bytes with its attributes, the queue takes %d", ErrInvalidMessage, size, limit)
+	}
+	return nil
+}
+
+// sqsText says whether s holds only the characters SQS takes: tab, line
+// feed, carriage return, U+0020 to U+D7FF, U+E000 to U+FFFD, U+10000 to
+// U+10FFFF, in valid UTF-8.
+func sqsText(s string) bool {
+	for i, r := range s {
+		switch {
+		case r < ' ' && r != '\t' && r != '\n' && r != '\r', r == 0xFFFE, r == 0xFFFF:
+			return false
+		case r == utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				return false // invalid UTF-8, not U+FFFD itself
+			}
+		}
+	}
+	return true
 }
 
 func (f *SQS) fail(op string) error {
@@ -55,10 +125,12 @@ func (f *SQS) Messages(url string) []Message {
 }
 
 // Send puts a message in queue url and returns its ID.
-func (f *SQS) Send(url, body string) string { return f.send(url, body, 0) }
+func (f *SQS) Send(url, body string) string {
+	return f.send(&sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)})
+}
 
-// send puts a message in queue url, visible after delay.
-func (f *SQS) send(url, body string, delay time.Duration) string {
+// send puts a message in its queue, visible after its delay.
+func (f *SQS) send(in *sqs.SendMessageInput) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.queues == nil {
@@ -67,17 +139,22 @@ func (f *SQS) send(url, body string, delay time.Duration) string {
 	f.serial++
 	id := fmt.Sprintf("msg-%d", f.serial)
 	now := time.Now()
-	f.queues[url] = append(f.queues[url], &Message{ID: id, Body: body, Sent: now, VisibleAt: now.Add(delay)})
+	url := aws.ToString(in.QueueUrl)
+	f.queues[url] = append(f.queues[url], &Message{ID: id, Body: aws.ToString(in.MessageBody), Attributes: maps.Clone(in.MessageAttributes),
+		Sent: now, VisibleAt: now.Add(time.Duration(in.DelaySeconds) * time.Second)})
 	return id
 }
 
-// SendMessage is sqs.Client's, DelaySeconds included.
+// SendMessage is sqs.Client's, DelaySeconds and message attributes
+// included.
 func (f *SQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	if err := f.fail("SendMessage"); err != nil {
 		return nil, err
 	}
-	id := f.send(aws.ToString(in.QueueUrl), aws.ToString(in.MessageBody), time.Duration(in.DelaySeconds)*time.Second)
-	return &sqs.SendMessageOutput{MessageId: aws.String(id)}, nil
+	if err := f.check(in); err != nil {
+		return nil, err
+	}
+	return &sqs.SendMessageOutput{MessageId: aws.String(f.send(in))}, nil
 }
 
 // ReceiveMessage is sqs.Client's, long polling included.
@@ -120,7 +197,7 @@ func (f *SQS) take(in *sqs.ReceiveMessageInput) []types.Message {
 		m.handles = append(m.handles, m.Handle)
 		m.VisibleAt = now.Add(visibility)
 		out = append(out, types.Message{MessageId: aws.String(m.ID), Body: aws.String(m.Body), ReceiptHandle: aws.String(m.Handle),
-			Attributes: attributes(in, m)})
+			Attributes: attributes(in, m), MessageAttributes: messageAttributes(in, m)})
 	}
 	return out
 }
@@ -138,6 +215,24 @@ func attributes(in *sqs.ReceiveMessageInput, m *Message) map[string]string {
 				out = map[string]string{}
 			}
 			out[string(name)] = value
+		}
+	}
+	return out
+}
+
+// messageAttributes are those of m's message attributes that in asks for,
+// by name, by a prefix ending in .*, or all (All, .*).
+func messageAttributes(in *sqs.ReceiveMessageInput, m *Message) map[string]types.MessageAttributeValue {
+	var out map[string]types.MessageAttributeValue
+	for name, v := range m.Attributes {
+		if slices.ContainsFunc(in.MessageAttributeNames, func(asked string) bool {
+			prefix, wild := strings.CutSuffix(asked, ".*")
+			return asked == "All" || asked == ".*" || asked == name || wild && strings.HasPrefix(name, prefix+".")
+		}) {
+			if out == nil {
+				out = map[string]types.MessageAttributeValue{}
+			}
+			out[name] = v
 		}
 	}
 	return out
