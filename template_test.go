@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
@@ -189,6 +190,9 @@ func TestSecondDeletes(t *testing.T) {
 	queue := tpl.get("Resources", "SecondDeleteQueue", "Properties")
 	if !strings.Contains(queue.get("RedrivePolicy", "deadLetterTargetArn").text(), "FailureQueue") {
 		t.Error("second deletes that cannot be delivered must go to the failure queue, for replay")
+	}
+	if v := queue.get("MaximumMessageSize").value(); v != strconv.Itoa(worker.DefaultDelayMaxBytes) {
+		t.Errorf("the delay queue takes messages of %q bytes, the worker sizes them to %d (SECOND_DELETE_MAX_BYTES's default)", v, worker.DefaultDelayMaxBytes)
 	}
 	for name, fn := range functions(t, tpl) {
 		if v := fn.get("Properties", "Environment", "Variables", "SECOND_DELETE_QUEUE_URL").text(); !strings.Contains(v, "SecondDeleteQueue") {
@@ -390,8 +394,9 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for variable, want := range map[string]string{
-		"MAX_RECEIVE_COUNT":  tpl.get("Parameters", "QueueMaxReceiveCount", "Default").value(),
-		"VISIBILITY_TIMEOUT": tpl.get("Mappings", "VisibilityTimeouts", tpl.get("Parameters", "FunctionTimeout", "Default").value(), "Seconds").value(),
+		"MAX_RECEIVE_COUNT":       tpl.get("Parameters", "QueueMaxReceiveCount", "Default").value(),
+		"VISIBILITY_TIMEOUT":      tpl.get("Mappings", "VisibilityTimeouts", tpl.get("Parameters", "FunctionTimeout", "Default").value(), "Seconds").value(),
+		"SECOND_DELETE_MAX_BYTES": tpl.get("Resources", "SecondDeleteQueue", "Properties", "MaximumMessageSize").value(),
 	} {
 		m := regexp.MustCompile(variable + `:-(\d+)`).FindStringSubmatch(string(resources))
 		if m == nil || m[1] != want {

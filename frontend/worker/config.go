@@ -30,6 +30,12 @@ type Config struct {
 	// keys are deleted they are deleted again, in whole seconds up to 15
 	// minutes. Default 2s; 0 turns second deletes off.
 	SecondDeleteDelay time.Duration
+	// SecondDeleteMaxBytes is SECOND_DELETE_MAX_BYTES: the delay queue's
+	// MaximumMessageSize, to which second-delete messages are sized as
+	// sent. Default 262144 (DefaultDelayMaxBytes), as template.yaml sets
+	// it; at most SQS's 1048576, and room for the longest key the rules
+	// allow, escaped (MaxEscapedBytes).
+	SecondDeleteMaxBytes int
 	// RetryFor is RETRY_FOR: how long an SQS or stream batch retries the
 	// keys that fail for now before their records go back to their source.
 	// Default 1s.
@@ -92,6 +98,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("SECOND_DELETE_DELAY=%q: want whole seconds from 0 (off) to 15m, like 2s", v)
 		}
 		c.SecondDeleteDelay = d
+	}
+	c.SecondDeleteMaxBytes = DefaultDelayMaxBytes
+	if v := getenv("SECOND_DELETE_MAX_BYTES"); v != "" {
+		if c.SecondDeleteMaxBytes, err = strconv.Atoi(v); err != nil || c.SecondDeleteMaxBytes < 1024 || c.SecondDeleteMaxBytes > 1<<20 {
+			return c, fmt.Errorf("SECOND_DELETE_MAX_BYTES=%q: want the delay queue's MaximumMessageSize, 1024 to 1048576 bytes", v)
+		}
+	}
+	if most := MaxEscapedBytes(c.Rules.MaxKeyBytes()); c.SecondDeleteQueueURL != "" && c.SecondDeleteDelay > 0 && most > c.SecondDeleteMaxBytes {
+		return c, fmt.Errorf("SECOND_DELETE_MAX_BYTES=%d: a key of the rules' maxKeyBytes (%d) takes up to %d bytes in a second-delete message; raise it (and the queue's MaximumMessageSize), lower maxKeyBytes, or turn second deletes off (SECOND_DELETE_DELAY=0s)",
+			c.SecondDeleteMaxBytes, c.Rules.MaxKeyBytes(), most)
 	}
 	if c.RetryFor, err = duration(getenv, "RETRY_FOR", time.Second); err != nil || c.RetryFor == 0 {
 		return c, cmp.Or(err, fmt.Errorf("RETRY_FOR=0s: want a positive duration, like 1s"))

@@ -55,7 +55,7 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	switch {
 	case cfg.SecondDeleteDelay == 0:
 	case cfg.SecondDeleteQueueURL != "":
-		opts.SecondDelete = DelayQueue{Client: queues, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay}
+		opts.SecondDelete = DelayQueue{Client: queues, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: cfg.SecondDeleteMaxBytes}
 	default:
 		logger.Warn("no SECOND_DELETE_QUEUE_URL: keys are deleted once, and a fill that read the source before a change may outlive its invalidation")
 	}
