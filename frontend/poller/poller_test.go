@@ -132,9 +132,10 @@ func TestPollerDeletesWhatIsDoneOrParkedAndHandsBackTheRest(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	p := sqs.Messages(failures)
-	if len(p) != 1 || !strings.Contains(p[0].Body, poison) {
+	if p := sqs.Messages(failures); len(p) != 1 {
 		t.Fatalf("failure queue %+v: want the poison message", p)
+	} else if r, _, _ := parking.Parse(p[0].Body, p[0].Attributes); r.ID != poison || string(r.Data) != `{"entity":` || r.SentAt.IsZero() {
+		t.Fatalf("parked %+v: want the poison message's body as it came, and when it was sent", r)
 	}
 	m := state()[later]
 	if m.Deleted || m.Receives == 0 {
