@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/invalidator-go/invalidator/frontend/inspect"
 	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
@@ -437,9 +438,23 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 }
 
 // TestInspectorOnlyReads: invalidator inspect's user reads the keys the
-// worker may delete, and can change nothing; its queue keeps no backlog.
+// worker may delete, and can change nothing; its queue keeps no backlog,
+// and is none of those inspect refuses as the worker's.
 func TestInspectorOnlyReads(t *testing.T) {
 	tpl := loadTemplate(t)
+	var names []string
+	for _, q := range []string{"Queue", "DeadLetterQueue", "FailureQueue", "SecondDeleteQueue"} {
+		names = append(names, strings.TrimPrefix(tpl.get("Resources", q, "Properties", "QueueName").value(), "${NamePrefix}"))
+	}
+	if !slices.Equal(names, inspect.WorkerQueueNames) {
+		t.Errorf("the worker's queues are named %q, inspect refuses %q", names, inspect.WorkerQueueNames)
+	}
+	own := tpl.get("Resources", "InspectQueue", "Properties")
+	for _, name := range inspect.WorkerQueueNames {
+		if strings.HasSuffix(own.get("QueueName").value(), name) || own.get("RedrivePolicy").ok() {
+			t.Errorf("inspect would refuse its own queue, %s", own.get("QueueName").value())
+		}
+	}
 	sub := tpl.get("Resources", "InspectorUser", "Properties", "AccessString").items()
 	if len(sub) != 2 || !strings.Contains(sub[1].text(), "CacheKeyPatterns") {
 		t.Fatal("the inspector's AccessString is not a !Sub of the key patterns")
