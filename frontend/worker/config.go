@@ -45,9 +45,10 @@ type Config struct {
 	// cache's replication lag (ElastiCache bounds none). Default 30s; 0
 	// turns re-deletes off.
 	RedeleteWindow time.Duration
-	// RedeleteMaxKeys is REDELETE_MAX_KEYS: the most keys the window holds,
-	// each about 64 bytes. Default 1,000,000.
-	RedeleteMaxKeys int
+	// RedeleteMaxBytes is REDELETE_MAX_BYTES: the most memory the window
+	// takes, its keys and its slots (NewRecent). Default
+	// DefaultRedeleteMaxBytes.
+	RedeleteMaxBytes int
 	// RedeleteOnNewNodes is REDELETE_ON_NEW_NODES: whether a connection to
 	// a node that was not in the cluster at the start (a node-based
 	// cluster's promoted replica) sets a re-delete off, beside a
@@ -115,11 +116,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.RedeleteWindow, err = duration(getenv, "REDELETE_WINDOW", 30*time.Second); err != nil {
 		return c, err
 	}
-	c.RedeleteMaxKeys = 1_000_000
-	if v := getenv("REDELETE_MAX_KEYS"); v != "" {
-		if c.RedeleteMaxKeys, err = strconv.Atoi(v); err != nil || c.RedeleteMaxKeys < 1 {
-			return c, fmt.Errorf("REDELETE_MAX_KEYS=%q: want a positive number of keys", v)
+	c.RedeleteMaxBytes = DefaultRedeleteMaxBytes
+	if v := getenv("REDELETE_MAX_BYTES"); v != "" {
+		if c.RedeleteMaxBytes, err = strconv.Atoi(v); err != nil || c.RedeleteMaxBytes < 1<<20 {
+			return c, fmt.Errorf("REDELETE_MAX_BYTES=%q: want a number of bytes, at least 1048576 (1 MiB)", v)
 		}
+	}
+	if getenv("REDELETE_MAX_KEYS") != "" {
+		return c, fmt.Errorf("REDELETE_MAX_KEYS is gone: the window is bounded in bytes, REDELETE_MAX_BYTES (default %d)", DefaultRedeleteMaxBytes)
 	}
 	c.RedeleteOnNewNodes = true
 	if v := getenv("REDELETE_ON_NEW_NODES"); v != "" {

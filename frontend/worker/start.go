@@ -43,7 +43,7 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	}
 	opts := Options{Name: name, Logger: logger, Namespace: cfg.Namespace, Queues: queues, RetryFor: cfg.RetryFor}
 	if cfg.RedeleteWindow > 0 {
-		opts.Recent = NewRecent(cfg.RedeleteWindow, cfg.RedeleteMaxKeys, cfg.RedeleteOnNewNodes)
+		opts.Recent = NewRecent(cfg.RedeleteWindow, cfg.RedeleteMaxBytes, cfg.RedeleteOnNewNodes)
 		opt.DialCtxFn = noteConnections(opts.Recent)
 	}
 	conn := newConnection(opt, cfg.Cache.Endpoint, logger, opts.Recent)
