@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"iter"
 	"sync"
 	"time"
 
@@ -61,69 +62,73 @@ var ErrSecondDelete = errors.New("second delete not scheduled")
 type delayMessage struct {
 	body  []byte
 	names []string
-	tags  bool
 }
 
 // Schedule is SecondDeleter's: one message per chunk of keys or of tags,
-// sent ten at a time.
+// sent ten at a time, each encoded as its turn comes: ten bodies in memory
+// at most, however many keys.
 func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
 	delay := int32(min(max((q.Delay+time.Second-1)/time.Second, 1), 900))
 	limit := cmp.Or(q.MaxBytes, DefaultDelayMaxBytes)
-	msgs := appendDelayMessages(nil, keys, false, limit)
-	msgs = appendDelayMessages(msgs, tags, true, limit)
-	errs := make([]error, len(msgs))
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 10)
-	for i, msg := range msgs {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			_, errs[i] = q.Client.SendMessage(ctx, &sqs.SendMessageInput{
-				QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(msg.body)), DelaySeconds: delay,
+	for _, kind := range []struct {
+		names  []string
+		tags   bool
+		failed *[]string
+	}{{keys, false, &failedKeys}, {tags, true, &failedTags}} {
+		for msg := range delayMessages(kind.names, kind.tags, limit) {
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				_, err := q.Client.SendMessage(ctx, &sqs.SendMessageInput{
+					QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(msg.body)), DelaySeconds: delay,
+				})
+				if err != nil {
+					mu.Lock()
+					defer mu.Unlock()
+					*kind.failed = append(*kind.failed, msg.names...)
+				}
 			})
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		switch {
-		case err == nil:
-		case msgs[i].tags:
-			failedTags = append(failedTags, msgs[i].names...)
-		default:
-			failedKeys = append(failedKeys, msgs[i].names...)
 		}
 	}
+	wg.Wait()
 	return failedKeys, failedTags
 }
 
-// appendDelayMessages appends the messages of names, keys or tags, each
-// of at most maxDelayKeys names and limit bytes as sent: each name is
-// encoded once, in time linear in the names. A name that alone is over
-// limit goes alone, for SQS to refuse: ConfigFromEnv keeps the longest key
-// within it (MaxEscapedBytes).
-func appendDelayMessages(msgs []delayMessage, names []string, tags bool, limit int) []delayMessage {
-	if len(names) == 0 {
-		return msgs
-	}
-	head, tail := `{"keys":[`, `],"secondDelete":true}`
-	if tags {
-		head = `{"tags":[`
-	}
-	body, start := []byte(head), 0
-	for i, name := range names {
-		mark := len(body)
-		if i > start {
-			body = append(body, ',')
+// delayMessages yields the messages of names, keys or tags, each of at
+// most maxDelayKeys names and limit bytes as sent: each name is encoded
+// once, in time linear in the names. A name that alone is over limit goes
+// alone, for SQS to refuse: ConfigFromEnv keeps the longest key within it
+// (MaxEscapedBytes).
+func delayMessages(names []string, tags bool, limit int) iter.Seq[delayMessage] {
+	return func(yield func(delayMessage) bool) {
+		if len(names) == 0 {
+			return
 		}
-		body = appendString(body, name)
-		if i > start && (i-start == maxDelayKeys || len(body)+len(tail) > limit) {
-			// name opens the next message.
-			next := append([]byte(head), body[mark+1:]...)
-			msgs = append(msgs, delayMessage{body: append(body[:mark], tail...), names: names[start:i], tags: tags})
-			body, start = next, i
+		head, tail := `{"keys":[`, `],"secondDelete":true}`
+		if tags {
+			head = `{"tags":[`
 		}
+		body, start := []byte(head), 0
+		for i, name := range names {
+			mark := len(body)
+			if i > start {
+				body = append(body, ',')
+			}
+			body = appendString(body, name)
+			if i > start && (i-start == maxDelayKeys || len(body)+len(tail) > limit) {
+				// name opens the next message.
+				next := append([]byte(head), body[mark+1:]...)
+				if !yield(delayMessage{body: append(body[:mark], tail...), names: names[start:i]}) {
+					return
+				}
+				body, start = next, i
+			}
+		}
+		yield(delayMessage{body: append(body, tail...), names: names[start:]})
 	}
-	return append(msgs, delayMessage{body: append(body, tail...), names: names[start:], tags: tags})
 }
 
 // secondDeletes counts a batch's second deletes, in distinct keys and
