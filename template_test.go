@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/invalidator-go/invalidator/frontend/inspect"
+	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
@@ -291,8 +292,15 @@ func TestNothingIsGivenUpWhileTheCacheMayComeBack(t *testing.T) {
 	if v := tpl.get("Globals", "Function", "Environment", "Variables", "FAILURE_QUEUE_URL"); v.value() != "FailureQueue" {
 		t.Errorf("FAILURE_QUEUE_URL = %q, want the failure queue", v.value())
 	}
-	if v := tpl.get("Resources", "FailureQueue", "Properties", "MaximumMessageSize").value(); v != "1048576" {
+	if v := tpl.get("Resources", "FailureQueue", "Properties", "MaximumMessageSize").value(); v != strconv.Itoa(parking.MaxBytes) {
 		t.Errorf("the failure queue takes messages of %s bytes, want 1 MiB: records are parked whole", v)
+	}
+	// A message of the queue is parked with its body as it came, and its
+	// attributes beside it.
+	for _, q := range []string{"Queue", "SecondDeleteQueue"} {
+		if n, _ := strconv.Atoi(tpl.get("Resources", q, "Properties", "MaximumMessageSize").value()); n == 0 || n+parking.MaxAttributeBytes > parking.MaxBytes {
+			t.Errorf("%s takes messages of %d bytes: a parked one, with %d bytes of attributes, would not fit the failure queue's %d", q, n, parking.MaxAttributeBytes, parking.MaxBytes)
+		}
 	}
 	for name, fn := range functions(t, tpl) {
 		parks := false
@@ -398,6 +406,7 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		"MAX_RECEIVE_COUNT":       tpl.get("Parameters", "QueueMaxReceiveCount", "Default").value(),
 		"VISIBILITY_TIMEOUT":      tpl.get("Mappings", "VisibilityTimeouts", tpl.get("Parameters", "FunctionTimeout", "Default").value(), "Seconds").value(),
 		"SECOND_DELETE_MAX_BYTES": tpl.get("Resources", "SecondDeleteQueue", "Properties", "MaximumMessageSize").value(),
+		"QUEUE_MAX_BYTES":         tpl.get("Resources", "Queue", "Properties", "MaximumMessageSize").value(),
 	} {
 		m := regexp.MustCompile(variable + `:-(\d+)`).FindStringSubmatch(string(resources))
 		if m == nil || m[1] != want {

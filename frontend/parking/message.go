@@ -32,10 +32,19 @@ const (
 	attrFrom     = "from"
 )
 
-// maxText is the most bytes of a reason, or of a coordinate, a message
-// carries: a decode error may quote a record at length, a panic has its
-// stack (logged whole).
-const maxText = 4096
+// The most bytes of a reason, and of each coordinate, a message carries: a
+// decode error may quote a record at length, a panic has its stack (logged
+// whole); a coordinate is an ID, a name, a time or an ARN.
+const (
+	maxReason     = 4096
+	maxCoordinate = 256
+)
+
+// MaxAttributeBytes is the most a parked record's attributes take, as SQS
+// counts them: a queue whose messages are parked must leave that much
+// room below the failure queue's MaxBytes (template.yaml's queue does).
+const MaxAttributeBytes = len(Kind+"String") + len("record-without-images"+Base64) + maxReason + len(attrReason+"String") +
+	7*(maxCoordinate+len("String"+"request-id"))
 
 // Message returns the message of r, its body and attributes, within
 // maxBytes: a stream record too large loses its images, which the stream
@@ -66,7 +75,11 @@ func (r *Record) message(content Content, data []byte) *sqs.SendMessageInput {
 		Kind: kind, attrSource: string(r.Source), attrFunction: r.Function, attrID: r.ID, attrRequest: r.RequestID,
 		attrReason: r.Reason, attrParkedAt: timeText(r.ParkedAt), attrSentAt: timeText(r.SentAt), attrFrom: r.From,
 	} {
-		if value = sanitize(value); value != "" { // SQS refuses empty values
+		most := maxCoordinate
+		if name == attrReason {
+			most = maxReason
+		}
+		if value = sanitize(value, most); value != "" { // SQS refuses empty values
 			attrs[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(value)}
 		}
 	}
@@ -113,8 +126,8 @@ func sqsRune(r rune) bool {
 
 // sanitize fits a text of the worker's own, a reason or a coordinate,
 // which may quote a broken record, to an attribute: what SQS refuses
-// becomes U+FFFD, and it is cut at maxText bytes.
-func sanitize(s string) string {
+// becomes U+FFFD, and it is cut at most bytes.
+func sanitize(s string, most int) string {
 	if !sqsText(s) {
 		s = strings.Map(func(r rune) rune {
 			if !sqsRune(r) {
@@ -123,10 +136,10 @@ func sanitize(s string) string {
 			return r
 		}, strings.ToValidUTF8(s, string(utf8.RuneError)))
 	}
-	if len(s) <= maxText {
+	if len(s) <= most {
 		return s
 	}
-	cut := maxText - len("…")
+	cut := most - len("…")
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

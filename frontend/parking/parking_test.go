@@ -100,8 +100,18 @@ func TestAParkedMessageFitsWithItsAttributes(t *testing.T) {
 	body := strings.Repeat(`"<&>`+"\n", 1000*1000/5)
 	raw, _ := json.Marshal(shape.SQSMessage{MessageId: "m1", Body: body})
 	back, errs := park(t, New(events.SourceSQS, "sqs-invalidate", "m1", strings.Repeat("é", 10_000), raw, time.Now()))
-	if errs[0] != nil || string(back[0].Data) != body || len(back[0].Reason) > maxText {
-		t.Fatalf("%v: want the body whole and the reason cut to %d bytes, got %d", errs[0], maxText, len(back[0].Reason))
+	if errs[0] != nil || string(back[0].Data) != body || len(back[0].Reason) > maxReason {
+		t.Fatalf("%v: want the body whole and the reason cut to %d bytes, got %d", errs[0], maxReason, len(back[0].Reason))
+	}
+	// Attributes at their longest, beside a body as long as a queue that
+	// leaves them room takes, fit.
+	long := strings.Repeat("x", 10_000)
+	raw, _ = json.Marshal(shape.SQSMessage{MessageId: long, Body: strings.Repeat("y", MaxBytes-MaxAttributeBytes), EventSourceARN: long,
+		Attributes: map[string]string{"SentTimestamp": "1796000000123"}})
+	r := New(events.SourceSQS, long, "", long, raw, time.Now())
+	r.RequestID = long
+	if _, errs := park(t, r); errs[0] != nil {
+		t.Fatalf("a body of MaxBytes-MaxAttributeBytes: %v", errs[0])
 	}
 	// A body that fills the queue's 1 MiB leaves no room for its
 	// attributes: it stays with its source.
