@@ -31,7 +31,7 @@ func replayVerb(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), `usage: invalidator replay [flags]
 
 Reads every message of the queue and invalidates its changes with the worker's
-rules: records the worker parked (whole), the coordinates of stream records a
+rules: records the worker parked (as they came), the coordinates of stream records a
 mapping gave up on (read again from the stream, which keeps them 24 h), SNS
 invokes Lambda gave up on, and plain change messages (a DLQ's, an SNS
 subscription's dead letters). A message whose keys are all deleted is deleted;
