@@ -84,8 +84,12 @@ func parked(t *testing.T, queues *fakes.SQS) []parking.Record {
 	return out
 }
 
-func deadline(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+func deadline(t *testing.T) context.Context { return deadlineIn(t, 500*time.Millisecond) }
+
+// deadlineIn is an invoke's context with d left: a payload of a megabyte
+// takes seconds under the race detector.
+func deadlineIn(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -145,13 +149,13 @@ func TestAParkedMessageKeepsItsBody(t *testing.T) {
 	}{
 		{"SQS", poison, func(w *Worker, queues *fakes.SQS) Outcome {
 			payload, _ := received(t, queues, poison)
-			out, _ := w.SQS(deadline(t), payload)
+			out, _ := w.SQS(deadlineIn(t, time.Minute), payload)
 			return out
 		}},
 		{"SNS", poison[:250_000], func(w *Worker, _ *fakes.SQS) Outcome {
 			payload, _ := json.Marshal(shape.SNSEvent{Records: []events.SNSRecord{{
 				SNS: events.SNSMessage{MessageID: "sns-1", Message: poison[:250_000], Timestamp: time.Now()}}}})
-			out, _ := w.SNS(deadline(t), payload)
+			out, _ := w.SNS(deadlineIn(t, time.Minute), payload)
 			return out
 		}},
 	} {

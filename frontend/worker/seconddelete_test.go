@@ -173,7 +173,7 @@ func TestSecondDeletesFitTheirQueueOnceEncoded(t *testing.T) {
 			}
 			body, _ := json.Marshal(map[string]any{"keys": want})
 			payload, _ := received(t, queues, string(body))
-			if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.Retry) != 0 {
+			if resp, err := w.SQS(deadlineIn(t, time.Minute), payload); err != nil || len(resp.Retry) != 0 {
 				t.Fatalf("response %+v, %v: want the message done, its second deletes sent", resp, err)
 			}
 			msgs, keys := delayed(t, queues)
