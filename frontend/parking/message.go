@@ -3,6 +3,7 @@ package parking
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -50,6 +51,9 @@ const MaxAttributeBytes = len(Kind+"String") + len("record-without-images"+Base6
 // maxBytes: a stream record too large loses its images, which the stream
 // still holds; any other record too large fails with ErrTooLarge.
 func (r *Record) Message(maxBytes int) (*sqs.SendMessageInput, error) {
+	if len(r.Data) == 0 {
+		return nil, errors.New("an empty record: nothing to park") // SQS takes no empty body
+	}
 	in := r.message(r.Content, r.Data)
 	size := messageSize(in)
 	if size > maxBytes && r.Source == events.SourceDynamoDB && r.Content == WholeRecord {
@@ -67,7 +71,7 @@ func (r *Record) Message(maxBytes int) (*sqs.SendMessageInput, error) {
 // message is the message of data, which content says what it is.
 func (r *Record) message(content Content, data []byte) *sqs.SendMessageInput {
 	kind, body := string(content), string(data)
-	if !sqsText(body) || body == "" {
+	if !sqsText(body) {
 		kind, body = kind+Base64, base64.StdEncoding.EncodeToString(data)
 	}
 	attrs := map[string]types.MessageAttributeValue{}
