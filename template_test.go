@@ -13,6 +13,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/invalidator-go/invalidator/frontend/inspect"
+	"github.com/invalidator-go/invalidator/frontend/parking"
+	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
@@ -190,6 +193,9 @@ func TestSecondDeletes(t *testing.T) {
 	if !strings.Contains(queue.get("RedrivePolicy", "deadLetterTargetArn").text(), "FailureQueue") {
 		t.Error("second deletes that cannot be delivered must go to the failure queue, for replay")
 	}
+	if v := queue.get("MaximumMessageSize").value(); v != strconv.Itoa(worker.DefaultDelayMaxBytes) {
+		t.Errorf("the delay queue takes messages of %q bytes, the worker sizes them to %d (SECOND_DELETE_MAX_BYTES's default)", v, worker.DefaultDelayMaxBytes)
+	}
 	for name, fn := range functions(t, tpl) {
 		if v := fn.get("Properties", "Environment", "Variables", "SECOND_DELETE_QUEUE_URL").text(); !strings.Contains(v, "SecondDeleteQueue") {
 			t.Errorf("%s: SECOND_DELETE_QUEUE_URL = %q, want the delay queue", name, v)
@@ -286,8 +292,15 @@ func TestNothingIsGivenUpWhileTheCacheMayComeBack(t *testing.T) {
 	if v := tpl.get("Globals", "Function", "Environment", "Variables", "FAILURE_QUEUE_URL"); v.value() != "FailureQueue" {
 		t.Errorf("FAILURE_QUEUE_URL = %q, want the failure queue", v.value())
 	}
-	if v := tpl.get("Resources", "FailureQueue", "Properties", "MaximumMessageSize").value(); v != "1048576" {
+	if v := tpl.get("Resources", "FailureQueue", "Properties", "MaximumMessageSize").value(); v != strconv.Itoa(parking.MaxBytes) {
 		t.Errorf("the failure queue takes messages of %s bytes, want 1 MiB: records are parked whole", v)
+	}
+	// A message of the queue is parked with its body as it came, and its
+	// attributes beside it.
+	for _, q := range []string{"Queue", "SecondDeleteQueue"} {
+		if n, _ := strconv.Atoi(tpl.get("Resources", q, "Properties", "MaximumMessageSize").value()); n == 0 || n+parking.MaxAttributeBytes > parking.MaxBytes {
+			t.Errorf("%s takes messages of %d bytes: a parked one, with %d bytes of attributes, would not fit the failure queue's %d", q, n, parking.MaxAttributeBytes, parking.MaxBytes)
+		}
 	}
 	for name, fn := range functions(t, tpl) {
 		parks := false
@@ -390,8 +403,10 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for variable, want := range map[string]string{
-		"MAX_RECEIVE_COUNT":  tpl.get("Parameters", "QueueMaxReceiveCount", "Default").value(),
-		"VISIBILITY_TIMEOUT": tpl.get("Mappings", "VisibilityTimeouts", tpl.get("Parameters", "FunctionTimeout", "Default").value(), "Seconds").value(),
+		"MAX_RECEIVE_COUNT":       tpl.get("Parameters", "QueueMaxReceiveCount", "Default").value(),
+		"VISIBILITY_TIMEOUT":      tpl.get("Mappings", "VisibilityTimeouts", tpl.get("Parameters", "FunctionTimeout", "Default").value(), "Seconds").value(),
+		"SECOND_DELETE_MAX_BYTES": tpl.get("Resources", "SecondDeleteQueue", "Properties", "MaximumMessageSize").value(),
+		"QUEUE_MAX_BYTES":         tpl.get("Resources", "Queue", "Properties", "MaximumMessageSize").value(),
 	} {
 		m := regexp.MustCompile(variable + `:-(\d+)`).FindStringSubmatch(string(resources))
 		if m == nil || m[1] != want {
@@ -432,9 +447,23 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 }
 
 // TestInspectorOnlyReads: invalidator inspect's user reads the keys the
-// worker may delete, and can change nothing; its queue keeps no backlog.
+// worker may delete, and can change nothing; its queue keeps no backlog,
+// and is none of those inspect refuses as the worker's.
 func TestInspectorOnlyReads(t *testing.T) {
 	tpl := loadTemplate(t)
+	var names []string
+	for _, q := range []string{"Queue", "DeadLetterQueue", "FailureQueue", "SecondDeleteQueue"} {
+		names = append(names, strings.TrimPrefix(tpl.get("Resources", q, "Properties", "QueueName").value(), "${NamePrefix}"))
+	}
+	if !slices.Equal(names, inspect.WorkerQueueNames) {
+		t.Errorf("the worker's queues are named %q, inspect refuses %q", names, inspect.WorkerQueueNames)
+	}
+	own := tpl.get("Resources", "InspectQueue", "Properties")
+	for _, name := range inspect.WorkerQueueNames {
+		if strings.HasSuffix(own.get("QueueName").value(), name) || own.get("RedrivePolicy").ok() {
+			t.Errorf("inspect would refuse its own queue, %s", own.get("QueueName").value())
+		}
+	}
 	sub := tpl.get("Resources", "InspectorUser", "Properties", "AccessString").items()
 	if len(sub) != 2 || !strings.Contains(sub[1].text(), "CacheKeyPatterns") {
 		t.Fatal("the inspector's AccessString is not a !Sub of the key patterns")

@@ -147,7 +147,7 @@ func parked(t *testing.T, url string, want int) []parking.Record {
 		// SDK retries it) leaves its messages in flight that long, and
 		// they are counted once by their IDs.
 		out, err := awsenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 3})
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 3, MessageAttributeNames: []string{"All"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func parked(t *testing.T, url string, want int) []parking.Record {
 				continue
 			}
 			seen[aws.ToString(m.MessageId)] = true
-			r, ok, err := parking.Parse([]byte(aws.ToString(m.Body)))
+			r, ok, err := parking.Parse(aws.ToString(m.Body), m.MessageAttributes)
 			if !ok || err != nil {
 				t.Fatalf("not a parked record (%v): %s", err, aws.ToString(m.Body))
 			}

@@ -16,7 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/localstack/esm"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
@@ -122,9 +122,8 @@ func TestPoisonMessageIsParked(t *testing.T) {
 		t.Fatal("nothing parked, want the poison message")
 	}
 	for _, r := range p {
-		var rec shape.SQSMessage
-		if json.Unmarshal(r.Content(), &rec) != nil || rec.Body != entries[2] || !strings.Contains(r.Reason, "malformed JSON") {
-			t.Fatalf("parked %+v, want the poison message, whole, and why", r)
+		if r.Content != parking.Body || string(r.Data) != entries[2] || !strings.Contains(r.Reason, "malformed JSON") {
+			t.Fatalf("parked %+v, want the poison message's body as it came, and why", r)
 		}
 	}
 	eventually(t, 15*time.Second, "the queue was not emptied", func() bool { return messages(t, q.URL) == 0 })
@@ -158,7 +157,7 @@ func TestFailingStreamRecordIsParked(t *testing.T) {
 	var rec struct {
 		Change struct{ Keys map[string]struct{ S string } } `json:"dynamodb"`
 	}
-	if len(p) != 1 || json.Unmarshal(p[0].Content(), &rec) != nil || rec.Change.Keys["id"].S != ns+"bad" || p[0].Source != "dynamodb" {
+	if len(p) != 1 || p[0].Content != parking.WholeRecord || json.Unmarshal(p[0].Data, &rec) != nil || rec.Change.Keys["id"].S != ns+"bad" || p[0].Source != "dynamodb" {
 		t.Fatalf("parked %+v, want the bad stream record, whole", p)
 	}
 }

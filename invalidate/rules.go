@@ -288,6 +288,9 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 	return r.keep(dst, start, r.TagKey, "tag key", first)
 }
 
+// MaxKeyBytes is the longest key the rules plan or allow, in bytes.
+func (r *Rules) MaxKeyBytes() int { return r.maxKeyBytes }
+
 // TagKey is the key of tag.
 func (r *Rules) TagKey(tag string) string { return tagset.Key(r.tagPrefix, tag) }
 

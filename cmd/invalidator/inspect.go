@@ -115,7 +115,7 @@ func inspectFlags(o *inspection, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.stream, "stream", os.Getenv("INSPECT_STREAM_ARN"), "a DynamoDB stream to read beside the stream function [INSPECT_STREAM_ARN]")
 	fs.StringVar(&o.table, "table", os.Getenv("INSPECT_TABLE"), "a DynamoDB table whose stream to read, instead of --stream [INSPECT_TABLE]")
-	fs.StringVar(&o.queue, "queue", os.Getenv("INSPECT_QUEUE_URL"), "an SQS queue of the inspector's own, subscribed to the worker's topic; its messages are deleted [INSPECT_QUEUE_URL]")
+	fs.StringVar(&o.queue, "queue", os.Getenv("INSPECT_QUEUE_URL"), "an SQS queue of the inspector's own, subscribed to the worker's topic; the messages it reads are deleted. The worker's queues are refused [INSPECT_QUEUE_URL]")
 	fs.IntVar(&o.receivers, "receivers", 1, "receive loops on --queue, each up to 10 messages a receive; raise it for a busy topic")
 	fs.StringVar(&o.endpoint, "cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
 	o.rules = rulesFlag(fs)
@@ -133,8 +133,8 @@ func inspectFlags(o *inspection, stderr io.Writer) *flag.FlagSet {
 
 Measures how consistent the cache is with the changes that invalidate it.
 Reads changes as a second consumer — a DynamoDB stream from its latest
-record, or an SQS queue of its own subscribed to the topic, skipping what
-was sent more than 5 s before it started —, samples them, plans their keys
+record, or an SQS queue of its own subscribed to the topic, skipping (and
+leaving) what was sent more than 5 s before it started —, samples them, plans their keys
 with the worker's rules (give --rules, or INVALIDATION_RULES as the worker
 has it), and after each delay reads those keys (GET only). A key is
 consistent when it is absent (counted apart too), holds a writethrough
@@ -146,6 +146,12 @@ does not answer within 1 s; a check more than 1 s after it fell due counts
 late. Prints progress on stderr, then consistency at each delay as a share
 and as nines, and the inconsistent keys. Interrupt once to stop reading
 and finish the checks, twice to stop at once.
+
+It consumes only a queue of its own (the template's cache-invalidation-inspect,
+INSPECT_QUEUE_URL), for it deletes what it reads: it refuses QUEUE_URL,
+RAW_QUEUE_URL, DLQ_URL, FAILURE_QUEUE_URL and SECOND_DELETE_QUEUE_URL, a queue
+named as template.yaml names the worker's (cache-invalidation, -dlq, -failures,
+-again), one with a dead-letter queue, and one that is a dead-letter queue.
 
 flags:
 `)
@@ -225,9 +231,23 @@ func (o *inspection) sources(ctx context.Context, s session) ([]inspect.Source, 
 		sources = append(sources, &inspect.Stream{Client: dynamodbstreams.NewFromConfig(s.aws), ARN: stream})
 	}
 	if o.queue != "" {
-		sources = append(sources, &inspect.Queue{Client: sqs.NewFromConfig(s.aws), URL: o.queue, Receivers: o.receivers})
+		client := sqs.NewFromConfig(s.aws)
+		if err := inspect.CheckOwn(ctx, client, o.queue, workerQueues()); err != nil {
+			return nil, err
+		}
+		sources = append(sources, &inspect.Queue{Client: client, URL: o.queue, Receivers: o.receivers})
 	}
 	return sources, nil
+}
+
+// workerQueues are the queues of the worker, of its failure path and of
+// the local stack, by the variables that name them here.
+func workerQueues() map[string]string {
+	queues := map[string]string{}
+	for _, name := range []string{"QUEUE_URL", "RAW_QUEUE_URL", "DLQ_URL", "FAILURE_QUEUE_URL", "SECOND_DELETE_QUEUE_URL"} {
+		queues[name] = os.Getenv(name)
+	}
+	return queues
 }
 
 // runInspection runs in over sources, printing its progress on stderr

@@ -21,7 +21,7 @@ import (
 func replayVerb(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	queue := fs.String("queue", os.Getenv("FAILURE_QUEUE_URL"), "the queue to replay: the failure queue, or a DLQ [FAILURE_QUEUE_URL]")
+	queue := fs.String("queue", os.Getenv("FAILURE_QUEUE_URL"), "the queue to replay: the failure queue, or a DLQ; never the worker's queue or delay queue [FAILURE_QUEUE_URL]")
 	endpoint := fs.String("cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
 	rules := rulesFlag(fs)
 	keep := fs.Bool("keep", false, "leave replayed messages in the queue")
@@ -31,11 +31,15 @@ func replayVerb(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), `usage: invalidator replay [flags]
 
 Reads every message of the queue and invalidates its changes with the worker's
-rules: records the worker parked (whole), the coordinates of stream records a
+rules: records the worker parked (as they came), the coordinates of stream records a
 mapping gave up on (read again from the stream, which keeps them 24 h), SNS
 invokes Lambda gave up on, and plain change messages (a DLQ's, an SNS
 subscription's dead letters). A message whose keys are all deleted is deleted;
 one that fails again stays, visible, and the exit status is 1.
+
+It consumes the queue it reads: give it the failure queue (FAILURE_QUEUE_URL,
+the default) or a DLQ (DLQ_URL), never the worker's queue (QUEUE_URL) or its
+delay queue (SECOND_DELETE_QUEUE_URL), whose messages are the worker's to take.
 
 flags:
 `)

@@ -2,10 +2,8 @@ package parking
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -14,145 +12,167 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/jsonscan"
 )
 
-// Kind marks a failure-queue message as a parked record.
-const Kind = "invalidator.parked/v1"
-
 // MaxBytes is the largest message SQS takes, which the failure queue must
-// allow (MaximumMessageSize; template.yaml sets it).
+// allow (MaximumMessageSize; template.yaml sets it): a message's body and
+// its attributes.
 const MaxBytes = 1 << 20
 
 // ErrTooLarge is the error of a record that does not fit in a message
 // even shortened: it cannot be parked, so it stays with its source.
 var ErrTooLarge = errors.New("too large to park")
 
-// Record is a parked record as the failure queue holds it.
+// Content says what a parked message's body holds.
+type Content string
+
+// The contents of a parked message.
+const (
+	// Body is an SQS message's body or an SNS record's message, byte for
+	// byte as it came: it fit the queue or topic it came through.
+	Body Content = "body"
+	// WholeRecord is the record as its event source delivered it, in the
+	// shape Lambda gives it: a stream record, or a record that could not
+	// be read (some are parked for that very reason).
+	WholeRecord Content = "record"
+	// RecordWithoutImages is a stream record too large for a message,
+	// its item images emptied: replay reads it again from its stream.
+	RecordWithoutImages Content = "record-without-images"
+)
+
+// Record is a parked record: what failed for good, where it came from, and
+// why. Its message's body is Data, which Content says what it is; the rest
+// travels as message attributes (Message).
 type Record struct {
-	Kind     string        `json:"kind"`
-	Source   events.Source `json:"source"`
-	Function string        `json:"function"`
-	ID       string        `json:"recordId,omitempty"`
+	Source   events.Source
+	Function string
+	ID       string
 	// RequestID is the Lambda invoke that parked it, to find its log lines.
-	RequestID string    `json:"requestId,omitempty"`
-	Reason    string    `json:"reason"`
-	ParkedAt  time.Time `json:"parkedAt"`
-	// Record is the record as its event source delivered it: an SQS
-	// message, an SNS record, a stream record, in the shape Lambda gives
-	// them. A record that is not valid JSON (some are parked for that very
-	// reason) is kept byte for byte in RecordBase64 instead.
-	Record       json.RawMessage `json:"record,omitempty"`
-	RecordBase64 []byte          `json:"recordBase64,omitempty"`
-	// Truncated says the record was too large for a message: a stream
-	// record kept without its images, to be read again from its stream.
-	Truncated bool `json:"truncated,omitempty"`
+	RequestID string
+	Reason    string
+	ParkedAt  time.Time
+	// SentAt is when the source took the message (SQS's SentTimestamp,
+	// SNS's Timestamp): it dates the changes without a time of their own.
+	// Zero when unknown.
+	SentAt time.Time
+	// From is the queue's or the topic's ARN, when the record names it.
+	From    string
+	Content Content
+	Data    []byte
 }
 
-// New returns the parked form of raw, a record from source that failed for
-// the reason given.
+// New returns the parked form of raw, a record from source — an SQS
+// message, an SNS record, a stream record, as Lambda gives them — that
+// failed for the reason given: an SQS message's body or an SNS record's
+// message as it came, with its coordinates; a stream record, or a record
+// that cannot be read, whole.
 func New(source events.Source, function, id, reason string, raw []byte, at time.Time) Record {
-	r := Record{Kind: Kind, Source: source, Function: function, ID: sqsText(id), Reason: sqsText(reason), ParkedAt: at.UTC()}
-	// JSON escapes none of the characters SQS refuses but U+FFFE and U+FFFF
-	// and invalid UTF-8: valid JSON without them is kept as it is.
-	if json.Valid(raw) && sqsSafe(string(raw)) {
-		r.Record = raw
-	} else {
-		r.RecordBase64 = raw
+	r := Record{Source: source, Function: function, ID: id, Reason: reason, ParkedAt: at.UTC(), Content: WholeRecord, Data: raw}
+	if !utf8.Valid(raw) {
+		return r // its body could not be told byte for byte
+	}
+	var body message
+	var err error
+	switch source {
+	case events.SourceSQS:
+		err = jsonscan.Walk(raw, body.sqs(raw))
+	case events.SourceSNS:
+		err = jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
+			if string(key) == "Sns" {
+				return jsonscan.WalkAt(raw, i, body.sns(raw))
+			}
+			_, end, err := jsonscan.ValueAt(raw, i)
+			return end, err
+		})
+	default:
+		return r
+	}
+	if err != nil || body.body == nil || len(*body.body) == 0 {
+		return r
+	}
+	r.Content, r.Data, r.SentAt, r.From = Body, *body.body, body.sent, body.from
+	if r.ID == "" {
+		r.ID = body.id
 	}
 	return r
 }
 
-// sqsSafe says whether s holds only characters SQS takes in a message:
-// tab, line feed, carriage return, and U+0020 to U+10FFFF but surrogates,
-// U+FFFE and U+FFFF; control characters are fine once JSON escapes them.
-func sqsSafe(s string) bool {
-	for i, r := range s {
-		if r == utf8.RuneError && len(s[i:]) > 0 {
-			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
-				return false
+// message is what New reads of a record: the body and its coordinates.
+type message struct {
+	body     *[]byte
+	id, from string
+	sent     time.Time
+}
+
+// sqs reads an SQS message's members.
+func (m *message) sqs(raw []byte) func(key []byte, i int) (int, error) {
+	return func(key []byte, i int) (int, error) {
+		switch string(key) {
+		case "body":
+			return m.text(raw, i, nil)
+		case "messageId":
+			return m.text(raw, i, &m.id)
+		case "eventSourceARN":
+			return m.text(raw, i, &m.from)
+		case "attributes":
+			if i < len(raw) && raw[i] == '{' {
+				return jsonscan.WalkAt(raw, i, func(key []byte, i int) (int, error) {
+					if string(key) != "SentTimestamp" {
+						_, end, err := jsonscan.ValueAt(raw, i)
+						return end, err
+					}
+					var ms string
+					end, err := m.text(raw, i, &ms)
+					if n, perr := strconv.ParseInt(ms, 10, 64); perr == nil {
+						m.sent = time.UnixMilli(n).UTC()
+					}
+					return end, err
+				})
 			}
 		}
-		if r == 0xFFFE || r == 0xFFFF {
-			return false
-		}
+		_, end, err := jsonscan.ValueAt(raw, i)
+		return end, err
 	}
-	return true
 }
 
-// sqsText replaces what SQS refuses in a text of the worker's own, the
-// reason or the ID, which may quote a broken record.
-func sqsText(s string) string {
-	if sqsSafe(s) {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		if r == 0xFFFE || r == 0xFFFF {
-			return utf8.RuneError
-		}
-		return r
-	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
-}
-
-// Content returns the record as its source delivered it.
-func (r *Record) Content() []byte {
-	if r.Record != nil {
-		return r.Record
-	}
-	return r.RecordBase64
-}
-
-// Encode returns the message body of r. A stream record too large for a
-// message loses its images, which the stream still holds; any other
-// record too large fails with ErrTooLarge.
-func (r *Record) Encode() ([]byte, error) {
-	body, err := json.Marshal(r)
-	if err != nil || len(body) <= MaxBytes {
-		return body, err
-	}
-	if r.Source == events.SourceDynamoDB && r.Record != nil {
-		short := *r
-		if short.Record, err = withoutImages(r.Record); err == nil {
-			short.Truncated = true
-			if body, err = json.Marshal(short); err == nil && len(body) <= MaxBytes {
-				return body, nil
+// sns reads an SNS record's Sns members.
+func (m *message) sns(raw []byte) func(key []byte, i int) (int, error) {
+	return func(key []byte, i int) (int, error) {
+		switch string(key) {
+		case "Message":
+			return m.text(raw, i, nil)
+		case "MessageId":
+			return m.text(raw, i, &m.id)
+		case "TopicArn":
+			return m.text(raw, i, &m.from)
+		case "Timestamp":
+			var at string
+			end, err := m.text(raw, i, &at)
+			if t, perr := time.Parse(time.RFC3339Nano, at); perr == nil {
+				m.sent = t.UTC()
 			}
+			return end, err
 		}
+		_, end, err := jsonscan.ValueAt(raw, i)
+		return end, err
 	}
-	return nil, fmt.Errorf("%w: %d bytes, the most a message holds is %d", ErrTooLarge, len(body), MaxBytes)
 }
 
-// withoutImages returns a stream record without its item images.
-func withoutImages(raw json.RawMessage) (json.RawMessage, error) {
-	var rec map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return nil, err
+// text decodes the string at raw[i] into into, or into the body when into
+// is nil; a value of another kind is skipped, and no body.
+func (m *message) text(raw []byte, i int, into *string) (int, error) {
+	if i >= len(raw) || raw[i] != '"' {
+		_, end, err := jsonscan.ValueAt(raw, i)
+		return end, err
 	}
-	var change map[string]json.RawMessage
-	if err := json.Unmarshal(rec["dynamodb"], &change); err != nil {
-		return nil, err
+	s, end, err := jsonscan.AppendStringAt(nil, raw, i)
+	if into != nil {
+		*into = string(s)
+	} else {
+		m.body = &s
 	}
-	delete(change, "NewImage")
-	delete(change, "OldImage")
-	var err error
-	if rec["dynamodb"], err = json.Marshal(change); err != nil {
-		return nil, err
-	}
-	return json.Marshal(rec)
-}
-
-// Parse reads a failure-queue message body; ok is false when it is not a
-// parked record (a stream's on-failure record, an SNS delivery failure...).
-func Parse(body []byte) (r Record, ok bool, err error) {
-	var probe struct {
-		Kind string `json:"kind"`
-	}
-	if json.Unmarshal(body, &probe) != nil || probe.Kind != Kind {
-		return r, false, nil
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return r, true, fmt.Errorf("parked record: %w", err)
-	}
-	return r, true, nil
+	return end, err
 }
 
 // SQS is what a Queue needs of an SQS client; *sqs.Client has it.
@@ -174,15 +194,16 @@ func (q Queue) Park(ctx context.Context, records []Record) []error {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 10)
 	for i := range records {
-		body, err := records[i].Encode()
+		in, err := records[i].Message(MaxBytes)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
+		in.QueueUrl = aws.String(q.URL)
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			_, errs[i] = q.Client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(body))})
+			_, errs[i] = q.Client.SendMessage(ctx, in)
 		})
 	}
 	wg.Wait()

@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"strconv"
@@ -9,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
@@ -132,9 +136,10 @@ func TestPollerDeletesWhatIsDoneOrParkedAndHandsBackTheRest(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	p := sqs.Messages(failures)
-	if len(p) != 1 || !strings.Contains(p[0].Body, poison) {
+	if p := sqs.Messages(failures); len(p) != 1 {
 		t.Fatalf("failure queue %+v: want the poison message", p)
+	} else if r, _, _ := parking.Parse(p[0].Body, p[0].Attributes); r.ID != poison || string(r.Data) != `{"entity":` || r.SentAt.IsZero() {
+		t.Fatalf("parked %+v: want the poison message's body as it came, and when it was sent", r)
 	}
 	m := state()[later]
 	if m.Deleted || m.Receives == 0 {
@@ -265,5 +270,16 @@ func TestPollerScalesWithABacklog(t *testing.T) {
 	})
 	if p := h.peak.Load(); p < 2 || p > 4 {
 		t.Fatalf("peak %d batches at once, want more than the one steady receiver and at most 4", p)
+	}
+}
+
+// TestARecordToParkIsNotEscapedAgain: the Lambda-shaped record a parked
+// message is read from keeps <, > and & as they are, not six bytes each.
+func TestARecordToParkIsNotEscapedAgain(t *testing.T) {
+	body := strings.Repeat("<&>", 100_000)
+	rec := lambdaRecord(&types.Message{MessageId: aws.String("m"), Body: aws.String(body)})
+	var back struct{ Body string }
+	if err := json.Unmarshal(rec, &back); err != nil || back.Body != body || len(rec) > len(body)+200 {
+		t.Fatalf("a record of %d bytes (%v) for a body of %d", len(rec), err, len(body))
 	}
 }

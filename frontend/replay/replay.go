@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,6 +92,7 @@ func (r *Replayer) Run(ctx context.Context, report func(Outcome)) (replayed, fai
 			// Long enough that a message is seen once in a run.
 			VisibilityTimeout:           600,
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},
+			MessageAttributeNames:       []string{"All"}, // a parked record's coordinates
 		})
 		if err != nil {
 			return replayed, failed, fmt.Errorf("receive from %s: %w", r.QueueURL, err)
@@ -136,7 +138,7 @@ func (r *Replayer) message(ctx context.Context, m types.Message) Outcome {
 // records decodes a message into the records to invalidate.
 func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]invalidate.Record, error) {
 	body := []byte(aws.ToString(m.Body))
-	if p, ok, err := parking.Parse(body); ok {
+	if p, ok, err := parking.Parse(aws.ToString(m.Body), m.MessageAttributes); ok {
 		o.Kind, o.Source = KindParked, p.Source
 		if err != nil {
 			return nil, err
@@ -171,19 +173,28 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 	}
 }
 
-// parked decodes a parked record as its front end did.
+// parked decodes a parked record as its front end did: a message's body
+// with its coordinates, or a record whole, or read again from its stream.
 func (r *Replayer) parked(ctx context.Context, p parking.Record) ([]invalidate.Record, error) {
-	content := p.Content()
-	switch p.Source {
-	case events.SourceDynamoDB:
-		if p.Truncated {
-			return r.streamRecord(ctx, content)
-		}
-		return []invalidate.Record{worker.Decode(p.Source, content)}, nil
-	case events.SourceSQS, events.SourceSNS:
-		return []invalidate.Record{worker.Decode(p.Source, content)}, nil
-	default:
+	switch {
+	case p.Source != events.SourceSQS && p.Source != events.SourceSNS && p.Source != events.SourceDynamoDB:
 		return nil, fmt.Errorf("parked record from an unknown source %q", p.Source)
+	case p.Content == parking.RecordWithoutImages:
+		return r.streamRecord(ctx, p.Data)
+	case p.Content == parking.WholeRecord:
+		return []invalidate.Record{worker.Decode(p.Source, p.Data)}, nil
+	case p.Source == events.SourceSQS:
+		var sent string
+		if !p.SentAt.IsZero() {
+			sent = strconv.FormatInt(p.SentAt.UnixMilli(), 10)
+		}
+		changes, err := events.DecodeSQSBody(p.ID, string(p.Data), sent)
+		return []invalidate.Record{{ID: p.ID, Changes: changes, Err: err}}, nil
+	case p.Source == events.SourceSNS:
+		changes, err := events.DecodeSNS(events.SNSRecord{SNS: events.SNSMessage{MessageID: p.ID, Message: string(p.Data), Timestamp: p.SentAt}})
+		return []invalidate.Record{{ID: p.ID, Changes: changes, Err: err}}, nil
+	default:
+		return nil, fmt.Errorf("a parked %s record holds a body, which only SQS and SNS records do", p.Source)
 	}
 }
 

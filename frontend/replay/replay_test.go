@@ -57,49 +57,84 @@ func streamTable(t *testing.T, ids ...string) (string, []streamtypes.Record, str
 	return arn, records, shard
 }
 
+// v1 is a record as versions before message attributes parked it: one
+// JSON object, the record as Lambda delivered it inside.
+func v1(source events.Source, id string, record []byte, truncated bool) string {
+	body, _ := json.Marshal(map[string]any{"kind": parking.KindV1, "source": source, "function": "f", "recordId": id,
+		"reason": "a bug since fixed", "parkedAt": time.Now(), "record": json.RawMessage(record), "truncated": truncated})
+	return string(body)
+}
+
+// TestReplayEveryKind: every kind of message the failure path leaves,
+// records parked in this version's form and in the earlier one's among
+// them, against moto, the stream and the cache.
 func TestReplayEveryKind(t *testing.T) {
 	cache := testenv.Cache(t)
 	ns := rand.Text()
 	key := func(what string) string { return "cache:replay:" + ns + what }
-	arn, records, shard := streamTable(t, ns+"range", ns+"truncated")
+	arn, records, shard := streamTable(t, ns+"range", ns+"truncated", ns+"truncated-v1", ns+"whole")
 	table, _ := events.TableName(arn)
 	rules, err := invalidate.ParseRules([]byte(`tables: {` + table + `: ["cache:replay:{key.id}"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	sqsRecord, _ := json.Marshal(shape.SQSMessage{MessageId: "m-sqs", Body: `{"entity":"replay","id":"` + ns + `sqs"}`})
-	snsRecord, _ := json.Marshal(events.SNSRecord{SNS: events.SNSMessage{MessageID: "m-sns", Message: `{"entity":"replay","id":"` + ns + `sns"}`}})
-	truncated, _ := json.Marshal(shape.DynamoDBEventRecord{EventName: "INSERT", EventSourceArn: arn,
-		Change: shape.DynamoDBStreamRecord{SequenceNumber: aws.ToString(records[1].Dynamodb.SequenceNumber)}})
+	sqsRecord := func(what string) []byte {
+		// As Lambda hands it: a body JSON escapes much of, and its time.
+		raw, _ := json.Marshal(shape.SQSMessage{MessageId: "m-" + what, Body: `{"entity":"replay","id":"` + ns + what + `","note":"<&>\"\n"}`,
+			Attributes: map[string]string{"SentTimestamp": "1796000000000"}})
+		return raw
+	}
+	snsRecord := func(what string) []byte {
+		raw, _ := json.Marshal(events.SNSRecord{SNS: events.SNSMessage{MessageID: "m-" + what, Message: `{"entity":"replay","id":"` + ns + what + `"}`, Timestamp: time.Now()}})
+		return raw
+	}
+	streamRecord := func(i int, images bool) []byte {
+		rec := shape.DynamoDBEventRecord{EventName: "INSERT", EventSourceArn: arn,
+			Change: shape.DynamoDBStreamRecord{SequenceNumber: aws.ToString(records[i].Dynamodb.SequenceNumber)}}
+		if images {
+			rec.Change.Keys = events.Image{"id": {Type: events.TypeString, S: records[i].Dynamodb.Keys["id"].(*streamtypes.AttributeValueMemberS).Value}}
+		}
+		raw, _ := json.Marshal(rec)
+		return raw
+	}
 	asyncPayload, _ := json.Marshal(shape.SNSEvent{Records: []events.SNSRecord{{SNS: events.SNSMessage{
 		MessageID: "m-async", Message: `{"entity":"replay","id":"` + ns + `async"}`}}}})
 	seq := aws.ToString(records[0].Dynamodb.SequenceNumber)
-	bodies := map[string]string{}
-	for what, rec := range map[string]parking.Record{
-		"sqs":       parking.New(events.SourceSQS, "sqs-invalidate", "m-sqs", "a bug since fixed", sqsRecord, time.Now()),
-		"sns":       parking.New(events.SourceSNS, "sns-invalidate", "m-sns", "a bug since fixed", snsRecord, time.Now()),
-		"truncated": {Kind: parking.Kind, Source: events.SourceDynamoDB, ID: "t", Reason: "too large", Record: truncated, Truncated: true},
-		"bad":       parking.New(events.SourceSQS, "sqs-invalidate", "m-bad", "malformed", []byte(`{"messageId":"m-bad","body":"{"}`), time.Now()),
+	var msgs []*sqs.SendMessageInput
+	for _, rec := range []parking.Record{
+		parking.New(events.SourceSQS, "sqs-invalidate", "m-sqs", "a bug since fixed", sqsRecord("sqs"), time.Now()),
+		parking.New(events.SourceSNS, "sns-invalidate", "m-sns", "a bug since fixed", snsRecord("sns"), time.Now()),
+		parking.New(events.SourceDynamoDB, "stream-invalidate", "w", "a bug since fixed", streamRecord(3, true), time.Now()),
+		{Source: events.SourceDynamoDB, ID: "t", Reason: "too large", Content: parking.RecordWithoutImages, Data: streamRecord(1, false)},
+		parking.New(events.SourceSQS, "sqs-invalidate", "m-bad", "malformed", []byte(`{"messageId":"m-bad","body":"{"}`), time.Now()),
 	} {
-		body, err := rec.Encode()
+		in, err := rec.Message(parking.MaxBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
-		bodies[what] = string(body)
+		msgs = append(msgs, in)
 	}
-	bodies["range"] = `{"requestContext":{"condition":"RecordAgeExceeded"},"DDBStreamBatchInfo":{"shardId":"` + shard +
-		`","startSequenceNumber":"` + seq + `","endSequenceNumber":"` + seq + `","streamArn":"` + arn + `","batchSize":1}}`
-	bodies["async"] = `{"requestContext":{"condition":"RetriesExhausted"},"requestPayload":` + string(asyncPayload) + `}`
-	bodies["change"] = `{"entity":"replay","id":"` + ns + `change"}`
+	for _, body := range []string{
+		v1(events.SourceSQS, "m-sqs-v1", sqsRecord("sqs-v1"), false),
+		v1(events.SourceSNS, "m-sns-v1", snsRecord("sns-v1"), false),
+		v1(events.SourceDynamoDB, "t", streamRecord(2, false), true),
+		`{"requestContext":{"condition":"RecordAgeExceeded"},"DDBStreamBatchInfo":{"shardId":"` + shard +
+			`","startSequenceNumber":"` + seq + `","endSequenceNumber":"` + seq + `","streamArn":"` + arn + `","batchSize":1}}`,
+		`{"requestContext":{"condition":"RetriesExhausted"},"requestPayload":` + string(asyncPayload) + `}`,
+		`{"entity":"replay","id":"` + ns + `change"}`,
+	} {
+		msgs = append(msgs, &sqs.SendMessageInput{MessageBody: aws.String(body)})
+	}
 
 	q := testQueue(t)
-	for _, b := range bodies {
-		if _, err := awsenv.SQS(t).SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(b)}); err != nil {
+	for _, in := range msgs {
+		in.QueueUrl = aws.String(q)
+		if _, err := awsenv.SQS(t).SendMessage(t.Context(), in); err != nil {
 			t.Fatal(err)
 		}
 	}
-	keys := []string{key("sqs"), key("sns"), key("range"), key("truncated"), key("async"), key("change")}
+	keys := []string{key("sqs"), key("sns"), key("range"), key("truncated"), key("whole"), key("sqs-v1"), key("sns-v1"), key("truncated-v1"), key("async"), key("change")}
 	for _, k := range keys {
 		if err := cache.Do(t.Context(), cache.B().Set().Key(k).Value("stale").Build()).Error(); err != nil {
 			t.Fatal(err)
@@ -109,8 +144,8 @@ func TestReplayEveryKind(t *testing.T) {
 		Invalidator: invalidate.New(invalidate.Valkey(cache), invalidate.Options{Rules: rules})}
 	var outcomes []Outcome
 	replayed, failed, err := r.Run(t.Context(), func(o Outcome) { outcomes = append(outcomes, o) })
-	if err != nil || replayed != 7 || failed != 1 {
-		t.Fatalf("replayed %d, failed %d, %v; want 7 and 1: %+v", replayed, failed, err, outcomes)
+	if err != nil || replayed != len(msgs) || failed != 1 {
+		t.Fatalf("replayed %d, failed %d, %v; want %d and 1: %+v", replayed, failed, err, len(msgs), outcomes)
 	}
 	var kinds []string
 	for _, o := range outcomes {
@@ -120,7 +155,8 @@ func TestReplayEveryKind(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	if want := []string{KindAsyncInvoke, KindChange, KindParked, KindParked, KindParked, KindParked, KindStreamRange}; !slices.Equal(kinds, want) {
+	want := []string{KindAsyncInvoke, KindChange, KindParked, KindParked, KindParked, KindParked, KindParked, KindParked, KindParked, KindParked, KindStreamRange}
+	if !slices.Equal(kinds, want) {
 		t.Errorf("kinds %q, want %q", kinds, want)
 	}
 	for _, k := range keys {
@@ -129,9 +165,13 @@ func TestReplayEveryKind(t *testing.T) {
 		}
 	}
 	// The one that failed again is left, visible, for the next run.
-	out, err := awsenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
-	if err != nil || len(out.Messages) != 1 || !strings.Contains(aws.ToString(out.Messages[0].Body), "m-bad") {
+	out, err := awsenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		MessageAttributeNames: []string{"All"}})
+	if err != nil || len(out.Messages) != 1 {
 		t.Fatalf("left in the queue: %+v (%v), want the bad record alone", out.Messages, err)
+	}
+	if p, _, _ := parking.Parse(aws.ToString(out.Messages[0].Body), out.Messages[0].MessageAttributes); p.ID != "m-bad" {
+		t.Fatalf("left in the queue: %+v, want the bad record", p)
 	}
 }
 

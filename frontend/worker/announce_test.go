@@ -110,7 +110,7 @@ func TestReDeletesAreAnnounced(t *testing.T) {
 	ch := &channel{}
 	w := announcingWorker(ch, &fakes.Cache{}, io.Discard)
 	defer w.Close()
-	w.opts.Recent = NewRecent(time.Minute, 100, false)
+	w.opts.Recent = NewRecent(time.Minute, 1<<20, false)
 	w.opts.Recent.add([]string{"cache:user:7"}, []invalidate.KeyStatus{invalidate.KeyDeleted}, false)
 	w.opts.Recent.Started([]string{"node:1"})
 	w.opts.Recent.Connected("node:1")

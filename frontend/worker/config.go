@@ -30,6 +30,12 @@ type Config struct {
 	// keys are deleted they are deleted again, in whole seconds up to 15
 	// minutes. Default 2s; 0 turns second deletes off.
 	SecondDeleteDelay time.Duration
+	// SecondDeleteMaxBytes is SECOND_DELETE_MAX_BYTES: the delay queue's
+	// MaximumMessageSize, to which second-delete messages are sized as
+	// sent. Default 262144 (DefaultDelayMaxBytes), as template.yaml sets
+	// it; at most SQS's 1048576, and room for the longest key the rules
+	// allow, escaped (MaxEscapedBytes).
+	SecondDeleteMaxBytes int
 	// RetryFor is RETRY_FOR: how long an SQS or stream batch retries the
 	// keys that fail for now before their records go back to their source.
 	// Default 1s.
@@ -39,9 +45,10 @@ type Config struct {
 	// cache's replication lag (ElastiCache bounds none). Default 30s; 0
 	// turns re-deletes off.
 	RedeleteWindow time.Duration
-	// RedeleteMaxKeys is REDELETE_MAX_KEYS: the most keys the window holds,
-	// each about 64 bytes. Default 1,000,000.
-	RedeleteMaxKeys int
+	// RedeleteMaxBytes is REDELETE_MAX_BYTES: the most memory the window
+	// takes, its keys and its slots (NewRecent). Default
+	// DefaultRedeleteMaxBytes.
+	RedeleteMaxBytes int
 	// RedeleteOnNewNodes is REDELETE_ON_NEW_NODES: whether a connection to
 	// a node that was not in the cluster at the start (a node-based
 	// cluster's promoted replica) sets a re-delete off, beside a
@@ -93,17 +100,30 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.SecondDeleteDelay = d
 	}
+	c.SecondDeleteMaxBytes = DefaultDelayMaxBytes
+	if v := getenv("SECOND_DELETE_MAX_BYTES"); v != "" {
+		if c.SecondDeleteMaxBytes, err = strconv.Atoi(v); err != nil || c.SecondDeleteMaxBytes < 1024 || c.SecondDeleteMaxBytes > 1<<20 {
+			return c, fmt.Errorf("SECOND_DELETE_MAX_BYTES=%q: want the delay queue's MaximumMessageSize, 1024 to 1048576 bytes", v)
+		}
+	}
+	if most := MaxEscapedBytes(c.Rules.MaxKeyBytes()); c.SecondDeleteQueueURL != "" && c.SecondDeleteDelay > 0 && most > c.SecondDeleteMaxBytes {
+		return c, fmt.Errorf("SECOND_DELETE_MAX_BYTES=%d: a key of the rules' maxKeyBytes (%d) takes up to %d bytes in a second-delete message; raise it (and the queue's MaximumMessageSize), lower maxKeyBytes, or turn second deletes off (SECOND_DELETE_DELAY=0s)",
+			c.SecondDeleteMaxBytes, c.Rules.MaxKeyBytes(), most)
+	}
 	if c.RetryFor, err = duration(getenv, "RETRY_FOR", time.Second); err != nil || c.RetryFor == 0 {
 		return c, cmp.Or(err, fmt.Errorf("RETRY_FOR=0s: want a positive duration, like 1s"))
 	}
 	if c.RedeleteWindow, err = duration(getenv, "REDELETE_WINDOW", 30*time.Second); err != nil {
 		return c, err
 	}
-	c.RedeleteMaxKeys = 1_000_000
-	if v := getenv("REDELETE_MAX_KEYS"); v != "" {
-		if c.RedeleteMaxKeys, err = strconv.Atoi(v); err != nil || c.RedeleteMaxKeys < 1 {
-			return c, fmt.Errorf("REDELETE_MAX_KEYS=%q: want a positive number of keys", v)
+	c.RedeleteMaxBytes = DefaultRedeleteMaxBytes
+	if v := getenv("REDELETE_MAX_BYTES"); v != "" {
+		if c.RedeleteMaxBytes, err = strconv.Atoi(v); err != nil || c.RedeleteMaxBytes < 1<<20 {
+			return c, fmt.Errorf("REDELETE_MAX_BYTES=%q: want a number of bytes, at least 1048576 (1 MiB)", v)
 		}
+	}
+	if getenv("REDELETE_MAX_KEYS") != "" {
+		return c, fmt.Errorf("REDELETE_MAX_KEYS is gone: the window is bounded in bytes, REDELETE_MAX_BYTES (default %d)", DefaultRedeleteMaxBytes)
 	}
 	c.RedeleteOnNewNodes = true
 	if v := getenv("REDELETE_ON_NEW_NODES"); v != "" {

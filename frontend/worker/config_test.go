@@ -9,7 +9,7 @@ import (
 )
 
 func TestConfigFromEnv(t *testing.T) {
-	base := map[string]string{"CACHE_ENDPOINT": "cache.example:6379"}
+	base := map[string]string{"CACHE_ENDPOINT": "cache.example:6379", "SECOND_DELETE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/again"}
 	for _, tc := range []struct {
 		name, key, value, wantErr string
 	}{
@@ -29,12 +29,18 @@ func TestConfigFromEnv(t *testing.T) {
 		{"second delete later", "SECOND_DELETE_DELAY", "15m", ""},
 		{"second delete too late", "SECOND_DELETE_DELAY", "16m", "SECOND_DELETE_DELAY"},
 		{"second delete in milliseconds", "SECOND_DELETE_DELAY", "1500ms", "SECOND_DELETE_DELAY"},
+		{"second delete messages", "SECOND_DELETE_MAX_BYTES", "1048576", ""},
+		{"second delete messages too large", "SECOND_DELETE_MAX_BYTES", "1048577", "SECOND_DELETE_MAX_BYTES"},
+		{"second delete messages too small for a key", "SECOND_DELETE_MAX_BYTES", "4096", "SECOND_DELETE_MAX_BYTES"},
 		{"retry for", "RETRY_FOR", "500ms", ""},
 		{"retry for nothing", "RETRY_FOR", "0s", "RETRY_FOR"},
 		{"retry for a while", "RETRY_FOR", "soon", "RETRY_FOR"},
 		{"re-delete off", "REDELETE_WINDOW", "0s", ""},
 		{"re-delete a while", "REDELETE_WINDOW", "-1s", "REDELETE_WINDOW"},
-		{"re-delete window size", "REDELETE_MAX_KEYS", "0", "REDELETE_MAX_KEYS"},
+		{"re-delete window size", "REDELETE_MAX_BYTES", "67108864", ""},
+		{"re-delete window too small", "REDELETE_MAX_BYTES", "1000", "REDELETE_MAX_BYTES"},
+		{"re-delete window in keys", "REDELETE_MAX_KEYS", "1000000", "REDELETE_MAX_BYTES"},
+		{"keys too long for a second delete", "INVALIDATION_RULES", "maxKeyBytes: 50000", "SECOND_DELETE_MAX_BYTES"},
 		{"re-delete on new nodes", "REDELETE_ON_NEW_NODES", "maybe", "REDELETE_ON_NEW_NODES"},
 		{"announce channel", "ANNOUNCE_CHANNEL", "invalidator:near", ""},
 		{"announce channel pattern", "ANNOUNCE_CHANNEL", "invalidator:*", "ANNOUNCE_CHANNEL"},

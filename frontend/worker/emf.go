@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -86,19 +87,37 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source events.
 	return err
 }
 
-// appendString appends s as a JSON string.
+// appendString appends s as a JSON string, as short as it goes and as SQS
+// takes it: quotes, backslashes and control characters escaped, but not
+// <, > and & (encoding/json writes each as six bytes), U+FFFE and U+FFFF
+// escaped too (SQS refuses them raw), invalid UTF-8 as U+FFFD, as
+// encoding/json has it.
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
 		case c == '"' || c == '\\':
 			b = append(b, '\\', c)
 		case c < ' ':
 			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		default:
+		case c < utf8.RuneSelf:
 			b = append(b, c)
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				b = append(b, `\ufffd`...)
+			case r == 0xFFFE || r == 0xFFFF:
+				b = append(b, '\\', 'u', 'f', 'f', 'f', hex[r&15])
+			default:
+				b = append(b, s[i:i+size]...)
+			}
+			i += size
+			continue
 		}
+		i++
 	}
 	return append(b, '"')
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/events"
@@ -52,7 +53,8 @@ func received(t *testing.T, queues *fakes.SQS, bodies ...string) ([]byte, []shap
 	for _, b := range bodies {
 		queues.Send(testQueueURL, b)
 	}
-	out, err := queues.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(testQueueURL), MaxNumberOfMessages: 10})
+	out, err := queues.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(testQueueURL), MaxNumberOfMessages: 10,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
 	if err != nil || len(out.Messages) != len(bodies) {
 		t.Fatalf("receive: %d messages, %v", len(out.Messages), err)
 	}
@@ -73,7 +75,7 @@ func parked(t *testing.T, queues *fakes.SQS) []parking.Record {
 	t.Helper()
 	var out []parking.Record
 	for _, m := range queues.Messages(failureURL) {
-		r, ok, err := parking.Parse([]byte(m.Body))
+		r, ok, err := parking.Parse(m.Body, m.Attributes)
 		if !ok || err != nil {
 			t.Fatalf("not a parked record (%v): %s", err, m.Body)
 		}
@@ -82,8 +84,12 @@ func parked(t *testing.T, queues *fakes.SQS) []parking.Record {
 	return out
 }
 
-func deadline(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+func deadline(t *testing.T) context.Context { return deadlineIn(t, 500*time.Millisecond) }
+
+// deadlineIn is an invoke's context with d left: a payload of a megabyte
+// takes seconds under the race detector.
+func deadlineIn(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -100,9 +106,8 @@ func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
 	if len(p) != 1 || p[0].ID != msgs[1].MessageId || p[0].Source != events.SourceSQS || !strings.Contains(p[0].Reason, "malformed JSON") {
 		t.Fatalf("parked %+v: want the poison message, with its reason", p)
 	}
-	var rec shape.SQSMessage
-	if err := json.Unmarshal(p[0].Content(), &rec); err != nil || rec.Body != msgs[1].Body || rec.ReceiptHandle != msgs[1].ReceiptHandle {
-		t.Fatalf("parked content %s (%v): want the whole record", p[0].Content(), err)
+	if p[0].Content != parking.Body || string(p[0].Data) != msgs[1].Body || p[0].From != testQueueARN || p[0].SentAt.IsZero() {
+		t.Fatalf("parked %+v: want the message's body as it came, and where and when it was sent", p[0])
 	}
 	// The message to retry comes back after about a second, not after the
 	// queue's visibility timeout.
@@ -126,6 +131,44 @@ func TestARecordThatCannotBeParkedIsRetried(t *testing.T) {
 	resp, err := testWorker(nil, queues).SQS(deadline(t), payload)
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[1].MessageId {
 		t.Fatalf("response %+v, %v: want the poison message handed back, not dropped", resp, err)
+	}
+}
+
+// TestAParkedMessageKeepsItsBody: a message that fails for good is
+// parked as it came, byte for byte — it fit the queue it came through —,
+// however many characters JSON escapes it holds, within the failure
+// queue's 1 MiB.
+func TestAParkedMessageKeepsItsBody(t *testing.T) {
+	// Not JSON, so it fails for good: a quote, <, >, & and a line feed,
+	// which JSON writes as 2 to 6 bytes each.
+	poison := `{"entity":"user","id":` + strings.Repeat("\"<&>\n", 180_000)
+	for _, c := range []struct {
+		name string
+		body string
+		run  func(w *Worker, queues *fakes.SQS) Outcome
+	}{
+		{"SQS", poison, func(w *Worker, queues *fakes.SQS) Outcome {
+			payload, _ := received(t, queues, poison)
+			out, _ := w.SQS(deadlineIn(t, time.Minute), payload)
+			return out
+		}},
+		{"SNS", poison[:250_000], func(w *Worker, _ *fakes.SQS) Outcome {
+			payload, _ := json.Marshal(shape.SNSEvent{Records: []events.SNSRecord{{
+				SNS: events.SNSMessage{MessageID: "sns-1", Message: poison[:250_000], Timestamp: time.Now()}}}})
+			out, _ := w.SNS(deadlineIn(t, time.Minute), payload)
+			return out
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			queues := &fakes.SQS{}
+			if out := c.run(testWorker(nil, queues), queues); len(out.Retry) != 0 {
+				t.Fatalf("retry %+v: want the message parked", out.Retry)
+			}
+			msgs := queues.Messages(failureURL)
+			if len(msgs) != 1 || msgs[0].Body != c.body {
+				t.Fatalf("%d parked, want the message's body of %d bytes byte for byte", len(msgs), len(c.body))
+			}
+		})
 	}
 }
 
@@ -233,13 +276,14 @@ func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
 }
 
 // refusing is a fake SQS that refuses to send messages holding a text.
+// refusing refuses to send the parked record of one ID.
 type refusing struct {
 	*fakes.SQS
-	text string
+	id string
 }
 
 func (r refusing) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	if strings.Contains(aws.ToString(in.MessageBody), r.text) {
+	if aws.ToString(in.MessageAttributes["record-id"].StringValue) == r.id {
 		return nil, errors.New("throttled")
 	}
 	return r.SQS.SendMessage(ctx, in, opts...)
@@ -251,7 +295,7 @@ func (r refusing) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opt
 func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
 	queues := &fakes.SQS{}
 	w := testWorker(nil, queues)
-	w.opts.Park = parking.Queue{Client: refusing{queues, `"recordId":"201"`}, URL: failureURL}
+	w.opts.Park = parking.Queue{Client: refusing{queues, "201"}, URL: failureURL}
 	var records []shape.DynamoDBEventRecord
 	for i := range 12 {
 		r := streamRecord(strconv.Itoa(201+i), "x", "t")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -25,12 +26,13 @@ import (
 // at least the cache's replication lag. Recent is safe for concurrent use.
 type Recent struct {
 	window    time.Duration
-	max       int
+	maxBytes  int
 	newNodes  bool
 	now       func() time.Time
 	mu        sync.Mutex
-	done      []done // the keys and tags done, oldest first from head; at most max
+	done      []done // the keys and tags done, oldest first from head
 	head      int
+	keyBytes  int             // the keys of done[head:] (keyBytes); with done's slots, at most maxBytes
 	answered  time.Time       // when the cache last answered a delete
 	dialed    map[string]bool // address: connected to it already (false: a node known from the start, not yet)
 	connected bool            // the first connection is made: later ones are reconnects
@@ -48,11 +50,26 @@ type done struct {
 	tag bool
 }
 
-// NewRecent returns a window of window's length holding at most max keys.
-// newNodes says whether a connection to an address new since the start
-// sets a re-delete off too.
-func NewRecent(window time.Duration, max int, newNodes bool) *Recent {
-	return &Recent{window: window, max: max, newNodes: newNodes, now: time.Now, dialed: map[string]bool{}}
+// DefaultRedeleteMaxBytes bounds the window unless told otherwise: with a
+// re-delete of it, what a 256 MB function has room for beside its batches
+// (bench/README.md, "Memory").
+const DefaultRedeleteMaxBytes = 32 << 20
+
+// keyBytes is what Go allocates for key, at most: rounded up to its size
+// class, up to an eighth more.
+func keyBytes(key string) int {
+	n := len(key)
+	return (n + n/8 + 15) &^ 15
+}
+
+// slotBytes is the size of a slot of the window.
+const slotBytes = int(unsafe.Sizeof(done{}))
+
+// NewRecent returns a window of window's length holding at most maxBytes:
+// its keys and its slots, every slot of its capacity. newNodes says whether a connection to an address
+// new since the start sets a re-delete off too.
+func NewRecent(window time.Duration, maxBytes int, newNodes bool) *Recent {
+	return &Recent{window: window, maxBytes: maxBytes, newNodes: newNodes, now: time.Now, dialed: map[string]bool{}}
 }
 
 // Wrap returns cache, recording in r each key it deleted or found absent —
@@ -101,22 +118,39 @@ func (r *Recent) add(keys []string, status []invalidate.KeyStatus, tags bool) {
 			continue
 		}
 		r.answered = now
-		if len(r.done)-r.head == r.max {
-			r.truncated = r.truncated || now.UnixNano()-r.done[r.head].at < int64(r.window)
-			r.head++
+		if len(r.done) == cap(r.done) && r.head > 0 {
+			r.compact() // rather than grow
 		}
-		r.done = append(r.done, done{k, now.UnixNano(), tags})
+		r.done, r.keyBytes = append(r.done, done{k, now.UnixNano(), tags}), r.keyBytes+keyBytes(k)
+		for r.head < len(r.done) && r.keyBytes+cap(r.done)*slotBytes > r.maxBytes {
+			r.truncated = r.truncated || now.UnixNano()-r.done[r.head].at < int64(r.window)
+			r.drop()
+		}
 	}
 	// What was deleted a window before the cache last answered is on every
 	// replica by now, replication lag permitting; what a re-delete asked
 	// for stays until it is taken.
-	for old := r.answered.Add(-r.window).UnixNano(); !r.pending && r.head < len(r.done) && r.done[r.head].at < old; r.head++ {
+	for old := r.answered.Add(-r.window).UnixNano(); !r.pending && r.head < len(r.done) && r.done[r.head].at < old; {
+		r.drop()
 	}
-	if r.head > len(r.done)/2 { // the front is spent: move the rest down, let go of the keys behind
-		n := copy(r.done, r.done[r.head:])
-		clear(r.done[n:])
-		r.done, r.head = r.done[:n], 0
+	if r.head > len(r.done)/2 { // the front is spent
+		r.compact()
 	}
+}
+
+// drop lets go of the oldest entry; r.mu is held.
+func (r *Recent) drop() {
+	r.keyBytes -= keyBytes(r.done[r.head].key)
+	r.done[r.head] = done{}
+	r.head++
+}
+
+// compact moves the entries down to the front of their slice; r.mu is
+// held.
+func (r *Recent) compact() {
+	n := copy(r.done, r.done[r.head:])
+	clear(r.done[n:])
+	r.done, r.head = r.done[:n], 0
 }
 
 // Connected notes a connection made to addr: a second one to an address,
@@ -174,10 +208,10 @@ func (r *Recent) take() (rd redelete, ok bool) {
 	if !r.pending {
 		return rd, false
 	}
-	seen := map[done]bool{}
+	seen := [2]map[string]struct{}{{}, {}} // keys, tags
 	for _, d := range r.done[r.head:] {
-		if it := (done{key: d.key, tag: d.tag}); d.at >= r.from.UnixNano() && !seen[it] {
-			seen[it] = true
+		if _, dup := seen[b2i(d.tag)][d.key]; d.at >= r.from.UnixNano() && !dup {
+			seen[b2i(d.tag)][d.key] = struct{}{}
 			if d.tag {
 				rd.tags = append(rd.tags, d.key)
 			} else {
@@ -197,6 +231,18 @@ func (r *Recent) retry(rd redelete) {
 	if !r.pending || rd.since.Before(r.from) {
 		r.pending, r.from, r.cause = true, rd.since, rd.cause
 	}
+}
+
+// redeleteChunk is the most keys and tags one invalidation of a re-delete
+// holds: an invalidation allocates about 600 bytes a key, and a full
+// window of short keys holds hundreds of thousands.
+const redeleteChunk = 5000
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // redeletes counts a batch's re-deletes.
@@ -222,32 +268,44 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-min(w.opts.DeadlineMargin, time.Until(deadline)/2)))
 		defer cancel()
 	}
-	again := events.Change{Keys: rd.keys, SecondDelete: true}
+	var tags []string
 	for _, key := range rd.tags {
 		if tag, ok := w.inv.Rules().TagOf(key); ok {
-			again.Tags = append(again.Tags, tag)
+			tags = append(tags, tag)
 		}
 	}
-	rep := w.inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "redelete", Changes: []events.Change{again}}}))
-	res := rep.Results[0]
-	for _, k := range res.Keys {
-		if k.Status != invalidate.KeyFailed {
-			n.keys++
+	// A chunk at a time, so that a full window costs memory in proportion
+	// to a chunk.
+	var failed error
+	for i := 0; i < len(rd.keys)+len(tags) && failed == nil; i += redeleteChunk {
+		again := events.Change{SecondDelete: true}
+		if i < len(rd.keys) {
+			again.Keys = rd.keys[i:min(i+redeleteChunk, len(rd.keys))]
 		}
-		if k.Status == invalidate.KeyDeleted {
-			n.present++
+		if j := i + len(again.Keys) - len(rd.keys); j >= 0 {
+			again.Tags = tags[min(j, len(tags)):min(j+redeleteChunk-len(again.Keys), len(tags))]
 		}
+		res := w.inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "redelete", Changes: []events.Change{again}}})).Results[0]
+		for _, k := range res.Keys {
+			if k.Status != invalidate.KeyFailed {
+				n.keys++
+			}
+			if k.Status == invalidate.KeyDeleted {
+				n.present++
+			}
+		}
+		for _, t := range res.Tags {
+			n.present += t.Deleted // filled since, or brought back
+		}
+		failed = res.Err
 	}
-	for _, t := range res.Tags {
-		n.present += t.Deleted // filled since, or brought back
-	}
-	attrs := []any{"cause", rd.cause, "since", rd.since.UTC(), "keys", len(rd.keys), "tags", len(again.Tags), "deleted_again", n.keys, "present", n.present}
+	attrs := []any{"cause", rd.cause, "since", rd.since.UTC(), "keys", len(rd.keys), "tags", len(tags), "deleted_again", n.keys, "present", n.present}
 	if rd.truncated {
-		attrs = append(attrs, "truncated", "the window was full: it held less than its length; raise REDELETE_MAX_KEYS")
+		attrs = append(attrs, "truncated", "the window was full: it held less than its length; raise REDELETE_MAX_BYTES")
 	}
-	if res.Err != nil {
+	if failed != nil {
 		w.opts.Recent.retry(rd)
-		attrs = append(attrs, "error", res.Err.Error(), "fate", "retry")
+		attrs = append(attrs, "error", failed.Error(), "fate", "retry")
 	}
 	w.opts.Logger.WarnContext(ctx, "keys deleted again after a reconnect: a failover may have lost deletes", attrs...)
 	return n

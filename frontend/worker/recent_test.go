@@ -2,9 +2,14 @@ package worker
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +23,8 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
-func newRecent(c *clock, max int) *Recent {
-	r := NewRecent(10*time.Second, max, false)
+func newRecent(c *clock, maxBytes int) *Recent {
+	r := NewRecent(10*time.Second, maxBytes, false)
 	r.now = c.now
 	return r
 }
@@ -49,7 +54,7 @@ func started(r *Recent) {
 // before, not failed ones — however long the process was frozen since.
 func TestARecentWindowRedeletesWhatItsReplicaMayLack(t *testing.T) {
 	c := &clock{time.Unix(1_800_000_000, 0)}
-	r := newRecent(c, 100)
+	r := newRecent(c, 1<<20)
 	started(r)
 	if _, ok := r.take(); ok {
 		t.Fatal("the first connections asked for a re-delete")
@@ -76,7 +81,7 @@ func TestARecentWindowRedeletesWhatItsReplicaMayLack(t *testing.T) {
 func TestOnlyReconnectsAndNewNodesAskForARedelete(t *testing.T) {
 	for _, newNodes := range []bool{false, true} {
 		c := &clock{time.Unix(1_800_000_000, 0)}
-		r := NewRecent(10*time.Second, 100, newNodes)
+		r := NewRecent(10*time.Second, 1<<20, newNodes)
 		r.now = c.now
 		started(r)
 		succeeded(r, "k")
@@ -91,7 +96,7 @@ func TestOnlyReconnectsAndNewNodesAskForARedelete(t *testing.T) {
 // their time are reported.
 func TestAFullWindowSaysSo(t *testing.T) {
 	c := &clock{time.Unix(1_800_000_000, 0)}
-	r := newRecent(c, 2)
+	r := newRecent(c, 2*keyBytes("a")+4*slotBytes) // two keys, in a slice grown to four slots
 	started(r)
 	succeeded(r, "a", "b", "c")
 	r.Connected("127.0.0.1:7001")
@@ -103,7 +108,7 @@ func TestAFullWindowSaysSo(t *testing.T) {
 // reconnecting is a worker on cache with a re-delete window, its connection
 // started; handle has it take one SQS message of body.
 func reconnecting(t *testing.T, cache *fakes.Cache, logs io.Writer) (*Recent, func(body string)) {
-	recent := NewRecent(time.Minute, 100, true)
+	recent := NewRecent(time.Minute, 1<<20, true)
 	started(recent)
 	inv := invalidate.New(recent.Wrap(cache), invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	w := New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond, Recent: recent})
@@ -167,4 +172,137 @@ func TestAReconnectInvalidatesTagsAgain(t *testing.T) {
 	if left := cache.Members("cache:tag:category:a"); len(left) != 0 || !strings.Contains(logs.String(), `"tags":1`) {
 		t.Fatalf("after the reconnect the tag holds %q:\n%s", left, logs.String())
 	}
+}
+
+// TestTheWindowIsBoundedInBytes: keys short and long — 1 KiB, the
+// longest the rules allow by default — fill the window to its byte budget
+// and no further: the process's heap grows by at most the budget, however
+// many keys pass.
+func TestTheWindowIsBoundedInBytes(t *testing.T) {
+	const budget = 4 << 20
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for _, size := range []int{26, 100, 1000, invalidate.DefaultMaxKeyBytes, 1100} {
+		before := heap()
+		r := NewRecent(time.Hour, budget, false)
+		status := make([]invalidate.KeyStatus, 500)
+		for i := range status {
+			status[i] = invalidate.KeyDeleted
+		}
+		keys := make([]string, 500)
+		pad := strings.Repeat("k", size-15)
+		for range 2 * budget / size / len(keys) { // two budgets' worth
+			for i := range keys {
+				keys[i] = "cache:" + strconv.Itoa(int(1e7+rand.Int64N(9e7))) + ":" + pad
+			}
+			r.add(keys, status, false)
+		}
+		clear(keys)
+		grew := int64(heap()) - int64(before)
+		held := len(r.done) - r.head
+		if grew > budget+budget/50 || held < budget/2/(size+64) { // 2 %: the test's own allocations
+			t.Errorf("%d keys of %d bytes in %.1f MiB of heap: want at most the budget's %d MiB, and at least half of it", held, size, float64(grew)/(1<<20), budget>>20)
+		}
+		t.Logf("%d keys of %d bytes in %.3f MiB of heap, %.0f bytes each; budget %d MiB", held, size, float64(grew)/(1<<20), float64(grew)/float64(held), budget>>20)
+		runtime.KeepAlive(r)
+	}
+}
+
+// TestAFullWindowIsDeletedAgainInChunks: a re-delete of more keys than a
+// chunk, and tags, deletes each once.
+func TestAFullWindowIsDeletedAgainInChunks(t *testing.T) {
+	cache := &fakes.Cache{}
+	recent := NewRecent(time.Minute, 16<<20, true)
+	started(recent)
+	inv := invalidate.New(recent.Wrap(cache), invalidate.Options{})
+	w := New(inv, Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Recent: recent})
+	keys := make([]string, 2*redeleteChunk+1)
+	status := make([]invalidate.KeyStatus, len(keys))
+	for i := range keys {
+		keys[i], status[i] = fmt.Sprintf("cache:k:%d", i), invalidate.KeyDeleted
+	}
+	recent.add(keys, status, false)
+	recent.add(keys[:10], status[:10], false) // done twice: deleted again once
+	recent.add([]string{"cache:tag:a", "cache:tag:b"}, status[:2], true)
+	recent.Connected("127.0.0.1:7001")
+	if n := w.redelete(t.Context()); n.keys != len(keys) {
+		t.Fatalf("%d keys deleted again, want %d", n.keys, len(keys))
+	}
+	for _, k := range append(keys[:1], keys[len(keys)-1], "cache:tag:b") {
+		if n := cache.Attempts(k); n != 1 {
+			t.Fatalf("%s deleted again %d times, want once", k, n)
+		}
+	}
+}
+
+// BenchmarkRedeleteFullWindow fills a window of the default size with
+// short keys and with the longest the rules allow by default, then
+// deletes it all again after a reconnect, against a cache that keeps
+// nothing: the heap the window holds, and the peak of the heap in use
+// while the re-delete runs (sampled every millisecond; lower GOGC to see
+// what is live rather than what the collector lets grow).
+func BenchmarkRedeleteFullWindow(b *testing.B) {
+	for _, size := range []int{26, invalidate.DefaultMaxKeyBytes} {
+		b.Run(strconv.Itoa(size)+"B", func(b *testing.B) {
+			heap := func() runtime.MemStats {
+				runtime.GC()
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				return m
+			}
+			for range b.N {
+				base := heap().HeapAlloc
+				recent := NewRecent(time.Hour, DefaultRedeleteMaxBytes, true)
+				started(recent)
+				w := New(invalidate.New(recent.Wrap(nopCache{}), invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Recent: recent})
+				keys, status := make([]string, 1000), make([]invalidate.KeyStatus, 1000)
+				for n := 0; recent.keyBytes+cap(recent.done)*slotBytes < DefaultRedeleteMaxBytes-2*len(keys)*(size+64); {
+					for i := range keys {
+						keys[i], status[i] = fmt.Sprintf("cache:%012d:", n)+strings.Repeat("k", size-19), invalidate.KeyDeleted
+						n++
+					}
+					recent.add(keys, status, false)
+				}
+				clear(keys)
+				full := heap()
+				recent.Connected("127.0.0.1:7001")
+				var peak uint64
+				stop, sampled := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(sampled)
+					for {
+						select {
+						case <-stop:
+							return
+						case <-time.After(time.Millisecond):
+						}
+						var m runtime.MemStats
+						runtime.ReadMemStats(&m)
+						peak = max(peak, m.HeapInuse)
+					}
+				}()
+				n := w.redelete(b.Context())
+				close(stop)
+				<-sampled
+				b.ReportMetric(float64(n.keys), "keys")
+				b.ReportMetric(float64(full.HeapAlloc-base)/(1<<20), "window-MiB")
+				b.ReportMetric(float64(peak-base)/(1<<20), "redelete-peak-MiB")
+				b.ReportMetric(float64(heap().Sys)/(1<<20), "sys-MiB")
+			}
+		})
+	}
+}
+
+// nopCache deletes every key and keeps nothing.
+type nopCache struct{}
+
+func (nopCache) Unlink(_ context.Context, _ []string, status []invalidate.KeyStatus) []error {
+	for i := range status {
+		status[i] = invalidate.KeyDeleted
+	}
+	return nil
 }

@@ -1,9 +1,10 @@
 package worker
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
+	"iter"
 	"sync"
 	"time"
 
@@ -35,78 +36,99 @@ type DelayQueue struct {
 	// than the slowest load plus the replica lag. SQS counts it in whole
 	// seconds, from 1 to 900.
 	Delay time.Duration
+	// MaxBytes is the most a message holds, as sent: the queue's
+	// MaximumMessageSize. Default DefaultDelayMaxBytes.
+	MaxBytes int
 }
 
-// The size of a second-delete message: well within SQS's 256 KiB, and as
-// many keys as one UNLINK chunk of the invalidator.
-const (
-	maxDelayKeys  = 500
-	maxDelayBytes = 192 << 10
-)
+// DefaultDelayMaxBytes is the delay queue's MaximumMessageSize in
+// template.yaml.
+const DefaultDelayMaxBytes = 256 << 10
+
+// maxDelayKeys is the most keys a second-delete message holds: one UNLINK
+// chunk of the invalidator.
+const maxDelayKeys = 500
+
+// MaxEscapedBytes is the most bytes a name of n bytes takes in a message:
+// a control character is written as six (\u0001).
+func MaxEscapedBytes(n int) int { return 6*n + len(`{"keys":[""],"secondDelete":true}`) }
 
 // ErrSecondDelete fails a record whose second delete could not be
 // scheduled: it is retried, and never acknowledged without it.
 var ErrSecondDelete = errors.New("second delete not scheduled")
 
-// again is one second-delete message: keys, or tags.
-type again struct {
-	Keys         []string `json:"keys,omitempty"`
-	Tags         []string `json:"tags,omitempty"`
-	SecondDelete bool     `json:"secondDelete"`
+// delayMessage is one second-delete message: its body, as sent, and the
+// keys or tags it holds.
+type delayMessage struct {
+	body  []byte
+	names []string
 }
 
 // Schedule is SecondDeleter's: one message per chunk of keys or of tags,
-// sent ten at a time.
+// sent ten at a time, each encoded as its turn comes: ten bodies in memory
+// at most, however many keys.
 func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
 	delay := int32(min(max((q.Delay+time.Second-1)/time.Second, 1), 900))
-	var msgs []again
-	for _, chunk := range chunkKeys(keys) {
-		msgs = append(msgs, again{Keys: chunk, SecondDelete: true})
-	}
-	for _, chunk := range chunkKeys(tags) {
-		msgs = append(msgs, again{Tags: chunk, SecondDelete: true})
-	}
-	errs := make([]error, len(msgs))
+	limit := cmp.Or(q.MaxBytes, DefaultDelayMaxBytes)
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 10)
-	for i, msg := range msgs {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			body, err := json.Marshal(msg)
-			if err == nil {
-				_, err = q.Client.SendMessage(ctx, &sqs.SendMessageInput{
-					QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(body)), DelaySeconds: delay,
+	for _, kind := range []struct {
+		names  []string
+		tags   bool
+		failed *[]string
+	}{{keys, false, &failedKeys}, {tags, true, &failedTags}} {
+		for msg := range delayMessages(kind.names, kind.tags, limit) {
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				_, err := q.Client.SendMessage(ctx, &sqs.SendMessageInput{
+					QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(msg.body)), DelaySeconds: delay,
 				})
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			failedKeys, failedTags = append(failedKeys, msgs[i].Keys...), append(failedTags, msgs[i].Tags...)
+				if err != nil {
+					mu.Lock()
+					defer mu.Unlock()
+					*kind.failed = append(*kind.failed, msg.names...)
+				}
+			})
 		}
 	}
+	wg.Wait()
 	return failedKeys, failedTags
 }
 
-// chunkKeys splits keys into messages of at most maxDelayKeys keys and
-// about maxDelayBytes.
-func chunkKeys(keys []string) [][]string {
-	var chunks [][]string
-	start, size := 0, 0
-	for i, k := range keys {
-		if i > start && (i-start == maxDelayKeys || size+len(k) > maxDelayBytes) {
-			chunks = append(chunks, keys[start:i])
-			start, size = i, 0
+// delayMessages yields the messages of names, keys or tags, each of at
+// most maxDelayKeys names and limit bytes as sent: each name is encoded
+// once, in time linear in the names. A name that alone is over limit goes
+// alone, for SQS to refuse: ConfigFromEnv keeps the longest key within it
+// (MaxEscapedBytes).
+func delayMessages(names []string, tags bool, limit int) iter.Seq[delayMessage] {
+	return func(yield func(delayMessage) bool) {
+		if len(names) == 0 {
+			return
 		}
-		size += len(k) + 4 // quotes, comma, room for escapes
+		head, tail := `{"keys":[`, `],"secondDelete":true}`
+		if tags {
+			head = `{"tags":[`
+		}
+		body, start := []byte(head), 0
+		for i, name := range names {
+			mark := len(body)
+			if i > start {
+				body = append(body, ',')
+			}
+			body = appendString(body, name)
+			if i > start && (i-start == maxDelayKeys || len(body)+len(tail) > limit) {
+				// name opens the next message.
+				next := append([]byte(head), body[mark+1:]...)
+				if !yield(delayMessage{body: append(body[:mark], tail...), names: names[start:i]}) {
+					return
+				}
+				body, start = next, i
+			}
+		}
+		yield(delayMessage{body: append(body, tail...), names: names[start:]})
 	}
-	if start < len(keys) {
-		chunks = append(chunks, keys[start:])
-	}
-	return chunks
 }
 
 // secondDeletes counts a batch's second deletes, in distinct keys and

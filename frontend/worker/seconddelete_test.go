@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -140,21 +143,76 @@ func TestARecordWhoseSecondDeleteCannotBeSentIsRetried(t *testing.T) {
 	}
 }
 
+// templateDelayBytes is template.yaml's MaximumMessageSize of the delay
+// queue.
+const templateDelayBytes = 256 << 10
+
+// TestSecondDeletesFitTheirQueueOnceEncoded: keys of characters that
+// encoding/json writes as six bytes each (<, >, &, control characters)
+// are sized as they are sent, never HTML-escaped, each message within the
+// delay queue's limit, and come back exactly — U+FFFE and U+FFFF, which
+// SQS refuses raw, escaped.
+func TestSecondDeletesFitTheirQueueOnceEncoded(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		key  func(i int) string
+		keys int
+		most int // messages
+	}{
+		// 150 keys of 1,000 < each: a 152 KB body took 1.17 MB once escaped.
+		{"HTML characters", func(i int) string { return fmt.Sprintf("cache:%04d:", i) + strings.Repeat("<", 1000) }, 150, 1},
+		{"control characters", func(i int) string { return fmt.Sprintf("cache:%04d:", i) + strings.Repeat("\x01", 1000) }, 600, 15},
+		{"what SQS refuses raw", func(i int) string { return fmt.Sprintf("cache:%04d:\uffff\ufffe\u2028&\x00", i) }, 10, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			queues := &fakes.SQS{MaxBytes: map[string]int{delayURL: templateDelayBytes}}
+			w := againWorker(queues, &fakes.Cache{}, io.Discard)
+			want := make([]string, c.keys)
+			for i := range want {
+				want[i] = c.key(i)
+			}
+			body, _ := json.Marshal(map[string]any{"keys": want})
+			payload, _ := received(t, queues, string(body))
+			if resp, err := w.SQS(deadlineIn(t, time.Minute), payload); err != nil || len(resp.Retry) != 0 {
+				t.Fatalf("response %+v, %v: want the message done, its second deletes sent", resp, err)
+			}
+			msgs, keys := delayed(t, queues)
+			for _, m := range msgs {
+				if len(m.Body) > templateDelayBytes {
+					t.Fatalf("a second delete of %d bytes, the queue takes %d", len(m.Body), templateDelayBytes)
+				}
+			}
+			if slices.Sort(want); !slices.Equal(keys, want) {
+				t.Fatalf("second deletes of %d keys, want the %d keys exactly", len(keys), len(want))
+			}
+			if len(msgs) > c.most {
+				t.Fatalf("%d messages, want at most %d: sized by their escaped form", len(msgs), c.most)
+			}
+		})
+	}
+}
+
 func TestSecondDeletesAreChunked(t *testing.T) {
 	keys := make([]string, 1200)
 	for i := range keys {
 		keys[i] = "cache:item:" + strconv.Itoa(i)
 	}
-	chunks := chunkKeys(keys)
-	if len(chunks) != 3 || len(chunks[0]) != maxDelayKeys || len(chunks[2]) != 200 {
-		t.Fatalf("%d chunks, want 500 + 500 + 200 keys", len(chunks))
+	msgs := slices.Collect(delayMessages(keys, false, DefaultDelayMaxBytes))
+	if len(msgs) != 3 || len(msgs[0].names) != maxDelayKeys || len(msgs[2].names) != 200 {
+		t.Fatalf("%d messages, want 500 + 500 + 200 keys", len(msgs))
 	}
 	long := make([]string, 3)
 	for i := range long {
-		long[i] = string(make([]byte, 100<<10))
+		long[i] = strings.Repeat("k", 100<<10)
 	}
-	if chunks := chunkKeys(long); len(chunks) != 3 {
-		t.Fatalf("three keys of 100 KiB in %d messages, want one each", len(chunks))
+	if msgs := slices.Collect(delayMessages(long, true, DefaultDelayMaxBytes)); len(msgs) != 2 || len(msgs[0].names) != 2 || !strings.HasPrefix(string(msgs[1].body), `{"tags":[`) {
+		t.Fatalf("three tags of 100 KiB in %d messages, want two in the first, one in the second", len(msgs))
+	}
+	for m := range delayMessages(keys, false, 1<<10) {
+		var back struct{ Keys []string }
+		if err := json.Unmarshal(m.body, &back); err != nil || len(m.body) > 1<<10 || !slices.Equal(back.Keys, m.names) {
+			t.Fatalf("%s (%d bytes, %v): want its keys, within 1 KiB", m.body, len(m.body), err)
+		}
 	}
 }
 
@@ -173,4 +231,23 @@ func (l *logLines) batch(t *testing.T) map[string]any {
 	}
 	t.Fatalf("no batch line in %s", l.String())
 	return nil
+}
+
+// FuzzAppendString: a name reads back as encoding/json reads its own
+// encoding of it, in characters SQS takes.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"cache:<a&b>", "\x00\x1f\"\\", "\uffff\ufffe\u2028", "\xff\xfe", "é\U0001F600"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var got, want string
+		std, _ := json.Marshal(s)
+		ours := appendString(nil, s)
+		if err := json.Unmarshal(ours, &got); err != nil || json.Unmarshal(std, &want) != nil || got != want {
+			t.Fatalf("%q reads back as %q (%v), want %q", ours, got, err, want)
+		}
+		if !utf8.Valid(ours) || strings.ContainsAny(string(ours), "\uffff\ufffe") || strings.ContainsFunc(string(ours), func(r rune) bool { return r < ' ' }) {
+			t.Fatalf("%q holds characters SQS refuses", ours)
+		}
+	})
 }

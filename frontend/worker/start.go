@@ -43,7 +43,7 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	}
 	opts := Options{Name: name, Logger: logger, Namespace: cfg.Namespace, Queues: queues, RetryFor: cfg.RetryFor}
 	if cfg.RedeleteWindow > 0 {
-		opts.Recent = NewRecent(cfg.RedeleteWindow, cfg.RedeleteMaxKeys, cfg.RedeleteOnNewNodes)
+		opts.Recent = NewRecent(cfg.RedeleteWindow, cfg.RedeleteMaxBytes, cfg.RedeleteOnNewNodes)
 		opt.DialCtxFn = noteConnections(opts.Recent)
 	}
 	conn := newConnection(opt, cfg.Cache.Endpoint, logger, opts.Recent)
@@ -55,7 +55,7 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	switch {
 	case cfg.SecondDeleteDelay == 0:
 	case cfg.SecondDeleteQueueURL != "":
-		opts.SecondDelete = DelayQueue{Client: queues, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay}
+		opts.SecondDelete = DelayQueue{Client: queues, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: cfg.SecondDeleteMaxBytes}
 	default:
 		logger.Warn("no SECOND_DELETE_QUEUE_URL: keys are deleted once, and a fill that read the source before a change may outlive its invalidation")
 	}

@@ -217,7 +217,7 @@ func (l *load) parked(ctx context.Context, r *results, poisons []poisoned) error
 	for _, q := range []string{l.env.failureQueue, l.env.dlq} {
 		for {
 			out, err := l.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q), MaxNumberOfMessages: 10,
-				WaitTimeSeconds: 1, VisibilityTimeout: 600})
+				WaitTimeSeconds: 1, VisibilityTimeout: 600, MessageAttributeNames: []string{"All"}})
 			if err != nil {
 				return err
 			}
@@ -225,19 +225,15 @@ func (l *load) parked(ctx context.Context, r *results, poisons []poisoned) error
 				break
 			}
 			for _, m := range out.Messages {
-				body := []byte(aws.ToString(m.Body))
-				p, ok, _ := parking.Parse(body)
-				if marker := poisonMarker.Find(body); ok && marker != nil {
-					found[string(marker)+" "+p.Function] = true
-					continue
-				}
-				if marker := poisonMarker.Find(p.Content()); ok && marker != nil {
+				body := aws.ToString(m.Body)
+				p, ok, _ := parking.Parse(body, m.MessageAttributes)
+				if marker := poisonMarker.Find(p.Data); ok && marker != nil {
 					found[string(marker)+" "+p.Function] = true
 					continue
 				}
 				r.validParked++
 				if r.validParked <= 3 {
-					r.notes = append(r.notes, "valid change parked or dead-lettered in "+q+": "+truncate(string(body)))
+					r.notes = append(r.notes, "valid change parked or dead-lettered in "+q+": "+truncate(body))
 				}
 			}
 		}

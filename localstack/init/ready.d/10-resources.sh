@@ -24,6 +24,10 @@ table="${TABLE_NAME:-Products}"
 # As template.yaml: QueueMaxReceiveCount, and 6 x the function timeout.
 max_receive_count="${MAX_RECEIVE_COUNT:-1000}"
 visibility_timeout="${VISIBILITY_TIMEOUT:-180}"
+# As template.yaml's SecondDeleteQueue, and the worker's SECOND_DELETE_MAX_BYTES.
+second_delete_max_bytes="${SECOND_DELETE_MAX_BYTES:-262144}"
+# As template.yaml's Queue: room for a parked record's attributes below 1 MiB.
+queue_max_bytes="${QUEUE_MAX_BYTES:-1040384}"
 
 # awscli v1 sends SQS calls to queue.amazonaws.com unless the endpoint is
 # given as a flag, whatever AWS_ENDPOINT_URL says; so pass it to every call.
@@ -93,6 +97,7 @@ for name in "$queue" "$raw_queue"; do
   arn=$(queue_arn "$url")
   awscli sqs set-queue-attributes --queue-url "$url" \
     --attributes "$(queue_attributes "$(sns_may_send "$arn")" "$redrive" "$visibility_timeout")"
+  awscli sqs set-queue-attributes --queue-url "$url" --attributes MaximumMessageSize="$queue_max_bytes"
   if [ "$name" = "$raw_queue" ]; then subscribe "$arn" true; else subscribe "$arn" false; fi
 done
 
@@ -101,6 +106,7 @@ done
 again_url=$(queue_url "$again")
 again_redrive=$(printf '{"deadLetterTargetArn":"%s","maxReceiveCount":"%s"}' "$(queue_arn "$failures_url")" "$max_receive_count")
 awscli sqs set-queue-attributes --queue-url "$again_url" --attributes "$(queue_attributes "" "$again_redrive" "$visibility_timeout")"
+awscli sqs set-queue-attributes --queue-url "$again_url" --attributes MaximumMessageSize="$second_delete_max_bytes"
 
 # invalidator inspect's copy of every change, kept a minute (template.yaml's
 # InspectQueue, which is opt-in there).

@@ -33,6 +33,7 @@ func SQS(t *testing.T, newQueue func(t *testing.T) (SQSClient, string)) {
 	}{
 		{"sent, received with the attributes asked, deleted", sendReceiveDelete},
 		{"no attributes unless asked", unasked},
+		{"message attributes as sent, those asked", messageAttributes},
 		{"back after its visibility timeout, counted", comesBack},
 		{"visibility changed in a batch, partly", changeVisibility},
 		{"deleted in a batch, partly; older handles still work", deleteBatch},
@@ -182,16 +183,61 @@ func sendReceiveDelete(t *testing.T, q queue) {
 }
 
 func unasked(t *testing.T, q queue) {
-	q.send(t, "one", 0)
+	q.sendWith(t, "one", map[string]string{"reason": "why"})
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		if msgs := q.receive(t, 1, 30); len(msgs) > 0 {
-			if len(msgs[0].Attributes) > 0 {
-				t.Fatalf("attributes %v, asked for none", msgs[0].Attributes)
+			if len(msgs[0].Attributes)+len(msgs[0].MessageAttributes) > 0 {
+				t.Fatalf("attributes %v, message attributes %v, asked for none", msgs[0].Attributes, msgs[0].MessageAttributes)
 			}
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("no message")
+		}
+	}
+}
+
+// sendWith sends body with string message attributes.
+func (q queue) sendWith(t *testing.T, body string, attrs map[string]string) string {
+	t.Helper()
+	in := &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &body, MessageAttributes: map[string]types.MessageAttributeValue{}}
+	for name, v := range attrs {
+		in.MessageAttributes[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	out, err := q.client.SendMessage(t.Context(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.MessageId)
+}
+
+func messageAttributes(t *testing.T, q queue) {
+	sent := map[string]string{"invalidator.parked": "body", "invalidator.reason": "a <reason> & \"more\"\n", "source": "sqs"}
+	ids := []string{q.sendWith(t, "one", sent), q.sendWith(t, "two", sent)}
+	for _, c := range []struct {
+		ask  []string
+		want []string
+	}{{[]string{"All"}, []string{"invalidator.parked", "invalidator.reason", "source"}}, {[]string{"invalidator.*"}, []string{"invalidator.parked", "invalidator.reason"}}} {
+		var msgs []types.Message
+		for deadline := time.Now().Add(5 * time.Second); len(msgs) == 0; {
+			out, err := q.client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: &q.url, WaitTimeSeconds: 1, MaxNumberOfMessages: 1, MessageAttributeNames: c.ask})
+			if err != nil || time.Now().After(deadline) {
+				t.Fatalf("no message (%v)", err)
+			}
+			msgs = out.Messages
+		}
+		if !slices.Contains(ids, aws.ToString(msgs[0].MessageId)) {
+			t.Fatalf("received %s, want one of %v", aws.ToString(msgs[0].MessageId), ids)
+		}
+		var got []string
+		for name, v := range msgs[0].MessageAttributes {
+			got = append(got, name)
+			if aws.ToString(v.StringValue) != sent[name] || aws.ToString(v.DataType) != "String" {
+				t.Fatalf("attribute %s = %s %q, want String %q", name, aws.ToString(v.DataType), aws.ToString(v.StringValue), sent[name])
+			}
+		}
+		if slices.Sort(got); !slices.Equal(got, c.want) {
+			t.Fatalf("asked for %v: attributes %v, want %v", c.ask, got, c.want)
 		}
 	}
 }
