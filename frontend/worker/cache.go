@@ -35,8 +35,9 @@ type connection struct {
 	closed  bool
 }
 
-// errClosed fails what is asked of a closed connection.
-var errClosed = errors.New("the cache connection is closed")
+// errClosed fails what is asked of a closed connection: for now, as when
+// valkey-go's client closes, for the next process to do.
+var errClosed = fmt.Errorf("the cache connection is closed: %w", valkey.ErrClosing)
 
 func newConnection(opt valkey.ClientOption, endpoint string, log *slog.Logger, recent *Recent) *connection {
 	c := &connection{opt: opt, endpoint: endpoint, log: log, recent: recent}
