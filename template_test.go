@@ -277,6 +277,55 @@ func TestFunctionsAndCacheAreSafe(t *testing.T) {
 	}
 }
 
+// TestNoSecretInAFunctionsEnvironment: a function's environment, which
+// GetFunctionConfiguration and the console show to whoever may read the
+// function, holds no secret — no dynamic reference resolves one into it,
+// no variable is a password, a token or a key — and the cache password's
+// secret is named by its ARN, which every function may read, and nothing
+// else of Secrets Manager.
+func TestNoSecretInAFunctionsEnvironment(t *testing.T) {
+	tpl := loadTemplate(t)
+	envs := map[string]node{"Globals": tpl.get("Globals", "Function", "Environment", "Variables")}
+	fns := functions(t, tpl)
+	for name, fn := range fns {
+		envs[name] = fn.get("Properties", "Environment", "Variables")
+	}
+	secretish := regexp.MustCompile(`PASSWORD|SECRET|TOKEN|CREDENTIAL|PRIVATE|ACCESS_KEY`)
+	for where, env := range envs {
+		for i, v := range env.values() {
+			name := env.keys()[i]
+			if strings.Contains(v.text(), "{{resolve:") {
+				t.Errorf("%s: %s resolves a dynamic reference into the environment: %s", where, name, strings.TrimSpace(v.text()))
+			}
+			if secretish.MatchString(name) && !strings.HasSuffix(name, "_ARN") {
+				t.Errorf("%s: %s holds a secret itself, not the ARN of one", where, name)
+			}
+		}
+	}
+	arn := envs["Globals"].get("CACHE_PASSWORD_SECRET_ARN")
+	if a := arn.items(); !arn.ok() || arn.Tag != "!If" || len(a) != 3 || a[0].Value != "UsePassword" || !strings.Contains(a[1].text(), "CachePasswordSecretArn") {
+		t.Errorf("CACHE_PASSWORD_SECRET_ARN = %s, want CachePasswordSecretArn with password authentication", strings.TrimSpace(arn.text()))
+	}
+	for name, fn := range fns {
+		reads := 0
+		for _, p := range fn.get("Properties", "Policies").items() {
+			for _, st := range p.get("Statement").items() {
+				if !strings.Contains(st.text(), "secretsmanager:") {
+					continue
+				}
+				reads++
+				if s := st.items(); st.Tag != "!If" || len(s) != 3 || s[0].Value != "UsePassword" || s[1].get("Action").value() != "secretsmanager:GetSecretValue" ||
+					s[1].get("Resource").text() != "!Ref CachePasswordSecretArn\n" {
+					t.Errorf("%s reads Secrets Manager by %s: want GetSecretValue on CachePasswordSecretArn alone, with password authentication", name, st.text())
+				}
+			}
+		}
+		if reads != 1 {
+			t.Errorf("%s has %d statements on Secrets Manager, want the one reading the cache password", name, reads)
+		}
+	}
+}
+
 // TestNothingIsGivenUpWhileTheCacheMayComeBack: records that fail for good
 // are parked by the functions themselves, whole, in a failure queue that
 // takes the largest records; the stream retries what fails for now
