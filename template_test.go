@@ -407,6 +407,51 @@ func TestQueuesAndDeadLetters(t *testing.T) {
 	}
 }
 
+// TestQueuesThatHoldWorkAreRetained: a queue that holds changes, their dead
+// letters, parked records or second deletes outlives its stack and any
+// replacement (a stack deleted, a queue's property changed), and has the
+// name CloudFormation gives it, so that a stack made again never collides
+// with a queue left behind. Only the inspect queue's copies, kept a minute,
+// go with the stack. cfn-lint's I3011 finds no stateful resource without
+// its policies.
+func TestQueuesThatHoldWorkAreRetained(t *testing.T) {
+	tpl := loadTemplate(t)
+	res := tpl.get("Resources")
+	work := 0
+	for _, name := range res.keys() {
+		r := res.get(name)
+		if r.get("Type").value() != "AWS::SQS::Queue" {
+			continue
+		}
+		deletion, replace := r.get("DeletionPolicy").value(), r.get("UpdateReplacePolicy").value()
+		if name == "InspectQueue" {
+			if deletion != "Delete" || replace != "Delete" {
+				t.Errorf("%s: DeletionPolicy %q, UpdateReplacePolicy %q: want Delete, said so, for its copies", name, deletion, replace)
+			}
+			continue
+		}
+		work++
+		if deletion != "Retain" && deletion != "RetainExceptOnCreate" || replace != "Retain" {
+			t.Errorf("%s: DeletionPolicy %q, UpdateReplacePolicy %q: want it retained, with the work it holds", name, deletion, replace)
+		}
+		if n := r.get("Properties", "QueueName"); n.ok() {
+			t.Errorf("%s is named %s: a stack made again would collide with the queue retained", name, strings.TrimSpace(n.text()))
+		}
+	}
+	if work != 4 {
+		t.Errorf("%d queues hold work, want the queue, its DLQ, the failure and the delay queues", work)
+	}
+	if _, err := exec.LookPath("cfn-lint"); err != nil {
+		if testenv.InCI() {
+			t.Fatal("cfn-lint is not installed")
+		}
+		t.Skip("cfn-lint is not installed (pip install cfn-lint)")
+	}
+	if out, err := exec.Command("cfn-lint", "template.yaml", "--include-checks", "I3011").CombinedOutput(); err != nil {
+		t.Errorf("cfn-lint --include-checks I3011: %v\n%s", err, out)
+	}
+}
+
 // TestLocalStackMatchesTheTemplate holds the local provisioning and the
 // worker's local ACL to the template: the same resource names, and the
 // ElastiCache user allowed at least what the tests run the worker with.
@@ -420,14 +465,12 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 	for _, m := range regexp.MustCompile(`export (\w+)="\$\{\w+:-([^}]*)\}"`).FindAllStringSubmatch(string(data), -1) {
 		local[m[1]] = m[2]
 	}
+	// The queues that hold work have the names CloudFormation gives them
+	// (TestQueuesThatHoldWorkAreRetained); the local ones, env.sh's.
 	for resource, want := range map[string]struct{ prop, env string }{
-		"Topic":             {"TopicName", "TOPIC_NAME"},
-		"Queue":             {"QueueName", "QUEUE_NAME"},
-		"DeadLetterQueue":   {"QueueName", "DLQ_NAME"},
-		"FailureQueue":      {"QueueName", "FAILURE_QUEUE_NAME"},
-		"SecondDeleteQueue": {"QueueName", "SECOND_DELETE_QUEUE_NAME"},
-		"InspectQueue":      {"QueueName", "INSPECT_QUEUE_NAME"},
-		"ExampleTable":      {"TableName", "TABLE_NAME"},
+		"Topic":        {"TopicName", "TOPIC_NAME"},
+		"InspectQueue": {"QueueName", "INSPECT_QUEUE_NAME"},
+		"ExampleTable": {"TableName", "TABLE_NAME"},
 	} {
 		name := strings.ReplaceAll(tpl.get("Resources", resource, "Properties", want.prop).value(), "${NamePrefix}", "")
 		if name == "" || name != local[want.env] {
