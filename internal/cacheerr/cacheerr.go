@@ -1,9 +1,8 @@
 // Package cacheerr says what an error met on a command to the cache means:
 // whether it may pass when the command is sent again, and whether it is
 // the cache refusing the login. The invalidator retries what may pass and
-// parks a record for any other error; the services' breaker counts what
-// may pass as the cache down. docs/operations.md says why each class is
-// where it is.
+// parks a record for any other error; its announcements try another node.
+// docs/operations.md says why each class is where it is.
 package cacheerr
 
 import (
