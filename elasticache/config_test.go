@@ -279,7 +279,9 @@ func TestASecretIsReadAgainOnceRefused(t *testing.T) {
 	}
 }
 
-// wrongpass is the cache refusing a login, as valkey-go reads it.
+// wrongpass is the cache refusing a login, as valkey-go reads it, made as
+// fakes.Reply makes replies: this package's tests may not import
+// localstack/fakes, which would put SQS's client in every service's go.sum.
 func wrongpass(t *testing.T) error {
 	t.Helper()
 	msg := "WRONGPASS invalid username-password pair or user is disabled."
