@@ -339,8 +339,8 @@ func TestTemplatePollerEnvironmentIsTheFunctions(t *testing.T) {
 	global := tpl.get("Globals", "Function", "Environment", "Variables")
 	for i, v := range global.values() {
 		name := global.keys()[i]
-		if name == "CACHE_PASSWORD" {
-			continue
+		if name == "CACHE_PASSWORD_SECRET_ARN" {
+			continue // the poller's is its secret, below
 		}
 		if got, ok := env[name]; !ok || got.text() != v.text() {
 			t.Errorf("%s is %q for the poller, %q for the functions", name, got.text(), v.text())
@@ -525,8 +525,8 @@ func TestTemplatePollerNetwork(t *testing.T) {
 	services := map[string]string{}
 	for _, name := range res.keys() {
 		r := res.get(name)
-		if r.get("Type").value() != "AWS::EC2::VPCEndpoint" || name == "SqsEndpoint" {
-			continue
+		if r.get("Type").value() != "AWS::EC2::VPCEndpoint" || name == "SqsEndpoint" || name == "SecretsManagerEndpoint" {
+			continue // the functions' too, below
 		}
 		p := r.get("Properties")
 		service := strings.TrimPrefix(p.get("ServiceName").value(), "com.amazonaws.${AWS::Region}.")
@@ -550,13 +550,21 @@ func TestTemplatePollerNetwork(t *testing.T) {
 			t.Errorf("%s has condition %s: want CreatePollerEndpoints", name, c)
 		}
 	}
-	if !maps.Equal(services, map[string]string{"ecr.api": "Interface", "ecr.dkr": "Interface", "logs": "Interface", "secretsmanager": "Interface", "s3": "Gateway"}) {
-		t.Errorf("the poller's endpoints: %v, want ECR's api and dkr, logs, Secrets Manager, and S3's gateway", services)
+	if !maps.Equal(services, map[string]string{"ecr.api": "Interface", "ecr.dkr": "Interface", "logs": "Interface", "s3": "Gateway"}) {
+		t.Errorf("the poller's endpoints: %v, want ECR's api and dkr, logs, and S3's gateway", services)
 	}
-	if c := res.get("SecretsManagerEndpoint", "Condition").value(); !implies(tpl, c, "UsePassword") {
+	// Secrets Manager's, with password authentication, is the functions'
+	// and the poller's: a VPC takes one with private DNS.
+	secrets := res.get("SecretsManagerEndpoint")
+	if c := secrets.get("Condition").value(); !implies(tpl, c, "UsePassword") {
 		t.Error("the Secrets Manager endpoint is only for password authentication")
 	}
-	for _, name := range []string{"SqsEndpointIngressFromPoller", "CacheIngressFromPoller"} {
+	if sg := secrets.get("Properties", "SecurityGroupIds").items(); len(sg) != 1 ||
+		res.get(sg[0].Value, "Properties", "SecurityGroupIngress").items()[0].get("SourceSecurityGroupId").value() != "FunctionSecurityGroup" {
+		t.Error("the Secrets Manager endpoint does not let the functions in")
+	}
+	ingress("SecretsEndpointIngressFromPoller", "SecretsEndpointSecurityGroup", "443")
+	for _, name := range []string{"SqsEndpointIngressFromPoller", "CacheIngressFromPoller", "SecretsManagerEndpoint", "SecretsEndpointIngressFromPoller"} {
 		if !slices.Contains(refs(ready), name) {
 			t.Errorf("the service does not wait for %s", name)
 		}

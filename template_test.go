@@ -283,6 +283,55 @@ func TestFunctionsAndCacheAreSafe(t *testing.T) {
 	}
 }
 
+// TestNoSecretInAFunctionsEnvironment: a function's environment, which
+// GetFunctionConfiguration and the console show to whoever may read the
+// function, holds no secret — no dynamic reference resolves one into it,
+// no variable is a password, a token or a key — and the cache password's
+// secret is named by its ARN, which every function may read, and nothing
+// else of Secrets Manager.
+func TestNoSecretInAFunctionsEnvironment(t *testing.T) {
+	tpl := loadTemplate(t)
+	envs := map[string]node{"Globals": tpl.get("Globals", "Function", "Environment", "Variables")}
+	fns := functions(t, tpl)
+	for name, fn := range fns {
+		envs[name] = fn.get("Properties", "Environment", "Variables")
+	}
+	secretish := regexp.MustCompile(`PASSWORD|SECRET|TOKEN|CREDENTIAL|PRIVATE|ACCESS_KEY`)
+	for where, env := range envs {
+		for i, v := range env.values() {
+			name := env.keys()[i]
+			if strings.Contains(v.text(), "{{resolve:") {
+				t.Errorf("%s: %s resolves a dynamic reference into the environment: %s", where, name, strings.TrimSpace(v.text()))
+			}
+			if secretish.MatchString(name) && !strings.HasSuffix(name, "_ARN") {
+				t.Errorf("%s: %s holds a secret itself, not the ARN of one", where, name)
+			}
+		}
+	}
+	arn := envs["Globals"].get("CACHE_PASSWORD_SECRET_ARN")
+	if a := arn.items(); !arn.ok() || arn.Tag != "!If" || len(a) != 3 || a[0].Value != "UsePassword" || !strings.Contains(a[1].text(), "CachePasswordSecretArn") {
+		t.Errorf("CACHE_PASSWORD_SECRET_ARN = %s, want CachePasswordSecretArn with password authentication", strings.TrimSpace(arn.text()))
+	}
+	for name, fn := range fns {
+		reads := 0
+		for _, p := range fn.get("Properties", "Policies").items() {
+			for _, st := range p.get("Statement").items() {
+				if !strings.Contains(st.text(), "secretsmanager:") {
+					continue
+				}
+				reads++
+				if s := st.items(); st.Tag != "!If" || len(s) != 3 || s[0].Value != "UsePassword" || s[1].get("Action").value() != "secretsmanager:GetSecretValue" ||
+					s[1].get("Resource").text() != "!Ref CachePasswordSecretArn\n" {
+					t.Errorf("%s reads Secrets Manager by %s: want GetSecretValue on CachePasswordSecretArn alone, with password authentication", name, st.text())
+				}
+			}
+		}
+		if reads != 1 {
+			t.Errorf("%s has %d statements on Secrets Manager, want the one reading the cache password", name, reads)
+		}
+	}
+}
+
 // TestNothingIsGivenUpWhileTheCacheMayComeBack: records that fail for good
 // are parked by the functions themselves, whole, in a failure queue that
 // takes the largest records; the stream retries what fails for now
@@ -371,27 +420,63 @@ func TestQueuesAndDeadLetters(t *testing.T) {
 	}
 }
 
+// TestQueuesThatHoldWorkAreRetained: a queue that holds changes, their dead
+// letters, parked records or second deletes outlives its stack and any
+// replacement (a stack deleted, a queue's property changed), and has the
+// name CloudFormation gives it, so that a stack made again never collides
+// with a queue left behind. Only the inspect queue's copies, kept a minute,
+// go with the stack. cfn-lint's I3011 finds no stateful resource without
+// its policies.
+func TestQueuesThatHoldWorkAreRetained(t *testing.T) {
+	tpl := loadTemplate(t)
+	res := tpl.get("Resources")
+	work := 0
+	for _, name := range res.keys() {
+		r := res.get(name)
+		if r.get("Type").value() != "AWS::SQS::Queue" {
+			continue
+		}
+		deletion, replace := r.get("DeletionPolicy").value(), r.get("UpdateReplacePolicy").value()
+		if name == "InspectQueue" {
+			if deletion != "Delete" || replace != "Delete" {
+				t.Errorf("%s: DeletionPolicy %q, UpdateReplacePolicy %q: want Delete, said so, for its copies", name, deletion, replace)
+			}
+			continue
+		}
+		work++
+		if deletion != "Retain" && deletion != "RetainExceptOnCreate" || replace != "Retain" {
+			t.Errorf("%s: DeletionPolicy %q, UpdateReplacePolicy %q: want it retained, with the work it holds", name, deletion, replace)
+		}
+		if n := r.get("Properties", "QueueName"); n.ok() {
+			t.Errorf("%s is named %s: a stack made again would collide with the queue retained", name, strings.TrimSpace(n.text()))
+		}
+	}
+	if work != 4 {
+		t.Errorf("%d queues hold work, want the queue, its DLQ, the failure and the delay queues", work)
+	}
+	if _, err := exec.LookPath("cfn-lint"); err != nil {
+		if testenv.InCI() {
+			t.Fatal("cfn-lint is not installed")
+		}
+		t.Skip("cfn-lint is not installed (pip install cfn-lint)")
+	}
+	if out, err := exec.Command("cfn-lint", "template.yaml", "--include-checks", "I3011").CombinedOutput(); err != nil {
+		t.Errorf("cfn-lint --include-checks I3011: %v\n%s", err, out)
+	}
+}
+
 // TestLocalStackMatchesTheTemplate holds the local provisioning and the
 // worker's local ACL to the template: the same resource names, and the
 // ElastiCache user allowed at least what the tests run the worker with.
 func TestLocalStackMatchesTheTemplate(t *testing.T) {
 	tpl := loadTemplate(t)
-	data, err := os.ReadFile("localstack/env.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := map[string]string{}
-	for _, m := range regexp.MustCompile(`export (\w+)="\$\{\w+:-([^}]*)\}"`).FindAllStringSubmatch(string(data), -1) {
-		local[m[1]] = m[2]
-	}
+	local := localEnv(t)
+	// The queues that hold work have the names CloudFormation gives them
+	// (TestQueuesThatHoldWorkAreRetained); the local ones, env.sh's.
 	for resource, want := range map[string]struct{ prop, env string }{
-		"Topic":             {"TopicName", "TOPIC_NAME"},
-		"Queue":             {"QueueName", "QUEUE_NAME"},
-		"DeadLetterQueue":   {"QueueName", "DLQ_NAME"},
-		"FailureQueue":      {"QueueName", "FAILURE_QUEUE_NAME"},
-		"SecondDeleteQueue": {"QueueName", "SECOND_DELETE_QUEUE_NAME"},
-		"InspectQueue":      {"QueueName", "INSPECT_QUEUE_NAME"},
-		"ExampleTable":      {"TableName", "TABLE_NAME"},
+		"Topic":        {"TopicName", "TOPIC_NAME"},
+		"InspectQueue": {"QueueName", "INSPECT_QUEUE_NAME"},
+		"ExampleTable": {"TableName", "TABLE_NAME"},
 	} {
 		name := strings.ReplaceAll(tpl.get("Resources", resource, "Properties", want.prop).value(), "${NamePrefix}", "")
 		if name == "" || name != local[want.env] {
@@ -412,6 +497,10 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		if m == nil || m[1] != want {
 			t.Errorf("%s is %v locally, want the template's %s", variable, m, want)
 		}
+	}
+	data, err := os.ReadFile("localstack/env.sh")
+	if err != nil {
+		t.Fatal(err)
 	}
 	acl := regexp.MustCompile(`export WORKER_ACL="([^"]*)"`).FindStringSubmatch(string(data))
 	if acl == nil {
@@ -446,17 +535,38 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 	}
 }
 
+// localEnv is the local stack's defaults, as localstack/env.sh exports them.
+func localEnv(t *testing.T) map[string]string {
+	data, err := os.ReadFile("localstack/env.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := map[string]string{}
+	for _, m := range regexp.MustCompile(`export (\w+)="\$\{\w+:-([^}]*)\}"`).FindAllStringSubmatch(string(data), -1) {
+		local[m[1]] = m[2]
+	}
+	return local
+}
+
 // TestInspectorOnlyReads: invalidator inspect's user reads the keys the
 // worker may delete, and can change nothing; its queue keeps no backlog,
 // and is none of those inspect refuses as the worker's.
 func TestInspectorOnlyReads(t *testing.T) {
 	tpl := loadTemplate(t)
+	// CloudFormation names the worker's queues after their logical IDs, and
+	// the local stack as env.sh says: inspect refuses both.
+	for _, id := range inspect.WorkerQueueIDs {
+		if q := tpl.get("Resources", id); q.get("Type").value() != "AWS::SQS::Queue" || q.get("Properties", "QueueName").ok() {
+			t.Errorf("inspect refuses queues named after %s, which is no queue that CloudFormation names", id)
+		}
+	}
+	local := localEnv(t)
 	var names []string
-	for _, q := range []string{"Queue", "DeadLetterQueue", "FailureQueue", "SecondDeleteQueue"} {
-		names = append(names, strings.TrimPrefix(tpl.get("Resources", q, "Properties", "QueueName").value(), "${NamePrefix}"))
+	for _, v := range []string{"QUEUE_NAME", "DLQ_NAME", "FAILURE_QUEUE_NAME", "SECOND_DELETE_QUEUE_NAME"} {
+		names = append(names, local[v])
 	}
 	if !slices.Equal(names, inspect.WorkerQueueNames) {
-		t.Errorf("the worker's queues are named %q, inspect refuses %q", names, inspect.WorkerQueueNames)
+		t.Errorf("the local stack's worker queues are named %q, inspect refuses %q", names, inspect.WorkerQueueNames)
 	}
 	own := tpl.get("Resources", "InspectQueue", "Properties")
 	for _, name := range inspect.WorkerQueueNames {

@@ -30,6 +30,11 @@ type Config struct {
 	// CACHE_PASSWORD, default none: the server's default user).
 	Username string
 	Password string
+	// PasswordSecret, when set (CACHE_PASSWORD_SECRET_ARN, with
+	// CACHE_USERNAME, default none), gives the password instead of
+	// Password: the one a secret holds, read again when the cache refuses
+	// it. The caller fills in its Read.
+	PasswordSecret *PasswordSecret
 	// IAM, when set (CACHE_IAM_AUTH=true, with CACHE_NAME and
 	// CACHE_USERNAME, default off), logs in with IAM tokens instead of a
 	// password. The caller fills in its Region and Credentials.
@@ -61,6 +66,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		CAFile:   getenv("CACHE_CA_FILE"),
 		Username: getenv("CACHE_USERNAME"),
 		Password: getenv("CACHE_PASSWORD"),
+	}
+	if arn := getenv("CACHE_PASSWORD_SECRET_ARN"); arn != "" {
+		c.PasswordSecret = &PasswordSecret{ARN: arn}
 	}
 	var err error
 	if c.TLS, err = boolEnv(getenv, "CACHE_TLS", true); err != nil {
@@ -102,9 +110,14 @@ func boolEnv(getenv func(string) string, key string, def bool) (bool, error) {
 // Env is the environment that ConfigFromEnv reads back as this configuration,
 // for starting a worker binary with it. IAM settings are not carried.
 func (c Config) Env() []string {
+	arn := ""
+	if c.PasswordSecret != nil {
+		arn = c.PasswordSecret.ARN
+	}
 	return []string{
 		"CACHE_ENDPOINT=" + c.Endpoint, "CACHE_TLS=" + strconv.FormatBool(c.TLS), "CACHE_CA_FILE=" + c.CAFile,
-		"CACHE_USERNAME=" + c.Username, "CACHE_PASSWORD=" + c.Password, "CACHE_REPLICA_READS=" + strconv.FormatBool(c.ReplicaReads),
+		"CACHE_USERNAME=" + c.Username, "CACHE_PASSWORD=" + c.Password, "CACHE_PASSWORD_SECRET_ARN=" + arn,
+		"CACHE_REPLICA_READS=" + strconv.FormatBool(c.ReplicaReads),
 	}
 }
 
@@ -129,6 +142,16 @@ func (c Config) Validate() error {
 	}
 	if c.Password != "" && c.Username == "" {
 		return fmt.Errorf("%w: CACHE_PASSWORD needs CACHE_USERNAME", ErrConfig)
+	}
+	if c.PasswordSecret != nil {
+		switch {
+		case c.Username == "":
+			return fmt.Errorf("%w: CACHE_PASSWORD_SECRET_ARN needs CACHE_USERNAME", ErrConfig)
+		case c.Password != "":
+			return fmt.Errorf("%w: set CACHE_PASSWORD or CACHE_PASSWORD_SECRET_ARN, not both", ErrConfig)
+		case c.IAM != nil:
+			return fmt.Errorf("%w: set CACHE_PASSWORD_SECRET_ARN or CACHE_IAM_AUTH, not both", ErrConfig)
+		}
 	}
 	if c.IAM != nil {
 		switch {

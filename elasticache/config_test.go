@@ -2,7 +2,9 @@ package elasticache
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"maps"
 	"net/url"
 	"os"
@@ -12,6 +14,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/cacheerr"
 )
 
 func env(m map[string]string) func(string) string {
@@ -220,4 +225,80 @@ func TestRootsByEndpoint(t *testing.T) {
 			t.Errorf("%s: built-in Amazon roots = %v, want %v", endpoint, got, amazon)
 		}
 	}
+}
+
+func TestPasswordSecretFromEnv(t *testing.T) {
+	base := map[string]string{"CACHE_ENDPOINT": "h:1", "CACHE_USERNAME": "app", "CACHE_PASSWORD_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:1:secret:pw"}
+	c, err := ConfigFromEnv(env(base))
+	if err != nil || c.PasswordSecret == nil || c.PasswordSecret.ARN != base["CACHE_PASSWORD_SECRET_ARN"] || c.Password != "" {
+		t.Fatalf("config %+v, %v: want the secret's ARN, no password", c, err)
+	}
+	if _, err := c.ClientOption(); !errors.Is(err, ErrConfig) {
+		t.Errorf("a secret nobody reads: %v, want ErrConfig", err)
+	}
+	for key, value := range map[string]string{"CACHE_USERNAME": "", "CACHE_PASSWORD": "p", "CACHE_IAM_AUTH": "true"} {
+		e := maps.Clone(base)
+		e[key], e["CACHE_NAME"] = value, "c"
+		if _, err := ConfigFromEnv(env(e)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "CACHE_PASSWORD_SECRET_ARN") {
+			t.Errorf("%s=%q: %v, want ErrConfig naming CACHE_PASSWORD_SECRET_ARN", key, value, err)
+		}
+	}
+}
+
+// TestASecretIsReadAgainOnceRefused: the password is read at the first
+// connection and kept; once the cache refused it, the next connection
+// reads it again, a second after the last read at the soonest; a read that
+// fails is a failure for now, of the credentials.
+func TestASecretIsReadAgainOnceRefused(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	held, reads, readErr := "p1", 0, error(nil)
+	s := &PasswordSecret{ARN: "arn:pw", now: func() time.Time { return now },
+		Read: func(_ context.Context, arn string) (string, error) {
+			reads++
+			return held, readErr
+		}}
+	creds := s.credentialsFn("app")
+	login := func(want string, wantReads int) {
+		t.Helper()
+		c, err := creds(valkey.AuthCredentialsContext{})
+		if err != nil || c.Username != "app" || c.Password != want || reads != wantReads {
+			t.Fatalf("login %+v, %v after %d reads: want %s after %d", c, err, reads, want, wantReads)
+		}
+	}
+	login("p1", 1)
+	login("p1", 1) // kept
+	held = "p2"    // rotated
+	s.check(errors.New("connection reset"))
+	now = now.Add(time.Hour)
+	login("p1", 1) // nothing refused it
+	s.check(fmt.Errorf("connect: %w", wrongpass(t)))
+	login("p2", 2)
+	s.check(wrongpass(t))
+	held = "p3"
+	login("p2", 2) // read less than a second ago
+	now = now.Add(time.Second)
+	login("p3", 3)
+
+	fresh := &PasswordSecret{ARN: "arn:pw", now: func() time.Time { return now },
+		Read: func(context.Context, string) (string, error) { reads++; return "", errors.New("AccessDeniedException") }}
+	reads = 0
+	for range 2 {
+		if _, err := fresh.credentialsFn("app")(valkey.AuthCredentialsContext{}); !errors.Is(err, cacheerr.ErrCredentials) || !cacheerr.Transient(err) || reads != 1 {
+			t.Fatalf("a read that fails: %v after %d reads, want a failure for now of the credentials, read once a second", err, reads)
+		}
+	}
+}
+
+// wrongpass is the cache refusing a login, as valkey-go reads it, made as
+// fakes.Reply makes replies: this package's tests may not import
+// localstack/fakes, which would put SQS's client in every service's go.sum.
+func wrongpass(t *testing.T) error {
+	t.Helper()
+	msg := "WRONGPASS invalid username-password pair or user is disabled."
+	buf := binary.BigEndian.AppendUint64(append(make([]byte, 7), '-'), uint64(len(msg)))
+	var m valkey.ValkeyMessage
+	if err := m.CacheUnmarshalView(append(buf, msg...)); err != nil {
+		t.Fatal(err)
+	}
+	return m.Error()
 }

@@ -3,9 +3,10 @@ package invalidate
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/cacheerr"
 )
 
 // Cache deletes keys: all an Invalidator needs of a cache. Valkey adapts a
@@ -60,16 +61,17 @@ func (c valkeyCache) Unlink(ctx context.Context, keys []string, status []KeyStat
 	return errs
 }
 
-// permanentKeyError reports whether a key's error will come back however
-// often the key is tried: the cache refuses the command to this user
-// (NOPERM), or a bug was caught. Everything else — a lost or refused
-// connection, a timeout, a closing client, CLUSTERDOWN, TRYAGAIN, LOADING,
-// MASTERDOWN, a failover's READONLY — passes once the cache is back.
+// permanentKeyError reports whether the error of a key or a tag will come
+// back however often it is tried: a bug caught, a key or an entry the rules
+// do not allow, and every error of the cache's but the closed list of those
+// that may pass (internal/cacheerr). Every caller that decides between
+// retrying and failing for good asks it.
 func permanentKeyError(err error) bool {
-	if errors.Is(err, ErrInternal) || errors.Is(err, ErrPlan) {
+	switch {
+	case errors.Is(err, ErrInternal), errors.Is(err, ErrPlan):
 		return true
+	case errors.Is(err, errNotAttempted):
+		return false
 	}
-	// valkey-go has no typed check for NOPERM; the reply may come wrapped.
-	var verr *valkey.ValkeyError
-	return errors.As(err, &verr) && strings.HasPrefix(verr.Error(), "NOPERM")
+	return !cacheerr.Transient(err)
 }

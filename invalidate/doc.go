@@ -14,9 +14,11 @@
 // owning its slot, so no request is ever cross-slot or near the
 // 3,999-argument limit. Large batches are decoded on every CPU, chunk by
 // chunk, and each chunk's keys are sent while the next chunks are decoded;
-// each distinct key is deleted once. Keys that fail for now (a lost or
-// refused connection, a timeout, CLUSTERDOWN, TRYAGAIN, LOADING, a failover)
-// are retried with backoff until the context's deadline. Each record gets a
+// each distinct key is deleted once. Keys that fail for now — the closed
+// list of errors that may pass: a lost or refused connection, a timeout,
+// CLUSTERDOWN, TRYAGAIN, LOADING, a failover, a busy, full or throttling
+// cache, a rotated password — are retried with backoff until the context's
+// deadline; any other error fails its record for good. Each record gets a
 // [Result]: its keys, each deleted or already absent, or the error that
 // failed it, and whether it failed for now (retry it) or for good (park it).
 package invalidate

@@ -49,13 +49,16 @@ type Result struct {
 	Tags   []TagResult
 	Err    error
 	// Transient, beside an Err, says that the record failed for now: some
-	// of its keys or of its tags' entries could not be deleted because the cache could not be
-	// reached, was in motion, or the deadline came. It may pass when tried
-	// again, and should be, for as long as it takes. Without it the record
-	// failed for good — it cannot be decoded or planned, the cache refuses
-	// a key to this user, a bug was caught — and retrying cannot help:
-	// it belongs in a failure queue, to be replayed once fixed. A record
-	// with both kinds of faults is transient: its keys are retried first.
+	// of its keys or of its tags' entries could not be deleted because the
+	// cache could not be reached, was in motion, full, busy or throttling,
+	// refused a password since rotated, or the deadline came — the closed
+	// list of internal/cacheerr. It may pass when tried again, and should
+	// be, for as long as it takes. Without it the record failed for good —
+	// it cannot be decoded or planned, the cache answered anything else
+	// (NOPERM, WRONGTYPE at a tag...), a bug was caught — and retrying
+	// cannot help: it belongs in a failure queue, to be replayed once
+	// fixed. A record with both kinds of faults is transient: its keys are
+	// retried first.
 	Transient bool
 }
 

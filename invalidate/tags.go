@@ -141,8 +141,9 @@ func (inv *Invalidator) invalidateTag(ctx, retries context.Context, key string, 
 			out.err = worse(out.err, inv.attempt(ctx, retries, func(ctx context.Context) error { return inv.tags.Forget(ctx, key, done) }))
 		}
 		// A failure for now stops here: the tag is read again on retry. One
-		// for good (an entry refused to the user) does not keep the rest
-		// of the tag, which no retry would reach, stale.
+		// for good (an entry refused to the user, or of the wrong type)
+		// does not keep the rest of the tag, which no retry would reach,
+		// stale.
 		if out.err != nil && !permanentKeyError(out.err) || next == 0 {
 			return out
 		}

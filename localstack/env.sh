@@ -51,6 +51,11 @@ export CACHE_PASSWORD="${CACHE_PASSWORD:-local-dev-password-0123456789}"
 # which redis-server 7.0 does not know).
 export WORKER_USERNAME="${WORKER_USERNAME:-invalidator}"
 export WORKER_PASSWORD="${WORKER_PASSWORD:-local-worker-password-0123456789}"
+# The functions read that password from a secret, by its ARN, as in AWS
+# (CACHE_PASSWORD_SECRET_ARN); init/ready.d/10-resources.sh makes it. A
+# partial ARN, without the suffix Secrets Manager adds to the name: Secrets
+# Manager and moto take it.
+export WORKER_PASSWORD_SECRET_NAME="${WORKER_PASSWORD_SECRET_NAME:-invalidator-worker-password}"
 # ASKING lets it follow a slot being migrated; PUBLISH, on its one channel,
 # announces its deletes to the services' local tiers. The scripts (EVALSHA,
 # EVAL) invalidate tags: the tag clock (TIME, INCR, INCRBY), each tag's hash
@@ -72,6 +77,7 @@ export SECOND_DELETE_QUEUE_NAME="${SECOND_DELETE_QUEUE_NAME:-cache-invalidation-
 export INSPECT_QUEUE_NAME="${INSPECT_QUEUE_NAME:-cache-invalidation-inspect}"
 export TABLE_NAME="${TABLE_NAME:-Products}"
 export TOPIC_ARN="${TOPIC_ARN:-arn:aws:sns:$AWS_REGION:$AWS_ACCOUNT_ID:$TOPIC_NAME}"
+export WORKER_PASSWORD_SECRET_ARN="${WORKER_PASSWORD_SECRET_ARN:-arn:aws:secretsmanager:$AWS_REGION:$AWS_ACCOUNT_ID:secret:$WORKER_PASSWORD_SECRET_NAME}"
 export QUEUE_URL="${QUEUE_URL:-$AWS_ENDPOINT_URL/$AWS_ACCOUNT_ID/$QUEUE_NAME}"
 export RAW_QUEUE_URL="${RAW_QUEUE_URL:-$AWS_ENDPOINT_URL/$AWS_ACCOUNT_ID/$RAW_QUEUE_NAME}"
 export DLQ_URL="${DLQ_URL:-$AWS_ENDPOINT_URL/$AWS_ACCOUNT_ID/$DLQ_NAME}"

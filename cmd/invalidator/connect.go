@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/elasticache"
@@ -21,7 +22,8 @@ type session struct {
 
 // connect reads the worker's configuration from this environment, with
 // the cache endpoint and the rules file the flags gave, and connects to AWS
-// and the cache as the worker would (IAM auth with these credentials).
+// and the cache as the worker would (IAM auth with these credentials, the
+// password read from CACHE_PASSWORD_SECRET_ARN with them).
 func connect(ctx context.Context, endpoint, rules string) (session, error) {
 	getenv := ruleEnv(rules, func(key string) string {
 		if key == "CACHE_ENDPOINT" {
@@ -38,6 +40,9 @@ func connect(ctx context.Context, endpoint, rules string) (session, error) {
 		return s, err
 	}
 	s.cfg.Cache.SignWith(s.aws.Region, s.aws.Credentials)
+	if secret := s.cfg.Cache.PasswordSecret; secret != nil {
+		secret.Read = worker.SecretPassword(secretsmanager.NewFromConfig(s.aws))
+	}
 	s.cache, err = elasticache.New(s.cfg.Cache)
 	return s, err
 }

@@ -150,8 +150,10 @@ and finish the checks, twice to stop at once.
 It consumes only a queue of its own (the template's cache-invalidation-inspect,
 INSPECT_QUEUE_URL), for it deletes what it reads: it refuses QUEUE_URL,
 RAW_QUEUE_URL, DLQ_URL, FAILURE_QUEUE_URL and SECOND_DELETE_QUEUE_URL, a queue
-named as template.yaml names the worker's (cache-invalidation, -dlq, -failures,
--again), one with a dead-letter queue, and one that is a dead-letter queue.
+named as the worker's are (the local stack's cache-invalidation, -dlq,
+-failures, -again; CloudFormation's <stack>-Queue-, -DeadLetterQueue-,
+-FailureQueue-, -SecondDeleteQueue-...), one with a dead-letter queue, and one
+that is a dead-letter queue.
 
 flags:
 `)

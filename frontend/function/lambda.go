@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/frontend/worker"
@@ -22,7 +23,8 @@ import (
 
 // Start runs the Lambda function name on aws-lambda-go, handle serving
 // every invoke's raw payload with the one worker of the process, and never
-// returns. IAM tokens and SQS calls are signed with the execution role's
+// returns. IAM tokens, SQS calls and, with CACHE_PASSWORD_SECRET_ARN, the
+// reads of the cache's password are signed with the execution role's
 // credentials, which Lambda puts in the environment — what the AWS SDK
 // would read there, without its config loader's weight at cold start.
 //
@@ -48,8 +50,12 @@ func Start[R any](name string, handle func(*worker.Worker, context.Context, []by
 		os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN"))
 	cfg.Cache.SignWith(os.Getenv("AWS_REGION"), creds)
 	transport := awshttp.NewBuildableClient().GetTransport() // the SDK's defaults, closable at shutdown
-	queues := sqs.New(sqs.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds, BaseEndpoint: endpoint(),
+	queues := sqs.New(sqs.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds, BaseEndpoint: endpoint("SQS"),
 		HTTPClient: &http.Client{Transport: transport}})
+	if s := cfg.Cache.PasswordSecret; s != nil {
+		s.Read = worker.SecretPassword(secretsmanager.New(secretsmanager.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds,
+			BaseEndpoint: endpoint("SECRETS_MANAGER"), HTTPClient: &http.Client{Transport: transport}}))
+	}
 	w, err := worker.Start(name, cfg, queues)
 	if err != nil {
 		initError(name, err)
@@ -95,11 +101,11 @@ func invocation(ctx context.Context) worker.Invocation {
 	return inv
 }
 
-// endpoint is the SQS endpoint the environment names, for local stacks
-// (AWS_ENDPOINT_URL_SQS, else AWS_ENDPOINT_URL, as the AWS SDK reads them);
-// nil in AWS.
-func endpoint() *string {
-	for _, key := range []string{"AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL"} {
+// endpoint is the endpoint the environment names for service, for local
+// stacks (AWS_ENDPOINT_URL_<service>, else AWS_ENDPOINT_URL, as the AWS SDK
+// reads them); nil in AWS.
+func endpoint(service string) *string {
+	for _, key := range []string{"AWS_ENDPOINT_URL_" + service, "AWS_ENDPOINT_URL"} {
 		if v := os.Getenv(key); v != "" {
 			return aws.String(v)
 		}

@@ -15,10 +15,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// WorkerQueueNames are the names template.yaml gives the queues of the
-// worker and of its failure path, after NamePrefix: the queue, its DLQ,
-// the failure queue and the delay queue of second deletes.
+// WorkerQueueNames are the names the local stack gives the queues of the
+// worker and of its failure path: the queue, its DLQ, the failure queue
+// and the delay queue of second deletes.
 var WorkerQueueNames = []string{"cache-invalidation", "cache-invalidation-dlq", "cache-invalidation-failures", "cache-invalidation-again"}
+
+// WorkerQueueIDs are template.yaml's logical IDs of the same queues, which
+// CloudFormation puts in the names it makes them: <stack>-<ID>-<suffix>.
+var WorkerQueueIDs = []string{"Queue", "DeadLetterQueue", "FailureQueue", "SecondDeleteQueue"}
 
 // ErrNotOwnQueue refuses a queue that is not the inspector's own.
 var ErrNotOwnQueue = errors.New("refused: inspect deletes what it reads, so it consumes only a queue of its own, subscribed to the topic (INSPECT_QUEUE_URL; the template's cache-invalidation-inspect)")
@@ -31,8 +35,8 @@ type QueueAttributes interface {
 
 // CheckOwn returns an error wrapping ErrNotOwnQueue when queueURL may be
 // one of the worker's queues: one of workers (the worker's queues as
-// configured, by variable), one named as template.yaml names them, one
-// with a dead-letter queue (the worker's queue and delay queue have one;
+// configured, by variable), one named as the local stack or CloudFormation
+// names them, one with a dead-letter queue (the worker's queue and delay queue have one;
 // an inspector's needs none), or one that is a dead-letter queue (the DLQ,
 // the failure queue). A queue whose attributes cannot be read is refused
 // too.
@@ -48,7 +52,12 @@ func CheckOwn(ctx context.Context, client QueueAttributes, queueURL string, work
 	queue := path.Base(queuePath(queueURL))
 	for _, name := range WorkerQueueNames {
 		if strings.HasSuffix(queue, name) {
-			return refuse("its name ends in %s, as template.yaml names a queue of the worker's", name)
+			return refuse("its name ends in %s, as the local stack names a queue of the worker's", name)
+		}
+	}
+	for _, id := range WorkerQueueIDs {
+		if strings.Contains(queue, "-"+id+"-") {
+			return refuse("its name holds -%s-, as CloudFormation names template.yaml's %s, a queue of the worker's", id, id)
 		}
 	}
 	attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),

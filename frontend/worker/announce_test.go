@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,7 +90,7 @@ func TestEveryDeleteIsAnnouncedOnceItSucceeded(t *testing.T) {
 func TestAKeyNotAnnouncedFailsItsRecordForNow(t *testing.T) {
 	ch := &channel{fail: func(m announce.Message) error {
 		if slices.Contains(m.Keys, "cache:user:2") {
-			return errors.New("connection reset")
+			return &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET} // the connection lost
 		}
 		return nil
 	}}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -23,10 +24,10 @@ import (
 // connected every key fails for now, with the reason: its records are
 // retried, never parked.
 type connection struct {
-	opt      valkey.ClientOption
-	endpoint string
-	log      *slog.Logger
-	recent   *Recent // told when the first client is made; nil when none
+	cache  elasticache.Config
+	opt    valkey.ClientOption // cache's, tuned
+	log    *slog.Logger
+	recent *Recent // told when the first client is made; nil when none
 
 	mu      sync.Mutex
 	client  valkey.Client
@@ -35,11 +36,12 @@ type connection struct {
 	closed  bool
 }
 
-// errClosed fails what is asked of a closed connection.
-var errClosed = errors.New("the cache connection is closed")
+// errClosed fails what is asked of a closed connection: for now, as when
+// valkey-go's client closes, for the next process to do.
+var errClosed = fmt.Errorf("the cache connection is closed: %w", valkey.ErrClosing)
 
-func newConnection(opt valkey.ClientOption, endpoint string, log *slog.Logger, recent *Recent) *connection {
-	c := &connection{opt: opt, endpoint: endpoint, log: log, recent: recent}
+func newConnection(cache elasticache.Config, opt valkey.ClientOption, log *slog.Logger, recent *Recent) *connection {
+	c := &connection{cache: cache, opt: opt, log: log, recent: recent}
 	c.mu.Lock()
 	c.dial()
 	c.mu.Unlock()
@@ -51,9 +53,9 @@ func (c *connection) dial() {
 	done := make(chan struct{})
 	c.dialing = done
 	go func() {
-		client, err := valkey.NewClient(c.opt)
+		client, err := c.cache.Connect(c.opt)
 		if err != nil {
-			err = fmt.Errorf("connect to cache %s: %w", c.endpoint, err)
+			err = fmt.Errorf("connect to cache %s: %w", c.cache.Endpoint, err)
 		} else if c.recent != nil {
 			c.recent.Started(slices.Collect(maps.Keys(client.Nodes())))
 		}
@@ -65,7 +67,7 @@ func (c *connection) dial() {
 		switch {
 		case c.closed:
 		case err == nil && c.err != nil:
-			c.log.Info("connected to the cache", "endpoint", c.endpoint)
+			c.log.Info("connected to the cache", "endpoint", c.cache.Endpoint)
 		case err != nil && (c.err == nil || c.err.Error() != err.Error()):
 			// Once per cause, not once per attempt.
 			c.log.Warn("cannot connect to the cache: records fail for now and are retried", "error", err.Error())
@@ -102,7 +104,7 @@ func (c *connection) get(ctx context.Context) (valkey.Client, error) {
 		if last != nil {
 			return nil, fmt.Errorf("%w (still connecting: %w)", last, ctx.Err())
 		}
-		return nil, fmt.Errorf("still connecting to cache %s: %w", c.endpoint, ctx.Err())
+		return nil, fmt.Errorf("still connecting to cache %s: %w", c.cache.Endpoint, ctx.Err())
 	}
 }
 

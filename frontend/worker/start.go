@@ -46,7 +46,7 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 		opts.Recent = NewRecent(cfg.RedeleteWindow, cfg.RedeleteMaxBytes, cfg.RedeleteOnNewNodes)
 		opt.DialCtxFn = noteConnections(opts.Recent)
 	}
-	conn := newConnection(opt, cfg.Cache.Endpoint, logger, opts.Recent)
+	conn := newConnection(cfg.Cache, opt, logger, opts.Recent)
 	if cfg.FailureQueueURL != "" {
 		opts.Park = parking.Queue{Client: queues, URL: cfg.FailureQueueURL}
 	} else {

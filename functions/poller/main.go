@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"golang.org/x/sync/errgroup"
 
@@ -64,6 +65,9 @@ func run(ctx context.Context) error {
 		return err
 	}
 	cfg.Cache.SignWith(aws.Region, aws.Credentials)
+	if s := cfg.Cache.PasswordSecret; s != nil {
+		s.Read = worker.SecretPassword(secretsmanager.NewFromConfig(aws))
+	}
 	queues := sqs.NewFromConfig(aws)
 	w, err := worker.Start("poller", cfg, queues)
 	if err != nil {

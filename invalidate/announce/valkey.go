@@ -2,9 +2,10 @@ package announce
 
 import (
 	"context"
-	"errors"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/cacheerr"
 )
 
 // Valkey publishes through a valkey-go client. A cluster carries a PUBLISH
@@ -36,8 +37,6 @@ func (s valkeySender) Publish(ctx context.Context, channel, message string) erro
 }
 
 // refused tells an answer that another node would give too (NOPERM, a
-// wrong argument), from a node that did not answer.
-func refused(err error) bool {
-	var reply *valkey.ValkeyError
-	return errors.As(err, &reply) && !reply.IsClusterDown() && !reply.IsTryAgain() && !reply.IsLoading()
-}
+// wrong argument) from a node that did not answer, or not for now
+// (internal/cacheerr).
+func refused(err error) bool { return !cacheerr.Transient(err) }

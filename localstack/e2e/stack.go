@@ -112,18 +112,22 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	}
 	// Only a reconnect sets a re-delete off, as on ElastiCache Serverless,
 	// whose failover shows no new node: the failovers show it fires so.
-	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=" + e.workerPassword, "LOG_LEVEL=debug", "REDELETE_ON_NEW_NODES=false",
+	worker := []string{"CACHE_USERNAME=" + e.workerUser, "LOG_LEVEL=debug", "REDELETE_ON_NEW_NODES=false",
 		"POLLER_STATS_INTERVAL=10s",
 		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table),
 		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String()}
+	// The poller has the password in its environment (ECS's secret), the
+	// functions the ARN of the secret that holds it, as in AWS.
+	poller := append([]string{"CACHE_PASSWORD=" + e.workerPassword}, worker...)
+	functions := append([]string{"CACHE_PASSWORD=", "CACHE_PASSWORD_SECRET_ARN=" + os.Getenv("WORKER_PASSWORD_SECRET_ARN")}, worker...)
 	s := &stack{env: e, shard: sh,
 		poller: &proc{name: "poller", path: filepath.Join(bin, "poller", "poller"), log: filepath.Join(logs, "poller.log"),
-			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
+			env:   append(poller, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
 			ready: func() bool { return healthy(health) }},
 		// A function timeout of 10 s: the raw queue's visibility is six
 		// times that (make e2e sets it), as the template has it. Polls of
 		// 5 s, as the poller's: the run stops and restarts the driver.
-		driver: &proc{name: "driver", path: driverBin, log: filepath.Join(logs, "driver.log"), env: worker,
+		driver: &proc{name: "driver", path: driverBin, log: filepath.Join(logs, "driver.log"), env: functions,
 			args: []string{"-bin", bin, "-state", filepath.Join(e.state, "esm"), "-timeout", "10s", "-sqs-wait-time", "5s",
 				"-queue", e.rawQueue, "-table", e.table, "-on-failure", e.failureQueue}},
 	}

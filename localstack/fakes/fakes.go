@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"maps"
+	"net"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,24 +17,20 @@ import (
 )
 
 // ErrRefused stands for a refused connection to the cache, which valkey-go
-// returns as the dialer's error.
-var ErrRefused error = &dialError{syscall.ECONNREFUSED}
-
-type dialError struct{ errno syscall.Errno }
-
-func (e *dialError) Error() string { return "dial tcp 127.0.0.1:7001: " + e.errno.Error() }
-func (e *dialError) Unwrap() error { return e.errno }
+// returns as the dialer's error, a *net.OpError.
+var ErrRefused error = &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7001},
+	Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 
 // ErrNoPerm is the cache's refusal of a key to the user, the reply of
 // Valkey and Redis 7 in the type valkey-go gives it, so that the code
 // classes it as the real one: failed for good.
-var ErrNoPerm = errorReply("NOPERM this user has no permissions to access one of the keys used as arguments")
+var ErrNoPerm = Reply("NOPERM this user has no permissions to access one of the keys used as arguments")
 
-// errorReply is the error reply msg as valkey-go reads it. Its only
-// exported constructor of one is the reader of its client-side cache
-// format: 7 bytes of TTL, the type, the length, the string. The contract
-// test (localstack/testenv/contract) checks it against the real one.
-func errorReply(msg string) error {
+// Reply is the error reply msg as valkey-go reads it. Its only exported
+// constructor of one is the reader of its client-side cache format: 7
+// bytes of TTL, the type, the length, the string. The contract test
+// (localstack/testenv/contract) checks it against the real one.
+func Reply(msg string) error {
 	buf := binary.BigEndian.AppendUint64(append(make([]byte, 7), '-'), uint64(len(msg)))
 	var m valkey.ValkeyMessage
 	if err := m.CacheUnmarshalView(append(buf, msg...)); err != nil {

@@ -21,6 +21,7 @@ raw_queue="${RAW_QUEUE_NAME:-cache-invalidation-raw}"
 again="${SECOND_DELETE_QUEUE_NAME:-cache-invalidation-again}"
 inspect="${INSPECT_QUEUE_NAME:-cache-invalidation-inspect}"
 table="${TABLE_NAME:-Products}"
+secret="${WORKER_PASSWORD_SECRET_NAME:-invalidator-worker-password}"
 # As template.yaml: QueueMaxReceiveCount, and 6 x the function timeout.
 max_receive_count="${MAX_RECEIVE_COUNT:-1000}"
 visibility_timeout="${VISIBILITY_TIMEOUT:-180}"
@@ -115,6 +116,16 @@ inspect_arn=$(queue_arn "$inspect_url")
 awscli sqs set-queue-attributes --queue-url "$inspect_url" --attributes "$(python3 -c 'import json,sys; print(json.dumps({"MessageRetentionPeriod": "60", "Policy": sys.argv[1]}))' "$(sns_may_send "$inspect_arn")")"
 subscribe "$inspect_arn" false
 
+# The worker's cache password, which the functions read by the secret's ARN
+# as in AWS: the "password" key, as template.yaml's CachePasswordSecretArn
+# holds it. Written again each run, to follow WORKER_PASSWORD (env.sh's).
+secret_string=$(python3 -c 'import json, sys; print(json.dumps({"password": sys.argv[1]}))' "${WORKER_PASSWORD:-local-worker-password-0123456789}")
+if awscli secretsmanager describe-secret --secret-id "$secret" >/dev/null 2>&1; then
+  awscli secretsmanager put-secret-value --secret-id "$secret" --secret-string "$secret_string" >/dev/null
+else
+  awscli secretsmanager create-secret --name "$secret" --secret-string "$secret_string" >/dev/null
+fi
+
 if ! dynamodb describe-table --table-name "$table" --query Table.TableName >/dev/null 2>&1; then
   dynamodb create-table --table-name "$table" \
     --attribute-definitions AttributeName=id,AttributeType=S \
@@ -134,3 +145,4 @@ echo "  again       $again_url (second deletes, delayed; failures after $max_rec
 echo "  inspect     $inspect_url (a copy of each change for invalidator inspect, kept 60 s)"
 echo "  failures    $failures_url (records parked by the worker, and what the stream and SNS paths give up on)"
 echo "  table       $table, stream $stream_arn"
+echo "  secret      $secret (the worker's cache password, which the functions read)"

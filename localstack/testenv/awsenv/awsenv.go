@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -45,6 +46,12 @@ func SQS(t testing.TB) *sqs.Client { t.Helper(); return sqs.NewFromConfig(AWS(t)
 
 // SNS returns an SNS client for moto.
 func SNS(t testing.TB) *sns.Client { t.Helper(); return sns.NewFromConfig(AWS(t)) }
+
+// SecretsManager returns a Secrets Manager client for moto.
+func SecretsManager(t testing.TB) *secretsmanager.Client {
+	t.Helper()
+	return secretsmanager.NewFromConfig(AWS(t))
+}
 
 // DynamoDB returns a DynamoDB client for moto.
 func DynamoDB(t testing.TB) *dynamodb.Client { t.Helper(); return dynamodb.NewFromConfig(AWS(t)) }

@@ -1,0 +1,86 @@
+package functions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/localstack/rie"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
+)
+
+// TestAPasswordRotationParksNothing: the SQS function reads its cache
+// password by the ARN of the secret that holds it (in moto), as
+// template.yaml has it. The secret rotated, the cache user's password
+// changed and its connections killed, the next invoke's connections are
+// refused the old password, the function reads the secret again, and the
+// invoke's keys are deleted: nothing fails, nothing is parked.
+func TestAPasswordRotationParksNothing(t *testing.T) {
+	admin := testenv.Cache(t)
+	sm := awsenv.SecretsManager(t)
+	user := "rotation-" + strings.ToLower(rand.Text()[:8])
+	acl := func(args ...string) {
+		t.Helper()
+		for addr, node := range admin.Nodes() {
+			if err := node.Do(t.Context(), node.B().Arbitrary(args...).Build()).Error(); err != nil {
+				t.Fatalf("%v on %s: %v", args, addr, err)
+			}
+		}
+	}
+	before, after := rand.Text(), rand.Text()
+	acl("ACL", "SETUSER", user, "on", ">"+before, "~cache:*", "&*", "+@all")
+	t.Cleanup(func() {
+		for _, node := range admin.Nodes() {
+			node.Do(context.Background(), node.B().AclDeluser().Username(user).Build())
+		}
+	})
+	secretString := func(password string) *string {
+		b, _ := json.Marshal(map[string]string{"password": password})
+		return aws.String(string(b))
+	}
+	name := "test-cache-password-" + strings.ToLower(rand.Text()[:8])
+	secret, err := sm.CreateSecret(t.Context(), &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: secretString(before)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: secret.ARN, ForceDeleteWithoutRecovery: aws.Bool(true)})
+	})
+
+	cfg := testenv.WorkerCacheConfig(t)
+	cfg.Username, cfg.Password, cfg.PasswordSecret = user, "", &elasticache.PasswordSecret{ARN: aws.ToString(secret.ARN)}
+	failures, env := failureQueue(t)
+	// The secret is read again a second after its last read at the soonest:
+	// the batch retries that long, and more, where its default is 1 s.
+	fn := emulator(t, "sqs-invalidate", cfg, rie.Options{Env: append(env, "RETRY_FOR=5s")})
+	ns := rand.Text()
+	invalidate := func(id string) {
+		t.Helper()
+		key := "cache:product:" + ns + id
+		setKeys(t, admin, key)
+		ev := shape.SQSEvent{Records: []shape.SQSMessage{sqsMessage(id, `{"entity":"product","id":"`+ns+id+`"}`)}}
+		if failed := batchFailures(t, fn, ev); len(failed) != 0 {
+			t.Fatalf("%s: batch item failures %q, want none", id, failed)
+		}
+		requireGone(t, admin, key)
+	}
+	invalidate("before")
+
+	if _, err := sm.PutSecretValue(t.Context(), &secretsmanager.PutSecretValueInput{SecretId: secret.ARN, SecretString: secretString(after)}); err != nil {
+		t.Fatal(err)
+	}
+	acl("ACL", "SETUSER", user, "resetpass", ">"+after)
+	acl("CLIENT", "KILL", "USER", user)
+	invalidate("after")
+	if n := messages(t, failures); n != 0 {
+		t.Fatalf("%d records parked, want none", n)
+	}
+}
