@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -327,5 +328,46 @@ tags:
 	untagged := mustRules(t, `{allowedKeys: ["cache:tag:product:*"]}`)
 	if _, err := untagged.Tags(&events.Change{Tags: []string{"product:1"}}, nil); !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), "tag clock") {
 		t.Errorf("an explicit tag whose clock is not allowed: %v", err)
+	}
+}
+
+// TestSetsStopAtTheCap: a set placeholder's values are read only until
+// the template's cap is passed, its cross-product with the other
+// placeholders counted: a member after that point, an empty one here, is
+// never read, and the template fails for being too large. A placeholder on
+// an image the record cannot have plans no key, whatever the sets before it.
+func TestSetsStopAtTheCap(t *testing.T) {
+	r := mustRules(t, `tables: {T: ["cache:tag:{item.tags}"], P: ["cache:pair:{new.a}:{new.b}"], G: ["cache:gone:{new.tags}:{old.a}"]}`)
+	// set is n distinct members, then, with empty, an empty one.
+	set := func(n int, prefix string, empty bool) av {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = prefix + strconv.Itoa(i)
+		}
+		if empty {
+			out = append(out, "")
+		}
+		return ss(out...)
+	}
+	for _, tc := range []struct {
+		name, table string
+		op          events.Op
+		old, new    events.Image
+		want        string // the error's end, or "" for none
+	}{
+		{"one set past the cap", "T", events.OpUpdate, events.Image{"tags": ss("x")}, events.Image{"tags": set(1000, "y", true)},
+			`"cache:tag:{item.tags}": expands to more than 1000 keys`},
+		{"a cross-product past the cap", "P", events.OpCreate, nil, events.Image{"a": set(40, "a", false), "b": set(26, "b", true)},
+			`"cache:pair:{new.a}:{new.b}": expands to more than 1000 keys`},
+		{"an image the record cannot have", "G", events.OpCreate, nil, events.Image{"tags": set(2000, "t", false)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &events.Change{Source: events.SourceDynamoDB, Table: tc.table, Entity: tc.table, ID: "1", Op: tc.op,
+				ItemKey: events.Image{"id": s("1")}, OldImage: tc.old, NewImage: tc.new}
+			keys, err := r.Keys(c, nil)
+			if tc.want == "" && (err != nil || len(keys) != 0) || tc.want != "" && (!errors.Is(err, ErrPlan) || !strings.HasSuffix(err.Error(), tc.want)) {
+				t.Fatalf("keys %q, err %v; want %q", keys, err, tc.want)
+			}
+		})
 	}
 }
