@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -293,5 +294,44 @@ func TestChangeTags(t *testing.T) {
 		if err != nil || len(changes) != 1 || !slices.Equal(changes[0].Tags, tc.tags) {
 			t.Errorf("%s: %+v, %v; want tags %q", tc.body, changes, err, tc.tags)
 		}
+	}
+}
+
+// TestRecordLimits: a record may ask for at most MaxChanges changes,
+// MaxKeys keys and MaxTags tags; past one it fails for good, naming
+// itself, at that point: what follows, broken here, is never read, and
+// the changes decoded before are kept.
+func TestRecordLimits(t *testing.T) {
+	names := func(n int, prefix string) string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = `"` + prefix + strconv.Itoa(i) + `"`
+		}
+		return "[" + strings.Join(out, ",") + "]"
+	}
+	changes := func(n int, change string) string {
+		return strings.TrimSuffix(strings.Repeat(change+",", n), ",")
+	}
+	const broken = "7" // a bad element: reading it is an error of its own
+	for _, tc := range []struct {
+		name, body string
+		kept       int
+		reason     string
+	}{
+		{"keys at the limit", `{"keys":` + names(MaxKeys, "cache:k") + `}`, 1, ""},
+		{"keys past the limit", `{"keys":` + strings.TrimSuffix(names(MaxKeys+1, "cache:k"), "]") + "," + broken + `]}`, 0, "more than 10000 keys in one record"},
+		{"keys of several changes", `[` + changes(2, `{"keys":`+names(MaxKeys/2+1, "cache:k")+`}`) + "," + broken + `]`, 2, "more than 10000 keys in one record"},
+		{"tags past the limit", `{"tags":` + strings.TrimSuffix(names(MaxTags+1, "t"), "]") + "," + broken + `]}`, 0, "more than 1000 tags in one record"},
+		{"tags of several changes", `[` + changes(2, `{"tags":`+names(MaxTags/2+1, "t")+`}`) + "," + broken + `]`, 2, "more than 1000 tags in one record"},
+		{"changes at the limit", `[` + changes(MaxChanges, `{"entity":"a","id":"1"}`) + `]`, MaxChanges, ""},
+		{"changes past the limit", `[` + changes(MaxChanges+1, `{"entity":"a","id":"1"}`) + "," + broken + `]`, MaxChanges, "more than 10000 changes in one record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DecodeSQSBody("m1", tc.body, "")
+			if len(got) != tc.kept || tc.reason == "" && err != nil ||
+				tc.reason != "" && (!errors.Is(err, ErrInvalid) || err.Error() != `record "m1": `+tc.reason) {
+				t.Fatalf("%d changes, err %v; want %d and %q", len(got), err, tc.kept, tc.reason)
+			}
+		})
 	}
 }

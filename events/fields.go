@@ -72,13 +72,17 @@ func parseVersion(value []byte, kind jsonscan.Kind) (int64, error) {
 	return 0, invalid("version must be an integer, not " + truncate(value))
 }
 
-// parseStrings reads field, an array of non-empty strings: keys or tags.
-func parseStrings(field string, value []byte, kind jsonscan.Kind) ([]string, error) {
+// parseStrings reads field, an array of non-empty strings: keys or tags,
+// at most max of them.
+func parseStrings(field string, value []byte, kind jsonscan.Kind, max int) ([]string, error) {
 	if kind != jsonscan.Array {
 		return nil, invalid(field + " must be an array of strings, not " + kind.String())
 	}
 	var out []string
 	err := jsonscan.Elements(value, func(v []byte, kind jsonscan.Kind) error {
+		if len(out) == max {
+			return pastLimit(field, max)
+		}
 		s, err := nonEmptyText(field+"["+strconv.Itoa(len(out))+"]", v, kind)
 		out = append(out, s)
 		return err
