@@ -64,7 +64,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, raw := range raws {
-				seq, c, err := DecodeDynamoDBJSON(raw)
+				seq, c, err := DecodeDynamoDBJSON(raw, nil)
 				var changes []Change
 				if err == nil {
 					changes = []Change{c}
@@ -227,14 +227,14 @@ func TestDynamoDBJSONLimits(t *testing.T) {
 		deep = `{"L":[` + deep + `]}`
 	}
 	raw := `{"eventName":"INSERT","eventSourceARN":"arn:aws:dynamodb:us-east-1:1:table/T/stream/s","dynamodb":{"Keys":{"id":{"S":"1"}},"NewImage":{"deep":` + deep + `},"SequenceNumber":"42"}}`
-	seq, _, err := DecodeDynamoDBJSON([]byte(raw))
+	seq, _, err := DecodeDynamoDBJSON([]byte(raw), nil)
 	if seq != "42" || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "32 levels") {
 		t.Fatalf("deep nesting: seq %q, err %v", seq, err)
 	}
 	// A field broken before SequenceNumber still names its record, so that
 	// only it fails, not its batch.
 	broken := `{"eventName":7,"dynamodb":{"Keys":{"id":{"X":"1"}},"SequenceNumber":"43"}}`
-	if seq, _, err := DecodeDynamoDBJSON([]byte(broken)); seq != "43" || err == nil {
+	if seq, _, err := DecodeDynamoDBJSON([]byte(broken), nil); seq != "43" || err == nil {
 		t.Fatalf("broken record: seq %q, err %v", seq, err)
 	}
 }
@@ -334,4 +334,47 @@ func TestRecordLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDecodeKeepsOnlyWhatIsRead: of a stream record's images, only the
+// attributes named are decoded, down their paths; the others, however
+// large, deep or broken inside, are only checked to be JSON. The key
+// attributes are always decoded.
+func TestDecodeKeepsOnlyWhatIsRead(t *testing.T) {
+	deep := `{"S":"x"}`
+	for range 40 {
+		deep = `{"L":[` + deep + `]}`
+	}
+	image := `{"id":{"S":"1"},"tags":{"SS":["a","b"]},"brand":{"M":{"name":{"S":"Acme"},"logo":{"X":1}}},"list":{"L":[{"X":1}]},"deep":` + deep + `,"odd":{"X":1}}`
+	raw := `{"eventName":"MODIFY","eventSourceARN":"arn:aws:dynamodb:us-east-1:1:table/T/stream/s","dynamodb":{"Keys":{"id":{"S":"1"},"sk":{"N":"2"}},` +
+		`"OldImage":` + image + `,"NewImage":` + image + `,"SequenceNumber":"42"}}`
+	keep := Attributes{"tags": {}, "brand": {"name": {}}, "list": {}}
+	_, c, err := DecodeDynamoDBJSON([]byte(raw), keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Image{"tags": {Type: TypeStringSet, SS: []string{"a", "b"}}, "brand": {Type: TypeMap, M: Image{"name": {Type: TypeString, S: "Acme"}}}, "list": {Type: TypeList}}
+	for _, got := range []Image{c.OldImage, c.NewImage} {
+		if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
+			t.Errorf("image %s, want %s", g, w)
+		}
+	}
+	if c.ID != "1#2" || len(c.ItemKey) != 2 {
+		t.Errorf("key %q %v, want both key attributes", c.ID, c.ItemKey)
+	}
+	if _, _, err := DecodeDynamoDBJSON([]byte(raw), nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("everything kept: %v, want the broken attributes to fail the record", err)
+	}
+	if _, _, err := DecodeDynamoDBJSON([]byte(strings.Replace(raw, `"odd":{"X":1}`, `"odd":{"X":1`, 1)), keep); !errors.Is(err, ErrInvalid) {
+		t.Errorf("an attribute kept out that is not JSON: %v, want the record to fail", err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

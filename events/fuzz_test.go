@@ -112,7 +112,7 @@ func FuzzDecodeSNS(f *testing.F) {
 func FuzzDecodeDynamoDBJSON(f *testing.F) {
 	rawRecords(f, "dynamodb*.json")
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		_, c, err := DecodeDynamoDBJSON(raw)
+		_, c, err := DecodeDynamoDBJSON(raw, nil)
 		if err == nil && !json.Valid(raw) {
 			t.Fatalf("DecodeDynamoDBJSON(%q) took invalid JSON", raw)
 		}

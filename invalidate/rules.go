@@ -84,6 +84,7 @@ type Rules struct {
 	tagEntities map[string][]template
 	tagTables   map[string][]template
 	tagPrefix   string
+	attributes  events.Attributes // what the table templates read of the images
 }
 
 // DefaultRules returns the rules used when none are configured: every change
@@ -125,6 +126,12 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 		return nil, err
 	}
 	r.tagPrefix = cmp.Or(cfg.TagPrefix, tagset.DefaultPrefix)
+	r.attributes = events.Attributes{}
+	for _, set := range append(sorted(r.tables), sorted(r.tagTables)...) {
+		for _, t := range set {
+			t.read(r.attributes)
+		}
+	}
 	if cfg.AllowedKeys == nil {
 		keys := patternsOf("", append([][]template{r.defaults}, append(sorted(r.tables), sorted(r.entities)...)...)...)
 		r.allowed = reduce(append(keys, r.tagPatterns()...))
@@ -175,6 +182,11 @@ func compileAll(where string, sets map[string][]string, allowImages bool) (map[s
 	}
 	return out, nil
 }
+
+// Attributes are the attributes of stream records' images that the rules
+// read, for their decoder (events.DecodeDynamoDBJSON): the others need not
+// be decoded.
+func (r *Rules) Attributes() events.Attributes { return r.attributes }
 
 // AllowedKeys returns the patterns of the keys the rules may delete, and
 // whether they were derived from the templates rather than given.

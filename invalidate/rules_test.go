@@ -2,8 +2,10 @@ package invalidate
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -369,5 +371,45 @@ func TestSetsStopAtTheCap(t *testing.T) {
 				t.Fatalf("keys %q, err %v; want %q", keys, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRulesReadOnlyTheirAttributes: the rules name the attributes their
+// table templates read, down each path, and a stream record decoded with
+// only those plans what it plans decoded whole, keys, tags and errors.
+func TestRulesReadOnlyTheirAttributes(t *testing.T) {
+	r := mustRules(t, `
+entities: {product: ["cache:product:{id}"]}
+tables: {CaptureProducts: ["cache:p:{key.id}", "cache:cat:{item.category}", "cache:{item.tags}:{new.sizes}", "cache:h:{old.hashes}",
+  "cache:b:{new.brand.name}", "cache:m:{old.brand}", "cache:r:{item.related}", "cache:d:{new.discontinued}", "cache:x:{new.brand.name.x}"]}
+tags: {tables: {Other: ["t:{new.thumb}"]}}
+`)
+	want := events.Attributes{"category": {}, "tags": {}, "sizes": {}, "hashes": {}, "brand": {"name": {"x": {}}}, "related": {}, "discontinued": {}, "thumb": {}}
+	if got := r.Attributes(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("attributes %v, want %v", got, want)
+	}
+	for _, fixture := range []string{"../events/testdata/dynamodb.json", "../events/testdata/dynamodb-edge.json"} {
+		data, err := os.ReadFile(fixture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws, err := events.SplitRecords(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, raw := range raws {
+			plan := func(keep events.Attributes) string {
+				_, c, err := events.DecodeDynamoDBJSON(raw, keep)
+				if err != nil {
+					return err.Error()
+				}
+				keys, kerr := r.Keys(&c, nil)
+				tags, terr := r.Tags(&c, nil)
+				return fmt.Sprint(keys, kerr, tags, terr)
+			}
+			if whole, read := plan(nil), plan(r.Attributes()); whole != read {
+				t.Errorf("%s record %d: decoded whole %s, only what is read %s", fixture, i, whole, read)
+			}
+		}
 	}
 }

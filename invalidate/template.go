@@ -222,6 +222,21 @@ func (t *template) expand(c *events.Change, dst []string) ([]string, error) {
 	return append(dst, keys...), nil
 }
 
+// read adds to attrs the paths the template reads in an item's images.
+func (t *template) read(attrs events.Attributes) {
+	for _, seg := range t.segments {
+		if seg.src == srcNew || seg.src == srcOld || seg.src == srcItem {
+			a := attrs
+			for _, name := range seg.path {
+				if a[name] == nil {
+					a[name] = events.Attributes{}
+				}
+				a = a[name]
+			}
+		}
+	}
+}
+
 func (t *template) scalarOnly() bool {
 	for i := range t.segments {
 		if t.segments[i].src >= srcKey {

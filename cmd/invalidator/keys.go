@@ -72,7 +72,7 @@ flags:
 		cache = s.cache
 	}
 	status := 0
-	for _, rec := range records(data) {
+	for _, rec := range records(rules, data) {
 		out := plan(rules, rec)
 		if cache != nil {
 			out.Members = map[string]tagMembers{}
@@ -158,8 +158,8 @@ func plan(rules *invalidate.Rules, rec invalidate.Record) planned {
 }
 
 // records decodes data as whatever event it is, as the front end for its
-// source would.
-func records(data []byte) []invalidate.Record {
+// source would with rules.
+func records(rules *invalidate.Rules, data []byte) []invalidate.Record {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(data, &members) != nil {
 		// An array of change messages, or what no decoder takes.
@@ -180,23 +180,23 @@ func records(data []byte) []invalidate.Record {
 	}
 	out := make([]invalidate.Record, len(raws))
 	for i, raw := range raws {
-		out[i] = record(raw)
+		out[i] = record(rules, raw)
 	}
 	return out
 }
 
 // record decodes one record of a Lambda payload as the function for its
-// source, told by its shape, does.
-func record(raw []byte) invalidate.Record {
+// source, told by its shape, does with rules.
+func record(rules *invalidate.Rules, raw []byte) invalidate.Record {
 	var members map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &members)
 	switch {
 	case members["dynamodb"] != nil:
-		return worker.Decode(events.SourceDynamoDB, raw)
+		return worker.Decode(rules, events.SourceDynamoDB, raw)
 	case members["Sns"] != nil:
-		return worker.Decode(events.SourceSNS, raw)
+		return worker.Decode(rules, events.SourceSNS, raw)
 	default:
-		return worker.Decode(events.SourceSQS, raw)
+		return worker.Decode(rules, events.SourceSQS, raw)
 	}
 }
 

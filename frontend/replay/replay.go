@@ -160,7 +160,7 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 		}
 		records := make([]invalidate.Record, len(raws))
 		for i, raw := range raws {
-			records[i] = worker.Decode(events.SourceSNS, raw)
+			records[i] = worker.Decode(r.Invalidator.Rules(), events.SourceSNS, raw)
 		}
 		return records, nil
 	default:
@@ -179,9 +179,9 @@ func (r *Replayer) parked(ctx context.Context, p parking.Record) ([]invalidate.R
 		if p.Truncated {
 			return r.streamRecord(ctx, content)
 		}
-		return []invalidate.Record{worker.Decode(p.Source, content)}, nil
+		return []invalidate.Record{worker.Decode(r.Invalidator.Rules(), p.Source, content)}, nil
 	case events.SourceSQS, events.SourceSNS:
-		return []invalidate.Record{worker.Decode(p.Source, content)}, nil
+		return []invalidate.Record{worker.Decode(r.Invalidator.Rules(), p.Source, content)}, nil
 	default:
 		return nil, fmt.Errorf("parked record from an unknown source %q", p.Source)
 	}
