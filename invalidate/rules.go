@@ -43,12 +43,13 @@ type RulesConfig struct {
 	// MaxKeyBytes is the longest key allowed, in bytes. Default 1024.
 	MaxKeyBytes int `json:"maxKeyBytes,omitempty"`
 	// AllowedKeys are the patterns of the keys the worker may delete,
-	// planned or given in a change's keys, as Valkey's ACL key patterns
-	// read them (* and ? only): give the cache user the same ones. A key
-	// outside them fails its record, for good. Default: each template's
-	// literal text up to its first placeholder, then * ("cache:*" for the
-	// default rules); a template that begins with a placeholder allows
-	// every key.
+	// planned or given in a change's keys, read as Valkey reads an ACL
+	// user's key patterns (*, ?, [...] classes, \ escapes): give the cache
+	// user the same ones. A key outside them fails its record, for good.
+	// Default: each template's literal text up to its first placeholder,
+	// hash-tag braces included, with *?[]\ escaped, then * ("cache:*" for
+	// the default rules); a key template that begins with a placeholder
+	// would allow every key, and is refused without AllowedKeys.
 	AllowedKeys []string `json:"allowedKeys,omitempty"`
 	// Entities maps an entity to the templates of its change messages.
 	Entities map[string][]string `json:"entities,omitempty"`
@@ -133,8 +134,17 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 		}
 	}
 	if cfg.AllowedKeys == nil {
-		keys := patternsOf("", append([][]template{r.defaults}, append(sorted(r.tables), sorted(r.entities)...)...)...)
-		r.allowed = reduce(append(keys, r.tagPatterns()...))
+		var prefixes []prefix
+		for _, set := range append([][]template{r.defaults}, append(sorted(r.tables), sorted(r.entities)...)...) {
+			for _, t := range set {
+				p := prefixOf("", t)
+				if p == (prefix{wild: true}) {
+					return nil, fmt.Errorf("%w: template %q begins with a placeholder, so that the allowedKeys derived from it would allow every key: give allowedKeys", ErrRules, t.raw)
+				}
+				prefixes = append(prefixes, p)
+			}
+		}
+		r.allowed = derive(append(prefixes, r.tagPrefixes()...))
 		return r, nil
 	}
 	if len(cfg.AllowedKeys) == 0 {
@@ -152,14 +162,19 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 	return r, nil
 }
 
-// tagPatterns are the keys of the tags the tag templates can plan, under
-// the tag prefix, and of the tag clock, when there are any.
-func (r *Rules) tagPatterns() []string {
-	tags := append(sorted(r.tagEntities), sorted(r.tagTables)...)
-	if len(tags) == 0 {
+// tagPrefixes are the prefixes of the keys of the tags the tag templates
+// can plan, under the tag prefix, and the tag clock, when there are any.
+func (r *Rules) tagPrefixes() []prefix {
+	var prefixes []prefix
+	for _, set := range append(sorted(r.tagEntities), sorted(r.tagTables)...) {
+		for _, t := range set {
+			prefixes = append(prefixes, prefixOf(r.tagPrefix, t))
+		}
+	}
+	if len(prefixes) == 0 {
 		return nil
 	}
-	return append(patternsOf(r.tagPrefix, tags...), r.TagClock())
+	return append(prefixes, prefix{text: r.TagClock()})
 }
 
 // sorted is the sets of templates of m in the order of their names.
