@@ -378,3 +378,25 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestNumericIDs: a numeric id is the text of its JSON integer literal,
+// however large; a fraction or an exponent is refused, since the key would
+// depend on how the producer's encoder writes the number.
+func TestNumericIDs(t *testing.T) {
+	for _, tc := range []struct{ id, want, reason string }{
+		{"42", "42", ""}, {"-7", "-7", ""}, {"18446744073709551616", "18446744073709551616", ""},
+		{"123456789012345678901234567890", "123456789012345678901234567890", ""},
+		{"1.5", "", "a numeric id must be an integer, not 1.5"}, {"1e3", "", "not 1e3"}, {"1.0", "", "not 1.0"}, {"2E0", "", "not 2E0"},
+	} {
+		changes, err := DecodeSQSBody("m", `{"entity":"product","id":`+tc.id+`}`, "")
+		if tc.reason != "" {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("id %s: %v, want %q", tc.id, err, tc.reason)
+			}
+			continue
+		}
+		if err != nil || changes[0].ID != tc.want {
+			t.Errorf("id %s: %+v, %v; want %s", tc.id, changes, err, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"time"
@@ -32,14 +33,17 @@ func nonEmptyText(field string, value []byte, kind jsonscan.Kind) (string, error
 	return s, err
 }
 
-// idText accepts a string or an integer: many services use numeric IDs.
+// idText accepts a string or an integer, many services using numeric IDs:
+// an integer literal's text, however large. A fraction or an exponent is
+// refused: 1e3 or 1000.0 is 1000 to some encoders, and the key would
+// depend on how the producer's encoder writes it.
 func idText(value []byte, kind jsonscan.Kind) (string, error) {
 	switch kind {
 	case jsonscan.String:
 		return nonEmptyText("id", value, kind)
 	case jsonscan.Number:
-		if _, err := strconv.ParseInt(unsafeString(value), 10, 64); err != nil {
-			return "", invalid("a numeric id must be an integer, not " + string(value))
+		if bytes.ContainsAny(value, ".eE") {
+			return "", invalid("a numeric id must be an integer, not " + truncate(value))
 		}
 		return string(value), nil
 	default:
