@@ -280,12 +280,12 @@ func (r *Rules) Keys(c *events.Change, dst []string) ([]string, error) {
 		templates := r.templatesFor(c)
 		for i := range templates {
 			var err error
-			if dst, err = templates[i].expand(c, dst); err != nil && first == nil {
+			if dst, err = templates[i].expand(c, dst, r.room("key", 0)); err != nil && first == nil {
 				first = err
 			}
 		}
 	}
-	return r.keep(dst, start, func(k string) string { return k }, "key", first)
+	return r.keep(dst, start, func(k string) string { return k }, r.room("key", 0), first)
 }
 
 // Tags appends to dst the tags a change invalidates: its explicit tags if
@@ -304,7 +304,7 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 		}
 		for i := range templates {
 			var err error
-			if dst, err = templates[i].expand(c, dst); err != nil && first == nil {
+			if dst, err = templates[i].expand(c, dst, r.room("tag key", len(r.tagPrefix))); err != nil && first == nil {
 				first = err
 			}
 		}
@@ -312,7 +312,7 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 	if len(dst) > start && !r.allowed.permits(r.TagClock()) && first == nil {
 		first = &PlanError{Reason: "the tag clock " + strconv.Quote(r.TagClock()) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
 	}
-	return r.keep(dst, start, r.TagKey, "tag key", first)
+	return r.keep(dst, start, r.TagKey, r.room("tag key", len(r.tagPrefix)), first)
 }
 
 // TagKey is the key of tag.
@@ -329,23 +329,44 @@ func (r *Rules) TagClock() string { return tagset.Clock(r.tagPrefix) }
 
 // keep keeps of dst[start:] the entries whose key (key of each) is short
 // enough and allowed, and returns them with the first error, first if set.
-func (r *Rules) keep(dst []string, start int, key func(string) string, what string, first error) ([]string, error) {
+func (r *Rules) keep(dst []string, start int, key func(string) string, room keyRoom, first error) ([]string, error) {
 	kept := dst[:start]
 	for _, v := range dst[start:] {
-		switch k := key(v); {
-		case len(k) > r.maxKeyBytes:
+		if reason := room.over(len(v)); reason != "" {
 			if first == nil {
-				first = &PlanError{Reason: what + " of " + strconv.Itoa(len(k)) + " bytes is longer than the maximum of " + strconv.Itoa(r.maxKeyBytes)}
+				first = &PlanError{Reason: reason}
 			}
+			continue
+		}
+		switch k := key(v); {
 		case !r.allowed.permits(k):
 			if first == nil {
-				first = &PlanError{Reason: what + " " + strconv.Quote(truncateKey(k)) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
+				first = &PlanError{Reason: room.what + " " + strconv.Quote(truncateKey(k)) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
 			}
 		default:
 			kept = append(kept, v)
 		}
 	}
 	return kept, first
+}
+
+// keyRoom is how long what a rule plans may be — keys, or tags, whose
+// keys add the tag prefix before them —, named what in errors.
+type keyRoom struct {
+	what       string
+	added, max int
+}
+
+func (r *Rules) room(what string, added int) keyRoom {
+	return keyRoom{what: what, added: added, max: r.maxKeyBytes}
+}
+
+// over says why a key or tag of n bytes is too long, "" when it is not.
+func (k keyRoom) over(n int) string {
+	if n+k.added <= k.max {
+		return ""
+	}
+	return k.what + " of " + strconv.Itoa(n+k.added) + " bytes is longer than the maximum of " + strconv.Itoa(k.max)
 }
 
 func (r *Rules) templatesFor(c *events.Change) []template {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -397,5 +398,34 @@ tags: {tables: {Other: ["t:{new.thumb}"]}}
 				t.Errorf("%s record %d: decoded whole %s, only what is read %s", fixture, i, whole, read)
 			}
 		}
+	}
+}
+
+// TestLongKeysAreNotBuilt: a template whose keys are too long fails, and
+// keys it would build too long are not built: a string of 100 KB crossed
+// with a set of 1,000 members would be 100 MB of keys.
+func TestLongKeysAreNotBuilt(t *testing.T) {
+	r := mustRules(t, `tables: {T: ["c:{new.a}:{new.b}"], U: ["cache:{new.b}"]}`)
+	members := make([]string, 1000)
+	for i := range members {
+		members[i] = strconv.Itoa(i)
+	}
+	image := events.Image{"a": s(strings.Repeat("x", 100<<10)), "b": ss(members...)}
+	change := &events.Change{Source: events.SourceDynamoDB, Table: "T", Entity: "T", ID: "1", Op: events.OpCreate, ItemKey: events.Image{"id": s("1")}, NewImage: image}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	keys, err := r.Keys(change, nil)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrPlan) || !strings.HasSuffix(err.Error(), "key of 102404 bytes is longer than the maximum of 1024") || len(keys) != 0 {
+		t.Fatalf("keys %d, err %v", len(keys), err)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 1<<20 {
+		t.Fatalf("planning allocated %d bytes", allocated)
+	}
+	// Those that fit are planned, in order.
+	change.Table = "U"
+	image["b"] = ss("short", strings.Repeat("y", 1100), "also")
+	if keys, err := r.Keys(change, nil); !errors.Is(err, ErrPlan) || strings.Join(keys, " ") != "cache:short cache:also" {
+		t.Fatalf("keys %q, err %v", keys, err)
 	}
 }

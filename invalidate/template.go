@@ -159,8 +159,9 @@ func (e *PlanError) Error() string {
 
 func (e *PlanError) Unwrap() error { return ErrPlan }
 
-// expand appends the keys this template gives for the change.
-func (t *template) expand(c *events.Change, dst []string) ([]string, error) {
+// expand appends the keys this template gives for the change, those that
+// fit in room: one too long is not built.
+func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]string, error) {
 	// The common case, only scalar placeholders, makes exactly one key.
 	if t.scalarOnly() {
 		// Values first, then one allocation of the key's exact size.
@@ -173,12 +174,7 @@ func (t *template) expand(c *events.Change, dst []string) ([]string, error) {
 			}
 			values, n = append(values, v), n+len(v)
 		}
-		var b strings.Builder
-		b.Grow(n)
-		for _, v := range values {
-			b.WriteString(v)
-		}
-		return append(dst, b.String()), nil
+		return append(dst, join(values, n)), nil
 	}
 	// A placeholder on an image the record cannot have plans no key, whatever
 	// the others hold: seen first, before any set is read.
@@ -209,17 +205,43 @@ func (t *template) expand(c *events.Change, dst []string) ([]string, error) {
 		}
 		n *= len(values[i])
 	}
-	keys := []string{""}
-	for _, vs := range values {
-		next := make([]string, 0, len(keys)*len(vs))
-		for _, k := range keys {
-			for _, v := range vs {
-				next = append(next, k+v)
-			}
+	// Every combination of one value of each segment, the last segment's
+	// changing fastest, each measured before it is built: a long string
+	// crossed with a set would otherwise make a long key per member.
+	var first error
+	pick, key := make([]int, len(values)), make([]string, len(values))
+	for {
+		size := 0
+		for i, vs := range values {
+			key[i] = vs[pick[i]]
+			size += len(key[i])
 		}
-		keys = next
+		if reason := room.over(size); reason == "" {
+			dst = append(dst, join(key, size))
+		} else if first == nil {
+			first = &PlanError{t.raw, reason}
+		}
+		i := len(pick) - 1
+		for ; i >= 0; i-- {
+			if pick[i]++; pick[i] < len(values[i]) {
+				break
+			}
+			pick[i] = 0
+		}
+		if i < 0 {
+			return dst, first
+		}
 	}
-	return append(dst, keys...), nil
+}
+
+// join is the parts, of n bytes together, in one allocation.
+func join(parts []string, n int) string {
+	var b strings.Builder
+	b.Grow(n)
+	for _, p := range parts {
+		b.WriteString(p)
+	}
+	return b.String()
 }
 
 // read adds to attrs the paths the template reads in an item's images.
