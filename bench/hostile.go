@@ -32,7 +32,8 @@ var hostileRules = `tables:
   Binary: ["cache:blob:{item.blobs}"]
   Wide: ["cache:wide:{key.id}"]
   Deep: ["cache:deep:{new.` + strings.Repeat("d.", 32) + `v}"]
-  Long: ["cache:name:{new.name}"]`
+  Long: ["cache:name:{new.name}"]
+  Cross: ["cache:x:{new.name}:{new.tags}"]`
 
 // hostileShape is one kind of hostile record: its table, the attributes of
 // each of its images beside the key, in DynamoDB's JSON, and whether it is
@@ -77,6 +78,12 @@ var hostileShapes = []hostileShape{
 	// read into a key far over maxKeyBytes.
 	{"Long", func(v int) string {
 		return `"name":{"S":"` + strings.Repeat(`\u0001`, itemBytes-8) + strconv.Itoa(v) + `"}`
+	}, true},
+	// A string of most of an item crossed with a set of 1,000: a thousand
+	// keys each as long as the string, were they built.
+	{"Cross", func(v int) string {
+		return `"name":{"S":"` + strings.Repeat("x", itemBytes-4_000) + strconv.Itoa(v) + `"},"tags":{"SS":[` +
+			members(1000, func(i int) string { return strconv.Quote(short(i)) }) + `]}`
 	}, true},
 }
 
