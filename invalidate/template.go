@@ -179,7 +179,7 @@ func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]strin
 	// A placeholder on an image the record cannot have plans no key, whatever
 	// the others hold: seen first, before any set is read.
 	for i := range t.segments {
-		if t.segments[i].src >= srcKey && t.noImage(&t.segments[i], c) {
+		if t.segments[i].noImage(c) {
 			return dst, nil
 		}
 	}
@@ -312,16 +312,9 @@ func (seg *segment) images(c *events.Change) []events.Image {
 // have: new. on REMOVE, old. on INSERT. Any other absent image is an
 // error (imageValues): the stream view type does not carry what the rule
 // needs, and planning nothing would skip keys.
-func (t *template) noImage(seg *segment, c *events.Change) bool {
-	if seg.src == srcNew && c.Op == events.OpDelete || seg.src == srcOld && c.Op == events.OpCreate {
-		for _, image := range seg.images(c) {
-			if image != nil {
-				return false
-			}
-		}
-		return true
-	}
-	return false
+func (seg *segment) noImage(c *events.Change) bool {
+	return seg.src == srcNew && c.Op == events.OpDelete && c.NewImage == nil ||
+		seg.src == srcOld && c.Op == events.OpCreate && c.OldImage == nil
 }
 
 // imageValues returns the distinct texts of an attribute placeholder, at
