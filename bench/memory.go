@@ -42,7 +42,7 @@ func stream10k(ctx context.Context, client valkey.Client) float64 {
 			log.Fatal(err)
 		}
 		rep := inv.Invalidate(ctx, invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record {
-			seq, c, err := events.DecodeDynamoDBJSON(*raw)
+			seq, c, err := events.DecodeDynamoDBJSON(*raw, inv.Rules().Attributes())
 			return invalidate.Record{ID: seq, Changes: []events.Change{c}, Err: err}
 		}))
 		if rep.Metrics.Failed > 0 {

@@ -42,6 +42,14 @@ type AttributeValue struct {
 // Image is an item image, or its key: attribute values by name.
 type Image map[string]AttributeValue
 
+// Attributes are the attributes of item images that a stream record's
+// decoder keeps (DecodeDynamoDBJSON), by name, each with its own that it
+// keeps when it is a map: what rules read. Of a map, only the members
+// named are kept; of a list, only its type, since no path reads into one;
+// the other types whole. What is not kept is only checked to be JSON.
+// Nil keeps everything.
+type Attributes map[string]Attributes
+
 // Text renders an attribute for a cache key: S as is, N as its decimal
 // text, B in standard base64, BOOL as true or false, and each member of a
 // set (SS, NS, BS) as one text. NULL, M and L render to nothing and are an

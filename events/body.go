@@ -29,6 +29,17 @@ func (env *envelope) at(raw []byte, field string) error {
 	return nil
 }
 
+// The most one record may ask for: changes in an array body, and explicit
+// keys and tags, all its changes together. Each is counted as the record is
+// decoded, and a record past one fails for good there, without the rest of
+// it being read: the work a record can cause is bounded whatever its size.
+// The changes decoded before are kept, as with a bad element.
+const (
+	MaxChanges = 10_000
+	MaxKeys    = 10_000
+	MaxTags    = 1_000 // each is read and deleted a page at a time: far more work than a key
+)
+
 // decodeBody decodes a body that holds a change message or an array of
 // them, or, when allowed, an envelope around one. data is not retained.
 func decodeBody(data []byte, env envelope, allowSNS bool, out []Change) ([]Change, error) {
@@ -40,19 +51,36 @@ func decodeBody(data []byte, env envelope, allowSNS bool, out []Change) ([]Chang
 		// keys are invalidated while the record goes back to be retried.
 		n := len(out)
 		var first error
+		var changes, keys, tags int
 		err := jsonscan.Elements(data, func(value []byte, kind jsonscan.Kind) error {
+			if changes++; changes > MaxChanges {
+				return pastLimit("changes", MaxChanges)
+			}
 			if kind != jsonscan.Object {
 				first = cmp.Or(first, invalid("a change array must hold objects, not "+kind.String()))
 				return nil
 			}
 			c, err := decodeChange(value, env)
 			if err != nil {
+				if isPastLimit(err) {
+					return err
+				}
 				first = cmp.Or(first, err)
 				return nil
 			}
 			out = append(out, c)
+			keys, tags = keys+len(c.Keys), tags+len(c.Tags)
+			switch {
+			case keys > MaxKeys:
+				return pastLimit("keys", MaxKeys)
+			case tags > MaxTags:
+				return pastLimit("tags", MaxTags)
+			}
 			return nil
 		})
+		if isPastLimit(err) {
+			return out, err
+		}
 		if err != nil {
 			return out[:n], err // not JSON: nothing in it can be trusted
 		}
@@ -268,12 +296,12 @@ func (f *fields) change(env envelope) (c Change, err error) {
 		c.HasVersion = true
 	}
 	if f.keys.raw != nil {
-		if c.Keys, err = parseStrings("keys", f.keys.raw, f.keys.kind); err != nil {
+		if c.Keys, err = parseStrings("keys", f.keys.raw, f.keys.kind, MaxKeys); err != nil {
 			return c, err
 		}
 	}
 	if f.tags.raw != nil {
-		if c.Tags, err = parseStrings("tags", f.tags.raw, f.tags.kind); err != nil {
+		if c.Tags, err = parseStrings("tags", f.tags.raw, f.tags.kind, MaxTags); err != nil {
 			return c, err
 		}
 	}

@@ -13,12 +13,15 @@ import (
 
 // DecodeDynamoDBJSON decodes one raw stream record as DecodeDynamoDB does
 // and also returns its sequence number, "" when the record is too broken to
-// tell. The record is read in one pass, its nested objects included.
-func DecodeDynamoDBJSON(raw []byte) (string, Change, error) {
+// tell. The record is read in one pass, its nested objects included; of
+// its images, only the attributes keep names are decoded (nil: all), the
+// others only checked to be JSON, so that what no rule reads costs little
+// however large or deep it is. The key attributes are always decoded.
+func DecodeDynamoDBJSON(raw []byte, keep Attributes) (string, Change, error) {
 	var rec StreamRecord
 	err := jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
 		if string(key) == "dynamodb" && startsWith(raw, i, '{') {
-			return decodeStreamRecord(raw, i, &rec)
+			return decodeStreamRecord(raw, i, &rec, keep)
 		}
 		kind, end, err := jsonscan.ValueAt(raw, i)
 		if err != nil {
@@ -71,18 +74,19 @@ func stringField(name string, value []byte, kind jsonscan.Kind) (string, error) 
 }
 
 // decodeStreamRecord decodes the object at data[i], the record's
-// "dynamodb" member, and returns the index after it.
-func decodeStreamRecord(data []byte, i int, sr *StreamRecord) (int, error) {
+// "dynamodb" member, its images' attributes that keep names, and returns
+// the index after it.
+func decodeStreamRecord(data []byte, i int, sr *StreamRecord, keep Attributes) (int, error) {
 	return jsonscan.WalkAt(data, i, func(key []byte, i int) (int, error) {
 		var end int
 		var err error
 		switch string(key) {
 		case "Keys":
-			sr.Keys, end, err = decodeImage("Keys", data, i, 0)
+			sr.Keys, end, err = decodeImage("Keys", data, i, 0, nil)
 		case "NewImage":
-			sr.NewImage, end, err = decodeImage("NewImage", data, i, 0)
+			sr.NewImage, end, err = decodeImage("NewImage", data, i, 0, keep)
 		case "OldImage":
-			sr.OldImage, end, err = decodeImage("OldImage", data, i, 0)
+			sr.OldImage, end, err = decodeImage("OldImage", data, i, 0, keep)
 		default:
 			var kind jsonscan.Kind
 			if kind, end, err = jsonscan.ValueAt(data, i); err != nil {
@@ -109,8 +113,9 @@ func decodeStreamRecord(data []byte, i int, sr *StreamRecord) (int, error) {
 const maxNesting = 32
 
 // decodeImage decodes the image (Keys, NewImage, OldImage, or an M
-// attribute's map) at data[i] and returns the index after it.
-func decodeImage(name string, data []byte, i, depth int) (Image, int, error) {
+// attribute's map) at data[i], the attributes that keep names, and returns
+// the index after it.
+func decodeImage(name string, data []byte, i, depth int, keep Attributes) (Image, int, error) {
 	if !startsWith(data, i, '{') {
 		return nil, i, notA(data, i, name+" must be an object")
 	}
@@ -119,7 +124,12 @@ func decodeImage(name string, data []byte, i, depth int) (Image, int, error) {
 	}
 	image := Image{}
 	end, err := jsonscan.WalkAt(data, i, func(key []byte, i int) (int, error) {
-		av, end, err := decodeAttribute(data, i, depth)
+		sub, kept := keep[string(key)]
+		if keep != nil && !kept {
+			_, end, err := jsonscan.ValueAt(data, i)
+			return end, err
+		}
+		av, end, err := decodeAttribute(data, i, depth, sub)
 		if fe := (*fieldError)(nil); errors.As(err, &fe) {
 			return end, &fieldError{reason: name + "." + string(key) + ": " + fe.reason}
 		}
@@ -140,8 +150,8 @@ func notA(data []byte, i int, reason string) error {
 
 // decodeAttribute decodes a DynamoDB attribute value in its JSON form,
 // {"S":"text"}, {"N":"1.5"}, {"SS":[...]}, {"M":{...}} and so on, at
-// data[i], and returns the index after it.
-func decodeAttribute(data []byte, i, depth int) (AttributeValue, int, error) {
+// data[i], as much of it as keep says, and returns the index after it.
+func decodeAttribute(data []byte, i, depth int, keep Attributes) (AttributeValue, int, error) {
 	var av AttributeValue
 	if !startsWith(data, i, '{') {
 		return av, i, notA(data, i, "an attribute value must be an object like {\"S\":\"text\"}")
@@ -153,7 +163,7 @@ func decodeAttribute(data []byte, i, depth int) (AttributeValue, int, error) {
 		}
 		var end int
 		var err error
-		av, end, err = typedAttribute(string(key), data, i, depth)
+		av, end, err = typedAttribute(string(key), data, i, depth, keep)
 		return end, err
 	})
 	if err == nil && members == 0 {
@@ -162,25 +172,30 @@ func decodeAttribute(data []byte, i, depth int) (AttributeValue, int, error) {
 	return av, end, err
 }
 
-// typedAttribute decodes the value at data[i] of an attribute of type label
-// and returns the index after it.
-func typedAttribute(label string, data []byte, i, depth int) (AttributeValue, int, error) {
+// typedAttribute decodes the value at data[i] of an attribute of type label,
+// as much of it as keep says — of a map the members it names, of a list
+// nothing —, and returns the index after it.
+func typedAttribute(label string, data []byte, i, depth int, keep Attributes) (AttributeValue, int, error) {
 	var av AttributeValue
 	switch label {
 	case "M":
-		m, end, err := decodeImage("M", data, i, depth+1)
+		m, end, err := decodeImage("M", data, i, depth+1, keep)
 		return AttributeValue{Type: TypeMap, M: m}, end, err
 	case "L":
 		if !startsWith(data, i, '[') {
 			kind, end, err := jsonscan.ValueAt(data, i)
 			return av, end, cmp.Or(err, invalid("a L attribute cannot hold "+kind.String()))
 		}
+		if keep != nil { // no path reads into a list
+			_, end, err := jsonscan.ValueAt(data, i)
+			return AttributeValue{Type: TypeList}, end, err
+		}
 		if depth >= maxNesting {
 			return av, i, invalid("attributes nested deeper than DynamoDB's 32 levels")
 		}
 		var list []AttributeValue
 		end, err := jsonscan.ElementsAt(data, i, func(i int) (int, error) {
-			e, end, err := decodeAttribute(data, i, depth+1)
+			e, end, err := decodeAttribute(data, i, depth+1, nil)
 			list = append(list, e)
 			return end, err
 		})
@@ -209,7 +224,7 @@ func scalarAttribute(label string, value []byte, kind jsonscan.Kind) (AttributeV
 		text, err := jsonscan.Text(value)
 		return AttributeValue{Type: AttributeType(label), S: text}, err
 	case "B":
-		b, err := binaryText(value, kind)
+		b, err := appendBinary([]byte{}, value, kind) // empty, not nil, as DynamoDB gives it
 		return AttributeValue{Type: TypeBinary, B: b}, err
 	case "BOOL":
 		if kind != jsonscan.True && kind != jsonscan.False {
@@ -225,46 +240,62 @@ func scalarAttribute(label string, value []byte, kind jsonscan.Kind) (AttributeV
 		if kind != jsonscan.Array {
 			return wrong()
 		}
-		var set []string
+		// The members are decoded into one string, which each is a part
+		// of: a set of many short ones costs a few allocations, not one
+		// each. Decoded, a text is seldom longer than its JSON, and each
+		// member takes 3 bytes of it at the least.
+		buf, ends := make([]byte, 0, len(value)), make([]int32, 0, len(value)/3)
 		err := jsonscan.Elements(value, func(v []byte, k jsonscan.Kind) error {
 			if k != jsonscan.String {
 				return invalid("a " + label + " attribute must hold strings")
 			}
-			text, err := jsonscan.Text(v)
-			set = append(set, text)
+			var err error
+			buf, err = jsonscan.AppendText(buf, v)
+			ends = append(ends, int32(len(buf)))
 			return err
 		})
+		all, set, start := string(buf), make([]string, len(ends)), int32(0)
+		for i, end := range ends {
+			set[i], start = all[start:end], end
+		}
 		return AttributeValue{Type: AttributeType(label), SS: set}, err
 	case "BS":
 		if kind != jsonscan.Array {
 			return wrong()
 		}
-		var set [][]byte
+		// Decoded into one array, as SS members are into one string.
+		buf, ends := make([]byte, 0, len(value)*3/4), make([]int32, 0, len(value)/3)
 		err := jsonscan.Elements(value, func(v []byte, k jsonscan.Kind) error {
-			b, err := binaryText(v, k)
-			set = append(set, b)
+			var err error
+			buf, err = appendBinary(buf, v, k)
+			ends = append(ends, int32(len(buf)))
 			return err
 		})
+		set, start := make([][]byte, len(ends)), int32(0)
+		for i, end := range ends {
+			set[i], start = buf[start:end:end], end
+		}
 		return AttributeValue{Type: TypeBinarySet, BS: set}, err
 	default:
 		return av, invalid("unknown attribute type " + strconv.Quote(label))
 	}
 }
 
-func binaryText(value []byte, kind jsonscan.Kind) ([]byte, error) {
+// appendBinary appends to dst the bytes of a binary attribute's value, a
+// base64 string.
+func appendBinary(dst, value []byte, kind jsonscan.Kind) ([]byte, error) {
 	if kind != jsonscan.String {
-		return nil, invalid("a binary attribute must be a base64 string")
+		return dst, invalid("a binary attribute must be a base64 string")
 	}
 	var buf [256]byte
 	text, err := jsonscan.AppendText(buf[:0], value)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
-	b, err := base64.StdEncoding.DecodeString(unsafeString(text))
-	if err != nil {
-		return nil, invalid("a binary attribute must be a base64 string")
+	if dst, err = base64.StdEncoding.AppendDecode(dst, text); err != nil {
+		return dst, invalid("a binary attribute must be a base64 string")
 	}
-	return b, nil
+	return dst, nil
 }
 
 // epochTime reads a time in seconds since the epoch, as streams write it,

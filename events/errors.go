@@ -37,11 +37,21 @@ func (e *DecodeError) Unwrap() []error {
 type fieldError struct {
 	reason string
 	err    error
+	limit  bool // past a limit of the record's (MaxChanges, ...): decoding stops
 }
 
 func (e *fieldError) Error() string { return e.reason }
 
 func invalid(reason string) error { return &fieldError{reason: reason} }
+
+func pastLimit(what string, max int) error {
+	return &fieldError{reason: "more than " + strconv.Itoa(max) + " " + what + " in one record", limit: true}
+}
+
+func isPastLimit(err error) bool {
+	fe := (*fieldError)(nil)
+	return errors.As(err, &fe) && fe.limit
+}
 
 func recordError(record string, err error) error {
 	if fe := (*fieldError)(nil); errors.As(err, &fe) {

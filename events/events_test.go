@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, raw := range raws {
-				seq, c, err := DecodeDynamoDBJSON(raw)
+				seq, c, err := DecodeDynamoDBJSON(raw, nil)
 				var changes []Change
 				if err == nil {
 					changes = []Change{c}
@@ -226,14 +227,14 @@ func TestDynamoDBJSONLimits(t *testing.T) {
 		deep = `{"L":[` + deep + `]}`
 	}
 	raw := `{"eventName":"INSERT","eventSourceARN":"arn:aws:dynamodb:us-east-1:1:table/T/stream/s","dynamodb":{"Keys":{"id":{"S":"1"}},"NewImage":{"deep":` + deep + `},"SequenceNumber":"42"}}`
-	seq, _, err := DecodeDynamoDBJSON([]byte(raw))
+	seq, _, err := DecodeDynamoDBJSON([]byte(raw), nil)
 	if seq != "42" || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "32 levels") {
 		t.Fatalf("deep nesting: seq %q, err %v", seq, err)
 	}
 	// A field broken before SequenceNumber still names its record, so that
 	// only it fails, not its batch.
 	broken := `{"eventName":7,"dynamodb":{"Keys":{"id":{"X":"1"}},"SequenceNumber":"43"}}`
-	if seq, _, err := DecodeDynamoDBJSON([]byte(broken)); seq != "43" || err == nil {
+	if seq, _, err := DecodeDynamoDBJSON([]byte(broken), nil); seq != "43" || err == nil {
 		t.Fatalf("broken record: seq %q, err %v", seq, err)
 	}
 }
@@ -292,6 +293,110 @@ func TestChangeTags(t *testing.T) {
 		}
 		if err != nil || len(changes) != 1 || !slices.Equal(changes[0].Tags, tc.tags) {
 			t.Errorf("%s: %+v, %v; want tags %q", tc.body, changes, err, tc.tags)
+		}
+	}
+}
+
+// TestRecordLimits: a record may ask for at most MaxChanges changes,
+// MaxKeys keys and MaxTags tags; past one it fails for good, naming
+// itself, at that point: what follows, broken here, is never read, and
+// the changes decoded before are kept.
+func TestRecordLimits(t *testing.T) {
+	names := func(n int, prefix string) string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = `"` + prefix + strconv.Itoa(i) + `"`
+		}
+		return "[" + strings.Join(out, ",") + "]"
+	}
+	changes := func(n int, change string) string {
+		return strings.TrimSuffix(strings.Repeat(change+",", n), ",")
+	}
+	const broken = "7" // a bad element: reading it is an error of its own
+	for _, tc := range []struct {
+		name, body string
+		kept       int
+		reason     string
+	}{
+		{"keys at the limit", `{"keys":` + names(MaxKeys, "cache:k") + `}`, 1, ""},
+		{"keys past the limit", `{"keys":` + strings.TrimSuffix(names(MaxKeys+1, "cache:k"), "]") + "," + broken + `]}`, 0, "more than 10000 keys in one record"},
+		{"keys of several changes", `[` + changes(2, `{"keys":`+names(MaxKeys/2+1, "cache:k")+`}`) + "," + broken + `]`, 2, "more than 10000 keys in one record"},
+		{"tags past the limit", `{"tags":` + strings.TrimSuffix(names(MaxTags+1, "t"), "]") + "," + broken + `]}`, 0, "more than 1000 tags in one record"},
+		{"tags of several changes", `[` + changes(2, `{"tags":`+names(MaxTags/2+1, "t")+`}`) + "," + broken + `]`, 2, "more than 1000 tags in one record"},
+		{"changes at the limit", `[` + changes(MaxChanges, `{"entity":"a","id":"1"}`) + `]`, MaxChanges, ""},
+		{"changes past the limit", `[` + changes(MaxChanges+1, `{"entity":"a","id":"1"}`) + "," + broken + `]`, MaxChanges, "more than 10000 changes in one record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DecodeSQSBody("m1", tc.body, "")
+			if len(got) != tc.kept || tc.reason == "" && err != nil ||
+				tc.reason != "" && (!errors.Is(err, ErrInvalid) || err.Error() != `record "m1": `+tc.reason) {
+				t.Fatalf("%d changes, err %v; want %d and %q", len(got), err, tc.kept, tc.reason)
+			}
+		})
+	}
+}
+
+// TestDecodeKeepsOnlyWhatIsRead: of a stream record's images, only the
+// attributes named are decoded, down their paths; the others, however
+// large, deep or broken inside, are only checked to be JSON. The key
+// attributes are always decoded.
+func TestDecodeKeepsOnlyWhatIsRead(t *testing.T) {
+	deep := `{"S":"x"}`
+	for range 40 {
+		deep = `{"L":[` + deep + `]}`
+	}
+	image := `{"id":{"S":"1"},"tags":{"SS":["a","b"]},"brand":{"M":{"name":{"S":"Acme"},"logo":{"X":1}}},"list":{"L":[{"X":1}]},"deep":` + deep + `,"odd":{"X":1}}`
+	raw := `{"eventName":"MODIFY","eventSourceARN":"arn:aws:dynamodb:us-east-1:1:table/T/stream/s","dynamodb":{"Keys":{"id":{"S":"1"},"sk":{"N":"2"}},` +
+		`"OldImage":` + image + `,"NewImage":` + image + `,"SequenceNumber":"42"}}`
+	keep := Attributes{"tags": {}, "brand": {"name": {}}, "list": {}}
+	_, c, err := DecodeDynamoDBJSON([]byte(raw), keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Image{"tags": {Type: TypeStringSet, SS: []string{"a", "b"}}, "brand": {Type: TypeMap, M: Image{"name": {Type: TypeString, S: "Acme"}}}, "list": {Type: TypeList}}
+	for _, got := range []Image{c.OldImage, c.NewImage} {
+		if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
+			t.Errorf("image %s, want %s", g, w)
+		}
+	}
+	if c.ID != "1#2" || len(c.ItemKey) != 2 {
+		t.Errorf("key %q %v, want both key attributes", c.ID, c.ItemKey)
+	}
+	if _, _, err := DecodeDynamoDBJSON([]byte(raw), nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("everything kept: %v, want the broken attributes to fail the record", err)
+	}
+	if _, _, err := DecodeDynamoDBJSON([]byte(strings.Replace(raw, `"odd":{"X":1}`, `"odd":{"X":1`, 1)), keep); !errors.Is(err, ErrInvalid) {
+		t.Errorf("an attribute kept out that is not JSON: %v, want the record to fail", err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestNumericIDs: a numeric id is the text of its JSON integer literal,
+// however large; a fraction or an exponent is refused, since the key would
+// depend on how the producer's encoder writes the number.
+func TestNumericIDs(t *testing.T) {
+	for _, tc := range []struct{ id, want, reason string }{
+		{"42", "42", ""}, {"-7", "-7", ""}, {"18446744073709551616", "18446744073709551616", ""},
+		{"123456789012345678901234567890", "123456789012345678901234567890", ""},
+		{"1.5", "", "a numeric id must be an integer, not 1.5"}, {"1e3", "", "not 1e3"}, {"1.0", "", "not 1.0"}, {"2E0", "", "not 2E0"},
+	} {
+		changes, err := DecodeSQSBody("m", `{"entity":"product","id":`+tc.id+`}`, "")
+		if tc.reason != "" {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("id %s: %v, want %q", tc.id, err, tc.reason)
+			}
+			continue
+		}
+		if err != nil || changes[0].ID != tc.want {
+			t.Errorf("id %s: %+v, %v; want %s", tc.id, changes, err, tc.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"time"
@@ -32,14 +33,17 @@ func nonEmptyText(field string, value []byte, kind jsonscan.Kind) (string, error
 	return s, err
 }
 
-// idText accepts a string or an integer: many services use numeric IDs.
+// idText accepts a string or an integer, many services using numeric IDs:
+// an integer literal's text, however large. A fraction or an exponent is
+// refused: 1e3 or 1000.0 is 1000 to some encoders, and the key would
+// depend on how the producer's encoder writes it.
 func idText(value []byte, kind jsonscan.Kind) (string, error) {
 	switch kind {
 	case jsonscan.String:
 		return nonEmptyText("id", value, kind)
 	case jsonscan.Number:
-		if _, err := strconv.ParseInt(unsafeString(value), 10, 64); err != nil {
-			return "", invalid("a numeric id must be an integer, not " + string(value))
+		if bytes.ContainsAny(value, ".eE") {
+			return "", invalid("a numeric id must be an integer, not " + truncate(value))
 		}
 		return string(value), nil
 	default:
@@ -72,13 +76,17 @@ func parseVersion(value []byte, kind jsonscan.Kind) (int64, error) {
 	return 0, invalid("version must be an integer, not " + truncate(value))
 }
 
-// parseStrings reads field, an array of non-empty strings: keys or tags.
-func parseStrings(field string, value []byte, kind jsonscan.Kind) ([]string, error) {
+// parseStrings reads field, an array of non-empty strings: keys or tags,
+// at most max of them.
+func parseStrings(field string, value []byte, kind jsonscan.Kind, max int) ([]string, error) {
 	if kind != jsonscan.Array {
 		return nil, invalid(field + " must be an array of strings, not " + kind.String())
 	}
 	var out []string
 	err := jsonscan.Elements(value, func(v []byte, kind jsonscan.Kind) error {
+		if len(out) == max {
+			return pastLimit(field, max)
+		}
 		s, err := nonEmptyText(field+"["+strconv.Itoa(len(out))+"]", v, kind)
 		out = append(out, s)
 		return err

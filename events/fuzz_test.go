@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -112,9 +113,24 @@ func FuzzDecodeSNS(f *testing.F) {
 func FuzzDecodeDynamoDBJSON(f *testing.F) {
 	rawRecords(f, "dynamodb*.json")
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		_, c, err := DecodeDynamoDBJSON(raw)
-		if err == nil && !json.Valid(raw) {
+		// What rules read of the images, a map's member and a list among
+		// them, reads as it does decoded whole: the same texts for a key.
+		_, part, perr := DecodeDynamoDBJSON(raw, Attributes{"category": {}, "brand": {"name": {}}, "related": {}})
+		_, c, err := DecodeDynamoDBJSON(raw, nil)
+		if err == nil && !json.Valid(raw) || perr == nil && !json.Valid(raw) {
 			t.Fatalf("DecodeDynamoDBJSON(%q) took invalid JSON", raw)
+		}
+		if err == nil {
+			for _, path := range [][]string{{"category"}, {"brand", "name"}, {"related"}} {
+				text := func(image Image) string {
+					av, ok := image.Lookup(path)
+					texts, err := av.Text()
+					return fmt.Sprint(ok, texts, err)
+				}
+				if perr != nil || part.ID != c.ID || text(part.NewImage) != text(c.NewImage) || text(part.OldImage) != text(c.OldImage) {
+					t.Fatalf("DecodeDynamoDBJSON(%q) in part: %v, %+v; whole %+v", raw, perr, part, c)
+				}
+			}
 		}
 		if err != nil {
 			checkDecoded(t, nil, err)

@@ -43,12 +43,13 @@ type RulesConfig struct {
 	// MaxKeyBytes is the longest key allowed, in bytes. Default 1024.
 	MaxKeyBytes int `json:"maxKeyBytes,omitempty"`
 	// AllowedKeys are the patterns of the keys the worker may delete,
-	// planned or given in a change's keys, as Valkey's ACL key patterns
-	// read them (* and ? only): give the cache user the same ones. A key
-	// outside them fails its record, for good. Default: each template's
-	// literal text up to its first placeholder, then * ("cache:*" for the
-	// default rules); a template that begins with a placeholder allows
-	// every key.
+	// planned or given in a change's keys, read as Valkey reads an ACL
+	// user's key patterns (*, ?, [...] classes, \ escapes): give the cache
+	// user the same ones. A key outside them fails its record, for good.
+	// Default: each template's literal text up to its first placeholder,
+	// hash-tag braces included, with *?[]\ escaped, then * ("cache:*" for
+	// the default rules); a key template that begins with a placeholder
+	// would allow every key, and is refused without AllowedKeys.
 	AllowedKeys []string `json:"allowedKeys,omitempty"`
 	// Entities maps an entity to the templates of its change messages.
 	Entities map[string][]string `json:"entities,omitempty"`
@@ -84,6 +85,7 @@ type Rules struct {
 	tagEntities map[string][]template
 	tagTables   map[string][]template
 	tagPrefix   string
+	attributes  events.Attributes // what the table templates read of the images
 }
 
 // DefaultRules returns the rules used when none are configured: every change
@@ -125,9 +127,24 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 		return nil, err
 	}
 	r.tagPrefix = cmp.Or(cfg.TagPrefix, tagset.DefaultPrefix)
+	r.attributes = events.Attributes{}
+	for _, set := range append(sorted(r.tables), sorted(r.tagTables)...) {
+		for _, t := range set {
+			t.read(r.attributes)
+		}
+	}
 	if cfg.AllowedKeys == nil {
-		keys := patternsOf("", append([][]template{r.defaults}, append(sorted(r.tables), sorted(r.entities)...)...)...)
-		r.allowed = reduce(append(keys, r.tagPatterns()...))
+		var prefixes []prefix
+		for _, set := range append([][]template{r.defaults}, append(sorted(r.tables), sorted(r.entities)...)...) {
+			for _, t := range set {
+				p := prefixOf("", t)
+				if p == (prefix{wild: true}) {
+					return nil, fmt.Errorf("%w: template %q begins with a placeholder, so that the allowedKeys derived from it would allow every key: give allowedKeys", ErrRules, t.raw)
+				}
+				prefixes = append(prefixes, p)
+			}
+		}
+		r.allowed = derive(append(prefixes, r.tagPrefixes()...))
 		return r, nil
 	}
 	if len(cfg.AllowedKeys) == 0 {
@@ -145,14 +162,19 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 	return r, nil
 }
 
-// tagPatterns are the keys of the tags the tag templates can plan, under
-// the tag prefix, and of the tag clock, when there are any.
-func (r *Rules) tagPatterns() []string {
-	tags := append(sorted(r.tagEntities), sorted(r.tagTables)...)
-	if len(tags) == 0 {
+// tagPrefixes are the prefixes of the keys of the tags the tag templates
+// can plan, under the tag prefix, and the tag clock, when there are any.
+func (r *Rules) tagPrefixes() []prefix {
+	var prefixes []prefix
+	for _, set := range append(sorted(r.tagEntities), sorted(r.tagTables)...) {
+		for _, t := range set {
+			prefixes = append(prefixes, prefixOf(r.tagPrefix, t))
+		}
+	}
+	if len(prefixes) == 0 {
 		return nil
 	}
-	return append(patternsOf(r.tagPrefix, tags...), r.TagClock())
+	return append(prefixes, prefix{text: r.TagClock()})
 }
 
 // sorted is the sets of templates of m in the order of their names.
@@ -175,6 +197,11 @@ func compileAll(where string, sets map[string][]string, allowImages bool) (map[s
 	}
 	return out, nil
 }
+
+// Attributes are the attributes of stream records' images that the rules
+// read, for their decoder (events.DecodeDynamoDBJSON): the others need not
+// be decoded.
+func (r *Rules) Attributes() events.Attributes { return r.attributes }
 
 // AllowedKeys returns the patterns of the keys the rules may delete, and
 // whether they were derived from the templates rather than given.
@@ -253,12 +280,12 @@ func (r *Rules) Keys(c *events.Change, dst []string) ([]string, error) {
 		templates := r.templatesFor(c)
 		for i := range templates {
 			var err error
-			if dst, err = templates[i].expand(c, dst); err != nil && first == nil {
+			if dst, err = templates[i].expand(c, dst, r.room("key", 0)); err != nil && first == nil {
 				first = err
 			}
 		}
 	}
-	return r.keep(dst, start, func(k string) string { return k }, "key", first)
+	return r.keep(dst, start, func(k string) string { return k }, r.room("key", 0), first)
 }
 
 // Tags appends to dst the tags a change invalidates: its explicit tags if
@@ -277,7 +304,7 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 		}
 		for i := range templates {
 			var err error
-			if dst, err = templates[i].expand(c, dst); err != nil && first == nil {
+			if dst, err = templates[i].expand(c, dst, r.room("tag key", len(r.tagPrefix))); err != nil && first == nil {
 				first = err
 			}
 		}
@@ -285,7 +312,7 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 	if len(dst) > start && !r.allowed.permits(r.TagClock()) && first == nil {
 		first = &PlanError{Reason: "the tag clock " + strconv.Quote(r.TagClock()) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
 	}
-	return r.keep(dst, start, r.TagKey, "tag key", first)
+	return r.keep(dst, start, r.TagKey, r.room("tag key", len(r.tagPrefix)), first)
 }
 
 // MaxKeyBytes is the longest key the rules plan or allow, in bytes.
@@ -305,23 +332,44 @@ func (r *Rules) TagClock() string { return tagset.Clock(r.tagPrefix) }
 
 // keep keeps of dst[start:] the entries whose key (key of each) is short
 // enough and allowed, and returns them with the first error, first if set.
-func (r *Rules) keep(dst []string, start int, key func(string) string, what string, first error) ([]string, error) {
+func (r *Rules) keep(dst []string, start int, key func(string) string, room keyRoom, first error) ([]string, error) {
 	kept := dst[:start]
 	for _, v := range dst[start:] {
-		switch k := key(v); {
-		case len(k) > r.maxKeyBytes:
+		if reason := room.over(len(v)); reason != "" {
 			if first == nil {
-				first = &PlanError{Reason: what + " of " + strconv.Itoa(len(k)) + " bytes is longer than the maximum of " + strconv.Itoa(r.maxKeyBytes)}
+				first = &PlanError{Reason: reason}
 			}
+			continue
+		}
+		switch k := key(v); {
 		case !r.allowed.permits(k):
 			if first == nil {
-				first = &PlanError{Reason: what + " " + strconv.Quote(truncateKey(k)) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
+				first = &PlanError{Reason: room.what + " " + strconv.Quote(truncateKey(k)) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
 			}
 		default:
 			kept = append(kept, v)
 		}
 	}
 	return kept, first
+}
+
+// keyRoom is how long what a rule plans may be — keys, or tags, whose
+// keys add the tag prefix before them —, named what in errors.
+type keyRoom struct {
+	what       string
+	added, max int
+}
+
+func (r *Rules) room(what string, added int) keyRoom {
+	return keyRoom{what: what, added: added, max: r.maxKeyBytes}
+}
+
+// over says why a key or tag of n bytes is too long, "" when it is not.
+func (k keyRoom) over(n int) string {
+	if n+k.added <= k.max {
+		return ""
+	}
+	return k.what + " of " + strconv.Itoa(n+k.added) + " bytes is longer than the maximum of " + strconv.Itoa(k.max)
 }
 
 func (r *Rules) templatesFor(c *events.Change) []template {

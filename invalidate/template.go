@@ -159,8 +159,9 @@ func (e *PlanError) Error() string {
 
 func (e *PlanError) Unwrap() error { return ErrPlan }
 
-// expand appends the keys this template gives for the change.
-func (t *template) expand(c *events.Change, dst []string) ([]string, error) {
+// expand appends the keys this template gives for the change, those that
+// fit in room: one too long is not built.
+func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]string, error) {
 	// The common case, only scalar placeholders, makes exactly one key.
 	if t.scalarOnly() {
 		// Values first, then one allocation of the key's exact size.
@@ -173,46 +174,89 @@ func (t *template) expand(c *events.Change, dst []string) ([]string, error) {
 			}
 			values, n = append(values, v), n+len(v)
 		}
-		var b strings.Builder
-		b.Grow(n)
-		for _, v := range values {
-			b.WriteString(v)
-		}
-		return append(dst, b.String()), nil
+		return append(dst, join(values, n)), nil
 	}
-	keys := []string{""}
+	// A placeholder on an image the record cannot have plans no key, whatever
+	// the others hold: seen first, before any set is read.
+	for i := range t.segments {
+		if t.segments[i].noImage(c) {
+			return dst, nil
+		}
+	}
+	// Each segment's distinct values are read within what the segments
+	// before it leave of the cap (every later one gives at least one): a
+	// set too large fails at its first value past the cap, not after its
+	// last.
+	values := make([][]string, len(t.segments))
+	n := 1
 	for i := range t.segments {
 		seg := &t.segments[i]
-		var values []string
-		switch seg.src {
-		case srcKey, srcNew, srcOld, srcItem:
-			var err error
-			values, err = t.imageValues(seg, c)
-			if err != nil {
-				return dst, err
-			}
-			if len(values) == 0 { // the image is absent: no key from this template
-				return dst, nil
-			}
-		default:
+		if seg.src < srcKey {
 			v, err := t.scalar(seg, c)
 			if err != nil {
 				return dst, err
 			}
-			values = []string{v}
+			values[i] = []string{v}
+			continue
 		}
-		if len(keys)*len(values) > maxKeysPerTemplate {
-			return dst, &PlanError{t.raw, "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"}
+		var err error
+		if values[i], err = t.imageValues(seg, c, maxKeysPerTemplate/n); err != nil {
+			return dst, err
 		}
-		next := make([]string, 0, len(keys)*len(values))
-		for _, k := range keys {
-			for _, v := range values {
-				next = append(next, k+v)
+		n *= len(values[i])
+	}
+	// Every combination of one value of each segment, the last segment's
+	// changing fastest, each measured before it is built: a long string
+	// crossed with a set would otherwise make a long key per member.
+	var first error
+	pick, key := make([]int, len(values)), make([]string, len(values))
+	for {
+		size := 0
+		for i, vs := range values {
+			key[i] = vs[pick[i]]
+			size += len(key[i])
+		}
+		if reason := room.over(size); reason == "" {
+			dst = append(dst, join(key, size))
+		} else if first == nil {
+			first = &PlanError{t.raw, reason}
+		}
+		i := len(pick) - 1
+		for ; i >= 0; i-- {
+			if pick[i]++; pick[i] < len(values[i]) {
+				break
+			}
+			pick[i] = 0
+		}
+		if i < 0 {
+			return dst, first
+		}
+	}
+}
+
+// join is the parts, of n bytes together, in one allocation.
+func join(parts []string, n int) string {
+	var b strings.Builder
+	b.Grow(n)
+	for _, p := range parts {
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// read adds to attrs the paths the template reads in an item's images.
+func (t *template) read(attrs events.Attributes) {
+	for _, seg := range t.segments {
+		if seg.src == srcNew || seg.src == srcOld || seg.src == srcItem {
+			a := attrs
+			for _, name := range seg.path {
+				if a[name] == nil {
+					a[name] = events.Attributes{}
+				}
+				a = a[name]
 			}
 		}
-		keys = next
 	}
-	return append(dst, keys...), nil
 }
 
 func (t *template) scalarOnly() bool {
@@ -249,25 +293,38 @@ func (t *template) scalar(seg *segment, c *events.Change) (string, error) {
 	return v, nil
 }
 
-// imageValues returns the distinct texts of an attribute placeholder, or
-// none when the image it reads cannot exist (new. on REMOVE, old. on
-// INSERT). Any other absent image is an error: the stream view type does
-// not carry what the rule needs, and planning nothing would skip keys.
-func (t *template) imageValues(seg *segment, c *events.Change) ([]string, error) {
-	var images []events.Image
+// images are the images an attribute placeholder reads, nil where the
+// record has none.
+func (seg *segment) images(c *events.Change) []events.Image {
 	switch seg.src {
 	case srcKey:
-		images = append(images, c.ItemKey)
+		return []events.Image{c.ItemKey}
 	case srcNew:
-		images = append(images, c.NewImage)
+		return []events.Image{c.NewImage}
 	case srcOld:
-		images = append(images, c.OldImage)
-	case srcItem:
-		images = append(images, c.OldImage, c.NewImage, c.ItemKey)
+		return []events.Image{c.OldImage}
+	default: // srcItem
+		return []events.Image{c.OldImage, c.NewImage, c.ItemKey}
 	}
+}
+
+// noImage says whether the placeholder reads an image the change cannot
+// have: new. on REMOVE, old. on INSERT. Any other absent image is an
+// error (imageValues): the stream view type does not carry what the rule
+// needs, and planning nothing would skip keys.
+func (seg *segment) noImage(c *events.Change) bool {
+	return seg.src == srcNew && c.Op == events.OpDelete && c.NewImage == nil ||
+		seg.src == srcOld && c.Op == events.OpCreate && c.OldImage == nil
+}
+
+// imageValues returns the distinct texts of an attribute placeholder, at
+// most limit of them: it fails at the first one past it, before reading
+// the rest.
+func (t *template) imageValues(seg *segment, c *events.Change, limit int) ([]string, error) {
 	var values []string
+	var seen map[string]bool // after the first value: sets are deduplicated in linear time
 	present, found := false, false
-	for _, image := range images {
+	for _, image := range seg.images(c) {
 		if image == nil {
 			continue
 		}
@@ -282,17 +339,25 @@ func (t *template) imageValues(seg *segment, c *events.Change) ([]string, error)
 			return nil, &PlanError{t.raw, "placeholder " + seg.text + ": " + err.Error()}
 		}
 		for _, text := range texts {
-			if text == "" {
+			switch {
+			case text == "":
 				return nil, &PlanError{t.raw, "placeholder " + seg.text + " is empty"}
-			}
-			if !contains(values, text) {
+			case len(values) == 0:
+				values = append(values, text)
+			case seen[text] || len(values) == 1 && values[0] == text:
+				continue
+			case len(values) == limit:
+				return nil, &PlanError{t.raw, "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"}
+			default:
+				if seen == nil {
+					seen = map[string]bool{values[0]: true}
+				}
+				seen[text] = true
 				values = append(values, text)
 			}
 		}
 	}
 	switch {
-	case !present && (seg.src == srcNew && c.Op == events.OpDelete || seg.src == srcOld && c.Op == events.OpCreate):
-		return nil, nil // a removed item has no new state, a new one no old state
 	case !present:
 		return nil, &PlanError{t.raw, "placeholder " + seg.text + ": the record carries no such image (is the stream NEW_AND_OLD_IMAGES?)"}
 	case !found:
@@ -301,13 +366,4 @@ func (t *template) imageValues(seg *segment, c *events.Change) ([]string, error)
 		return nil, &PlanError{t.raw, "placeholder " + seg.text + " is an empty set"}
 	}
 	return values, nil
-}
-
-func contains(values []string, v string) bool {
-	for _, x := range values {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -72,7 +74,7 @@ flags:
 		cache = s.cache
 	}
 	status := 0
-	for _, rec := range records(data) {
+	for _, rec := range records(rules, data) {
 		out := plan(rules, rec)
 		if cache != nil {
 			out.Members = map[string]tagMembers{}
@@ -119,25 +121,54 @@ type tagMembers struct {
 }
 
 // print writes out as text: the record's ID, keys, tags and error on its
-// line, the members of each tag on one line each below.
+// line, the members of each tag on one line each below, each shown as the
+// terminal can take it.
 func (out planned) print(w io.Writer) {
-	line := cmp.Or(out.Record, "-") + "\t" + strings.Join(out.Keys, " ") // a bare message has no ID
+	line := item(cmp.Or(out.Record, "-")) + "\t" + items(out.Keys) // a bare message has no ID
 	if len(out.Tags) > 0 {
-		line += "\ttags: " + strings.Join(out.Tags, " ")
+		line += "\ttags: " + items(out.Tags)
 	}
 	if out.Error != "" {
-		line += "\terror: " + out.Error
+		line += "\terror: " + shown(out.Error)
 	}
 	fmt.Fprintln(w, line)
 	for _, tag := range out.Tags {
 		if m, ok := out.Members[tag]; ok {
-			keys := cmp.Or(strings.Join(m.Keys, " "), "(none)")
+			keys := cmp.Or(items(m.Keys), "(none)")
 			if m.More {
 				keys += " …"
 			}
-			fmt.Fprintf(w, "\ttag %s: %s\n", tag, keys)
+			fmt.Fprintf(w, "\ttag %s: %s\n", item(tag), keys)
 		}
 	}
+}
+
+// shown is s as it is when every character of it prints, else quoted as Go
+// quotes strings (\n, \x1b, \u202e): a key may hold a terminal's escape
+// sequences, which must not reach the terminal.
+func shown(s string) string {
+	if !utf8.ValidString(s) || strings.IndexFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// item is s shown in a list separated by spaces: quoted also when it holds
+// a space or begins with a quote, so that each item reads as one.
+func item(s string) string {
+	if strings.Contains(s, " ") || strings.HasPrefix(s, `"`) {
+		return strconv.Quote(s)
+	}
+	return shown(s)
+}
+
+// items are the items shown, separated by spaces.
+func items(list []string) string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = item(s)
+	}
+	return strings.Join(out, " ")
 }
 
 // plan plans rec's keys and tags as the worker would, keeping those
@@ -158,8 +189,8 @@ func plan(rules *invalidate.Rules, rec invalidate.Record) planned {
 }
 
 // records decodes data as whatever event it is, as the front end for its
-// source would.
-func records(data []byte) []invalidate.Record {
+// source would with rules.
+func records(rules *invalidate.Rules, data []byte) []invalidate.Record {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(data, &members) != nil {
 		// An array of change messages, or what no decoder takes.
@@ -180,23 +211,23 @@ func records(data []byte) []invalidate.Record {
 	}
 	out := make([]invalidate.Record, len(raws))
 	for i, raw := range raws {
-		out[i] = record(raw)
+		out[i] = record(rules, raw)
 	}
 	return out
 }
 
 // record decodes one record of a Lambda payload as the function for its
-// source, told by its shape, does.
-func record(raw []byte) invalidate.Record {
+// source, told by its shape, does with rules.
+func record(rules *invalidate.Rules, raw []byte) invalidate.Record {
 	var members map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &members)
 	switch {
 	case members["dynamodb"] != nil:
-		return worker.Decode(events.SourceDynamoDB, raw)
+		return worker.Decode(rules, events.SourceDynamoDB, raw)
 	case members["Sns"] != nil:
-		return worker.Decode(events.SourceSNS, raw)
+		return worker.Decode(rules, events.SourceSNS, raw)
 	default:
-		return worker.Decode(events.SourceSQS, raw)
+		return worker.Decode(rules, events.SourceSQS, raw)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,5 +102,43 @@ func TestKeysPrintsTags(t *testing.T) {
 	if code := run([]string{"keys", "--members", "1", "--rules", rules, change}, &stdout, &stderr); code != 0 ||
 		!regexp.MustCompile(`\n\ttag product:7: cache:list:[12] …\n\ttag category:a: \(none\)\n$`).MatchString(stdout.String()) {
 		t.Fatalf("exit %d, output %q %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestKeysPrintsWhatTheTerminalShows: a record ID, key, tag or reason
+// holding a character that does not print — a terminal's escape sequence,
+// a line feed — is printed quoted, and so is an ID, key or tag holding a
+// space, which separates them; the others are printed as they are; --json
+// is exact either way.
+func TestKeysPrintsWhatTheTerminalShows(t *testing.T) {
+	t.Setenv("INVALIDATION_RULES", "")
+	t.Setenv("INVALIDATION_RULES_FILE", "")
+	dir := t.TempDir()
+	change := filepath.Join(dir, "change.json")
+	keys := []string{"cache:plain:é", "cache:\x1b[2J\x1b[31mred", "cache:two\nlines", "cache:a b", "cache:\u202egnp.exe"}
+	body, _ := json.Marshal(map[string]any{"keys": keys, "tags": []string{"t\r"}})
+	if err := os.WriteFile(change, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stream := filepath.Join(dir, "stream.json")
+	if err := os.WriteFile(stream, []byte(`{"Records":[{"eventName":"\u001b[2J","eventSourceARN":"arn:aws:dynamodb:us-east-1:1:table/T/stream/s",`+
+		`"dynamodb":{"Keys":{"id":{"S":"1"}},"SequenceNumber":"1 \u001b[1m"}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{change, `-	cache:plain:é "cache:\x1b[2J\x1b[31mred" "cache:two\nlines" "cache:a b" "cache:\u202egnp.exe"	tags: "t\r"` + "\n"},
+		{stream, `"1 \x1b[1m"		error: "record \"1 \\x1b[1m\": eventName must be INSERT, MODIFY or REMOVE, not \x1b[2J"` + "\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		run([]string{"keys", tc.file}, &stdout, &stderr)
+		if got := stdout.String(); got != tc.want {
+			t.Errorf("printed %s, want %s", got, tc.want)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	run([]string{"keys", "--json", change}, &stdout, &stderr)
+	var out planned
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || !slices.Equal(out.Keys, keys) || !slices.Equal(out.Tags, []string{"t\r"}) {
+		t.Errorf("--json: %q %q, %v; want the keys and tags as they are", out.Keys, out.Tags, err)
 	}
 }

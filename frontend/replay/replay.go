@@ -162,7 +162,7 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 		}
 		records := make([]invalidate.Record, len(raws))
 		for i, raw := range raws {
-			records[i] = worker.Decode(events.SourceSNS, raw)
+			records[i] = worker.Decode(r.Invalidator.Rules(), events.SourceSNS, raw)
 		}
 		return records, nil
 	default:
@@ -182,7 +182,7 @@ func (r *Replayer) parked(ctx context.Context, p parking.Record) ([]invalidate.R
 	case p.Content == parking.RecordWithoutImages:
 		return r.streamRecord(ctx, p.Data)
 	case p.Content == parking.WholeRecord:
-		return []invalidate.Record{worker.Decode(p.Source, p.Data)}, nil
+		return []invalidate.Record{worker.Decode(r.Invalidator.Rules(), p.Source, p.Data)}, nil
 	case p.Source == events.SourceSQS:
 		var sent string
 		if !p.SentAt.IsZero() {

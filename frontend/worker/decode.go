@@ -9,8 +9,9 @@ import (
 )
 
 // Decode decodes one raw record of a Lambda event from source, as the
-// function for that source does: replay and the CLI decode the same way.
-func Decode(source events.Source, raw []byte) invalidate.Record {
+// function for that source does with rules, which say what of a stream
+// record's images to read: replay and the CLI decode the same way.
+func Decode(rules *invalidate.Rules, source events.Source, raw []byte) invalidate.Record {
 	switch source {
 	case events.SourceSQS:
 		id, changes, err := events.DecodeSQSJSON(raw)
@@ -23,7 +24,7 @@ func Decode(source events.Source, raw []byte) invalidate.Record {
 		changes, err := events.DecodeSNS(rec)
 		return invalidate.Record{ID: rec.SNS.MessageID, Changes: changes, Err: err}
 	case events.SourceDynamoDB:
-		seq, c, err := events.DecodeDynamoDBJSON(raw)
+		seq, c, err := events.DecodeDynamoDBJSON(raw, rules.Attributes())
 		if err != nil {
 			return invalidate.Record{ID: seq, Err: err}
 		}

@@ -21,7 +21,7 @@ func (w *Worker) DynamoDB(ctx context.Context, payload []byte) (Outcome, error) 
 	if err != nil {
 		return out, err
 	}
-	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record { return Decode(events.SourceDynamoDB, *raw) })
+	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record { return Decode(w.inv.Rules(), events.SourceDynamoDB, *raw) })
 	rep, fates := w.Handle(ctx, events.SourceDynamoDB, batch, func(i int) []byte { return raws[i] })
 	for i, fate := range fates {
 		if fate == Retry {

@@ -18,7 +18,7 @@ func (w *Worker) SNS(ctx context.Context, payload []byte) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record { return Decode(events.SourceSNS, *raw) })
+	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record { return Decode(w.inv.Rules(), events.SourceSNS, *raw) })
 	rep, fates := w.Handle(ctx, events.SourceSNS, batch, func(i int) []byte { return raws[i] })
 	for i, fate := range fates {
 		if fate == Retry {

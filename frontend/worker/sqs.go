@@ -21,7 +21,7 @@ func (w *Worker) SQS(ctx context.Context, payload []byte) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record { return Decode(events.SourceSQS, *raw) })
+	batch := invalidate.Inputs(raws, func(raw *[]byte) invalidate.Record { return Decode(w.inv.Rules(), events.SourceSQS, *raw) })
 	rep, fates := w.Handle(ctx, events.SourceSQS, batch, func(i int) []byte { return raws[i] })
 	var retry []receipt
 	for i, fate := range fates {
