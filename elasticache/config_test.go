@@ -192,6 +192,15 @@ func TestIAMToken(t *testing.T) {
 	if mixed, _ := typed.Token(t.Context(), "Invalidator"); mixed != token {
 		t.Errorf("Orders/Invalidator signed as %q, want the lowercased %q", mixed, token)
 	}
+	// The credentials' source failing (IMDS or ECS answering 500) is no
+	// answer of the cache: it may pass.
+	broken := iam
+	broken.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{}, errors.New("failed to refresh cached credentials, StatusCode: 500")
+	})
+	if _, err := broken.credentialsFn("invalidator")(valkey.AuthCredentialsContext{}); !errors.Is(err, cacheerr.ErrCredentials) || !cacheerr.Transient(err) {
+		t.Errorf("a credentials source failing gave %v: want ErrCredentials, which may pass", err)
+	}
 	nodes := iam
 	nodes.NodeBased = true
 	nodeToken, _ := nodes.Token(t.Context(), "invalidator")

@@ -2,6 +2,7 @@ package elasticache
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/cacheerr"
 )
 
 // IAM is how to log in to ElastiCache with IAM: a token per connection,
@@ -91,7 +94,9 @@ func (a IAM) credentialsFn(user string) func(valkey.AuthCredentialsContext) (val
 		defer cancel()
 		token, err := a.Token(ctx, user)
 		if err != nil {
-			return valkey.AuthCredentials{}, err
+			// The credentials' source failed (IMDS, ECS, STS): not the
+			// cache, and it may pass.
+			return valkey.AuthCredentials{}, fmt.Errorf("%w: IAM token: %w", cacheerr.ErrCredentials, err)
 		}
 		return valkey.AuthCredentials{Username: user, Password: token}, nil
 	}

@@ -44,6 +44,7 @@ func TestWhatMayPass(t *testing.T) {
 		{&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, true, "a TLS handshake refused"},
 		{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, true, "not TLS on the other side"},
 		{fmt.Errorf("%w: the secret: AccessDeniedException", cacheerr.ErrCredentials), true, "no credentials for a new connection"},
+		{fmt.Errorf("%w: IAM token: failed to refresh cached credentials, StatusCode: 500", cacheerr.ErrCredentials), true, "no IAM token: the credentials' source failed"},
 		// The cache in motion, full or busy: it answers again soon.
 		{fakes.Reply("CLUSTERDOWN The cluster is down"), true, ""},
 		{fakes.Reply("TRYAGAIN Multiple keys request during rehashing of slot"), true, ""},
@@ -69,6 +70,7 @@ func TestWhatMayPass(t *testing.T) {
 		{fakes.Reply("BUSYKEY Target key name already exists."), false, "BUSYKEY, not BUSY"},
 		{fakes.Reply("BUSYGROUP Consumer Group name already exists"), false, "BUSYGROUP, not BUSY"},
 		{fakes.Reply("ERR unknown command 'unlink'"), false, ""},
+		{fakes.Reply("NOPERM User throttler has no permissions to access the 'cache:x' key"), false, "a reply that only mentions the word"},
 		{valkey.Nil, false, "a nil reply where one was wanted"},
 		{errors.New("a reply of a shape nobody expected"), false, "any other error"},
 		{invalidate.PanicError("sending", "boom"), false, "a bug"},

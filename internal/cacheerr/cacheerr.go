@@ -87,8 +87,13 @@ func authCode(code string) bool { return code == "WRONGPASS" || code == "NOAUTH"
 
 // throttled tells ElastiCache Serverless's refusal of a request above the
 // cache's ECPU limit. AWS counts them (ThrottledCmds) but does not publish
-// the reply's text: any reply that says it throttled.
-func throttled(msg string) bool { return strings.Contains(strings.ToLower(msg), "throttl") }
+// the reply's text: a reply whose code, or first word after ERR, says it
+// throttled — not one that merely mentions the word, as a NOPERM naming a
+// key "throttler" would.
+func throttled(msg string) bool {
+	code, _, _ := strings.Cut(msg, " ")
+	return strings.Contains(strings.ToLower(code), "throttl")
+}
 
 // Auth reports whether err is the cache refusing the login: the password
 // is wrong, or was rotated since it was read.
