@@ -275,9 +275,12 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 		}
 	}
 	// A chunk at a time, so that a full window costs memory in proportion
-	// to a chunk.
-	var failed error
-	for i := 0; i < len(rd.keys)+len(tags) && failed == nil; i += redeleteChunk {
+	// to a chunk. A chunk that fails for now stops it, to be asked for again
+	// with the next batch; one that fails for good (NOPERM since an ACL
+	// change, WRONGTYPE at a tag key) would fail the same way then: it is
+	// logged, and the other chunks go on.
+	var retry, lost error
+	for i := 0; i < len(rd.keys)+len(tags) && retry == nil; i += redeleteChunk {
 		again := events.Change{SecondDelete: true}
 		if i < len(rd.keys) {
 			again.Keys = rd.keys[i:min(i+redeleteChunk, len(rd.keys))]
@@ -297,15 +300,24 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 		for _, t := range res.Tags {
 			n.present += t.Deleted // filled since, or brought back
 		}
-		failed = res.Err
+		switch {
+		case res.Err == nil:
+		case res.Transient:
+			retry = res.Err
+		default:
+			lost = res.Err
+		}
 	}
 	attrs := []any{"cause", rd.cause, "since", rd.since.UTC(), "keys", len(rd.keys), "tags", len(tags), "deleted_again", n.keys, "present", n.present}
 	if rd.truncated {
 		attrs = append(attrs, "truncated", "the window was full: it held less than its length; raise REDELETE_MAX_BYTES")
 	}
-	if failed != nil {
+	switch {
+	case retry != nil:
 		w.opts.Recent.retry(rd)
-		attrs = append(attrs, "error", failed.Error(), "fate", "retry")
+		attrs = append(attrs, "error", retry.Error(), "fate", "retry")
+	case lost != nil:
+		attrs = append(attrs, "error", lost.Error(), "fate", "failed for good")
 	}
 	w.opts.Logger.WarnContext(ctx, "keys deleted again after a reconnect: a failover may have lost deletes", attrs...)
 	return n

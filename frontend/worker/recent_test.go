@@ -156,6 +156,37 @@ func TestABatchAfterAReconnectDeletesAgain(t *testing.T) {
 	}
 }
 
+// TestARedeleteThatFailsForGoodIsNotAskedAgain: a key the cache refuses
+// for good (NOPERM) fails the re-delete that one time: it is logged, and
+// the batches after it do not delete the window again, nor keep it from
+// ageing.
+func TestARedeleteThatFailsForGoodIsNotAskedAgain(t *testing.T) {
+	var logs bytes.Buffer
+	refused := false
+	cache := &fakes.Cache{Fail: func(key string, _ int) error {
+		if refused && key == "cache:user:1" {
+			return fakes.ErrNoPerm
+		}
+		return nil
+	}}
+	recent, handle := reconnecting(t, cache, &logs)
+	handle(`{"entity":"user","id":"1"}`)
+	recent.Connected("127.0.0.1:7002")
+	refused = true // an ACL changed meanwhile
+	handle(`{"entity":"user","id":"2"}`)
+	if !strings.Contains(logs.String(), `"fate":"failed for good"`) {
+		t.Fatalf("no line of the re-delete that failed for good:\n%s", logs.String())
+	}
+	before := cache.Attempts("cache:user:1")
+	logs.Reset()
+	for id := range 3 {
+		handle(`{"entity":"user","id":"` + strconv.Itoa(10+id) + `"}`)
+	}
+	if n := cache.Attempts("cache:user:1") - before; n != 0 || strings.Contains(logs.String(), "keys deleted again") {
+		t.Fatalf("cache:user:1 sent %d more times by the batches after:\n%s", n, logs.String())
+	}
+}
+
 // TestAReconnectInvalidatesTagsAgain: the tags invalidated within the
 // window are invalidated again after a reconnect, so that an entry whose
 // invalidation the failover lost, registered in them, goes.
