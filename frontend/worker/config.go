@@ -54,6 +54,9 @@ type Config struct {
 	// cluster's promoted replica) sets a re-delete off, beside a
 	// reconnect. Default true.
 	RedeleteOnNewNodes bool
+	// Unread says which variables that are set are no longer read, and
+	// what replaces each: Start logs them.
+	Unread []string
 	// AnnounceChannel is ANNOUNCE_CHANNEL: the pub/sub channel on which the
 	// keys of every delete are announced once it succeeded, for the
 	// services' local tiers (writethrough/local). The cache user needs
@@ -123,7 +126,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	if getenv("REDELETE_MAX_KEYS") != "" {
-		return c, fmt.Errorf("REDELETE_MAX_KEYS is gone: the window is bounded in bytes, REDELETE_MAX_BYTES (default %d)", DefaultRedeleteMaxBytes)
+		// Warned of, not refused: an update that leaves it set must not
+		// stop every function at init, and the shards behind them.
+		c.Unread = append(c.Unread, fmt.Sprintf("REDELETE_MAX_KEYS is no longer read: the window is bounded in bytes, REDELETE_MAX_BYTES (default %d)", DefaultRedeleteMaxBytes))
 	}
 	c.RedeleteOnNewNodes = true
 	if v := getenv("REDELETE_ON_NEW_NODES"); v != "" {

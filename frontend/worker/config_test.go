@@ -39,7 +39,6 @@ func TestConfigFromEnv(t *testing.T) {
 		{"re-delete a while", "REDELETE_WINDOW", "-1s", "REDELETE_WINDOW"},
 		{"re-delete window size", "REDELETE_MAX_BYTES", "67108864", ""},
 		{"re-delete window too small", "REDELETE_MAX_BYTES", "1000", "REDELETE_MAX_BYTES"},
-		{"re-delete window in keys", "REDELETE_MAX_KEYS", "1000000", "REDELETE_MAX_BYTES"},
 		{"keys too long for a second delete", "INVALIDATION_RULES", "maxKeyBytes: 50000", "SECOND_DELETE_MAX_BYTES"},
 		{"re-delete on new nodes", "REDELETE_ON_NEW_NODES", "maybe", "REDELETE_ON_NEW_NODES"},
 		{"announce channel", "ANNOUNCE_CHANNEL", "invalidator:near", ""},
@@ -63,6 +62,17 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Fatalf("error = %v, want one naming %s", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestAVariableNoLongerReadIsWarnedOf: REDELETE_MAX_KEYS, left set by an
+// update, starts the worker all the same, and says what replaced it.
+func TestAVariableNoLongerReadIsWarnedOf(t *testing.T) {
+	cfg, err := ConfigFromEnv(func(k string) string {
+		return map[string]string{"CACHE_ENDPOINT": "cache.example:6379", "REDELETE_MAX_KEYS": "1000000"}[k]
+	})
+	if err != nil || len(cfg.Unread) != 1 || !strings.Contains(cfg.Unread[0], "REDELETE_MAX_BYTES") {
+		t.Fatalf("config %v, err %v: want it read, and REDELETE_MAX_KEYS named unread", cfg.Unread, err)
 	}
 }
 

@@ -35,6 +35,9 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 		return nil, err
 	}
 	tune(&opt)
+	for _, msg := range cfg.Unread {
+		logger.Warn(msg)
+	}
 	if patterns, derived := cfg.Rules.AllowedKeys(); derived {
 		logger.Info("the rules name no allowedKeys: only keys matching the templates' literal prefixes are deleted; give the cache user the same patterns",
 			"allowed_keys", patterns)
