@@ -114,7 +114,7 @@ func (c *connection) Publish(ctx context.Context, channel, message string) error
 type announcements struct {
 	messages atomic.Int64 // sent
 	failed   atomic.Int64 // keys whose message could not be sent
-	spent    atomic.Int64 // nanoseconds of the deletes' calls spent announcing
+	longest  atomic.Int64 // nanoseconds of the longest announcement
 }
 
 type tallyKey struct{}
@@ -139,18 +139,22 @@ func (t *announcements) counts() (messages, failed int64) {
 	return t.messages.Load(), t.failed.Load()
 }
 
-// took is how long the batch's calls spent announcing, summed.
+// took is how long the batch's longest announcement took: the chunks of
+// its keys are deleted and announced side by side, each announcement
+// after its own deletes, so the longest is what the batch waited for.
 func (t *announcements) took() time.Duration {
 	if t == nil {
 		return 0
 	}
-	return time.Duration(t.spent.Load())
+	return time.Duration(t.longest.Load())
 }
 
 // add counts one announcement of keys, which took took.
 func (t *announcements) add(keys int, err error, took time.Duration) {
-	if t != nil {
-		t.spent.Add(int64(took))
+	for t != nil {
+		if old := t.longest.Load(); int64(took) <= old || t.longest.CompareAndSwap(old, int64(took)) {
+			break
+		}
 	}
 	switch {
 	case t == nil:

@@ -48,5 +48,5 @@ func (s stages) figures(announcing bool) []figure {
 // its deletes were done, for make soak to tell each change's stages apart.
 func (s stages) attr() slog.Attr {
 	return slog.Group("stages", "started", s.started, "deleted", s.deleted, "plan_ms", s.plan.Milliseconds(),
-		"announce_ms", s.announce.Milliseconds())
+		"delete_ms", s.delete.Milliseconds(), "announce_ms", s.announce.Milliseconds())
 }

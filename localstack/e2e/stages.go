@@ -15,10 +15,11 @@ var stageNames = []string{"write", "source", "plan", "delete", "announce", "answ
 
 // timeline is what a function's "record invalidated" line tells of one
 // change: when it was logged, when its batch began, when the batch's
-// deletes were done, and how long planning and announcing took.
+// deletes were done, and how long planning, deleting and announcing took
+// (the worker's split, frontend/worker/stages.go).
 type timeline struct {
 	logged, started, deleted time.Time
-	plan, announce           time.Duration
+	plan, delete, announce   time.Duration
 }
 
 // logLine is the part of a "record invalidated" line a timeline is read from.
@@ -29,13 +30,15 @@ type logLine struct {
 	Stages   struct {
 		Started, Deleted time.Time
 		PlanMS           int64 `json:"plan_ms"`
+		DeleteMS         int64 `json:"delete_ms"`
 		AnnounceMS       int64 `json:"announce_ms"`
 	}
 }
 
 func (l *logLine) timeline() timeline {
 	return timeline{logged: l.Time, started: l.Stages.Started, deleted: l.Stages.Deleted,
-		plan: time.Duration(l.Stages.PlanMS) * time.Millisecond, announce: time.Duration(l.Stages.AnnounceMS) * time.Millisecond}
+		plan: time.Duration(l.Stages.PlanMS) * time.Millisecond, delete: time.Duration(l.Stages.DeleteMS) * time.Millisecond,
+		announce: time.Duration(l.Stages.AnnounceMS) * time.Millisecond}
 }
 
 // split returns the lag of change c invalidated as t tells, and its stages
@@ -50,12 +53,11 @@ func split(c change, t timeline) (lag time.Duration, stages []time.Duration) {
 		lag = max(0, t.logged.Sub(c.at))
 		return lag, []time.Duration{answered.Sub(c.at), max(0, t.logged.Sub(answered)), 0, 0, 0, 0}
 	}
-	inWorker := t.deleted.Sub(t.started)
 	stages = []time.Duration{
 		answered.Sub(c.at),
 		max(0, t.started.Sub(answered)),
 		t.plan,
-		max(0, inWorker-t.plan-t.announce),
+		t.delete,
 		t.announce,
 		max(0, t.logged.Sub(t.deleted)),
 	}
