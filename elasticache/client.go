@@ -85,31 +85,15 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 
 // New connects to the cache. It fails when no node answers or the login is
 // refused, so a wrong configuration shows at start-up, not at the first
-// event. To tune valkey-go's options, start from ClientOption instead, and
-// connect with Connect.
+// event. To tune valkey-go's options, start from ClientOption instead.
 func New(c Config) (valkey.Client, error) {
 	opt, err := c.ClientOption()
 	if err != nil {
 		return nil, err
 	}
-	client, err := c.Connect(opt)
+	client, err := valkey.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("connect to cache %s: %w", c.Endpoint, err)
 	}
 	return client, nil
-}
-
-// Connect makes a client with opt, c's ClientOption tuned. With a
-// PasswordSecret the client tells the secret when the cache refuses the
-// login, at connect or later, so that the next connection reads it again.
-func (c Config) Connect(opt valkey.ClientOption) (valkey.Client, error) {
-	client, err := valkey.NewClient(opt)
-	switch {
-	case c.PasswordSecret == nil:
-		return client, err
-	case err != nil:
-		c.PasswordSecret.check(err)
-		return nil, err
-	}
-	return watched{client, c.PasswordSecret}, nil
 }

@@ -2,14 +2,14 @@ package elasticache
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,17 +254,17 @@ func TestPasswordSecretFromEnv(t *testing.T) {
 	}
 }
 
-// TestASecretIsReadAgainOnceRefused: the password is read at the first
-// connection and kept; once the cache refused it, the next connection
-// reads it again, a second after the last read at the soonest; a read that
-// fails is a failure for now, of the credentials.
-func TestASecretIsReadAgainOnceRefused(t *testing.T) {
+// TestASecretIsReadAgainForANewConnection: the password is read at the
+// first connection and kept by those made within a second; a connection
+// made later reads it again, so that a rotated password reaches it; a read
+// that fails is a failure for now, of the credentials.
+func TestASecretIsReadAgainForANewConnection(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	held, reads, readErr := "p1", 0, error(nil)
+	held, reads := "p1", 0
 	s := &PasswordSecret{ARN: "arn:pw", now: func() time.Time { return now },
 		Read: func(_ context.Context, arn string) (string, error) {
 			reads++
-			return held, readErr
+			return held, nil
 		}}
 	creds := s.credentialsFn("app")
 	login := func(want string, wantReads int) {
@@ -275,14 +275,10 @@ func TestASecretIsReadAgainOnceRefused(t *testing.T) {
 		}
 	}
 	login("p1", 1)
-	login("p1", 1) // kept
+	login("p1", 1) // within the second: kept
 	held = "p2"    // rotated
-	s.check(errors.New("connection reset"))
-	now = now.Add(time.Hour)
-	login("p1", 1) // nothing refused it
-	s.check(fmt.Errorf("connect: %w", wrongpass(t)))
+	now = now.Add(time.Second)
 	login("p2", 2)
-	s.check(wrongpass(t))
 	held = "p3"
 	login("p2", 2) // read less than a second ago
 	now = now.Add(time.Second)
@@ -298,16 +294,29 @@ func TestASecretIsReadAgainOnceRefused(t *testing.T) {
 	}
 }
 
-// wrongpass is the cache refusing a login, as valkey-go reads it, made as
-// fakes.Reply makes replies: this package's tests may not import
-// localstack/fakes, which would put SQS's client in every service's go.sum.
-func wrongpass(t *testing.T) error {
-	t.Helper()
-	msg := "WRONGPASS invalid username-password pair or user is disabled."
-	buf := binary.BigEndian.AppendUint64(append(make([]byte, 7), '-'), uint64(len(msg)))
-	var m valkey.ValkeyMessage
-	if err := m.CacheUnmarshalView(append(buf, msg...)); err != nil {
-		t.Fatal(err)
+// TestConnectionsShareOneRead: connections made at once, one per node,
+// share one read of the secret, and none waits on another's lock while it
+// runs.
+func TestConnectionsShareOneRead(t *testing.T) {
+	var reads atomic.Int32
+	release := make(chan struct{})
+	s := &PasswordSecret{ARN: "arn:pw", Read: func(context.Context, string) (string, error) {
+		reads.Add(1)
+		<-release
+		return "p", nil
+	}}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if c, err := s.credentialsFn("app")(valkey.AuthCredentialsContext{}); err != nil || c.Password != "p" {
+				t.Errorf("login %+v, %v", c, err)
+			}
+		})
 	}
-	return m.Error()
+	time.Sleep(50 * time.Millisecond) // every login waiting on the one read
+	close(release)
+	wg.Wait()
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("%d reads for 4 connections made at once, want 1", n)
+	}
 }

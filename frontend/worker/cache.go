@@ -15,6 +15,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/internal/cacheerr"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -53,7 +54,7 @@ func (c *connection) dial() {
 	done := make(chan struct{})
 	c.dialing = done
 	go func() {
-		client, err := c.cache.Connect(c.opt)
+		client, err := valkey.NewClient(c.opt)
 		if err != nil {
 			err = fmt.Errorf("connect to cache %s: %w", c.cache.Endpoint, err)
 		} else if c.recent != nil {
@@ -184,7 +185,8 @@ func noteConnections(recent *Recent) func(context.Context, string, *net.Dialer, 
 // as soon as one answers that it is up (CLUSTER INFO's cluster_state:ok):
 // a node that answers a PING may still answer CLUSTERDOWN to every delete
 // while the cluster comes back together. A node that refuses CLUSTER INFO
-// answers all the same.
+// to this user answers all the same; one whose reply may pass (the login
+// refused while a password rotates, LOADING) does not.
 func (c *connection) ping(ctx context.Context) error {
 	client, err := c.get(ctx)
 	if err != nil {
@@ -195,8 +197,8 @@ func (c *connection) ping(ctx context.Context) error {
 	for _, node := range nodes {
 		go func() {
 			info, err := node.Do(ctx, node.B().ClusterInfo().Build()).ToString()
-			if _, refused := valkey.IsValkeyErr(err); refused {
-				err = nil
+			if _, refused := valkey.IsValkeyErr(err); refused && !cacheerr.Transient(err) {
+				err = nil // it answers, but this user may not ask (NOPERM)
 			} else if err == nil && !strings.Contains(info, "cluster_state:ok") {
 				err = errClusterDown
 			}
