@@ -2,6 +2,7 @@ package worker
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -81,6 +82,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var err error
 	if c.Cache, err = elasticache.ConfigFromEnv(getenv); err != nil {
 		return c, err
+	}
+	if c.Cache.ReplicaReads {
+		// A tag's members read on a replica could miss the entries added
+		// last, which its invalidation must delete.
+		return c, errors.New("CACHE_REPLICA_READS=true: the worker reads its tags on the primaries; leave it unset")
 	}
 	if c.Rules, err = invalidate.RulesFromEnv(getenv); err != nil {
 		return c, err

@@ -32,6 +32,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{"second delete messages", "SECOND_DELETE_MAX_BYTES", "1048576", ""},
 		{"second delete messages too large", "SECOND_DELETE_MAX_BYTES", "1048577", "SECOND_DELETE_MAX_BYTES"},
 		{"second delete messages too small for a key", "SECOND_DELETE_MAX_BYTES", "4096", "SECOND_DELETE_MAX_BYTES"},
+		{"replica reads", "CACHE_REPLICA_READS", "true", "CACHE_REPLICA_READS"},
 		{"retry for", "RETRY_FOR", "500ms", ""},
 		{"retry for nothing", "RETRY_FOR", "0s", "RETRY_FOR"},
 		{"retry for a while", "RETRY_FOR", "soon", "RETRY_FOR"},
