@@ -21,7 +21,7 @@ import (
 func replayVerb(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	queue := fs.String("queue", os.Getenv("FAILURE_QUEUE_URL"), "the queue to replay: the failure queue, or a DLQ; never the worker's queue or delay queue [FAILURE_QUEUE_URL]")
+	queue := fs.String("queue", os.Getenv("FAILURE_QUEUE_URL"), "the queue to replay: the failure queue, a DLQ, or an old queue a stack left behind; never the worker's live queue or delay queue [FAILURE_QUEUE_URL]")
 	endpoint := fs.String("cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
 	rules := rulesFlag(fs)
 	keep := fs.Bool("keep", false, "leave replayed messages in the queue")
@@ -38,8 +38,10 @@ subscription's dead letters). A message whose keys are all deleted is deleted;
 one that fails again stays, visible, and the exit status is 1.
 
 It consumes the queue it reads: give it the failure queue (FAILURE_QUEUE_URL,
-the default) or a DLQ (DLQ_URL), never the worker's queue (QUEUE_URL) or its
-delay queue (SECOND_DELETE_QUEUE_URL), whose messages are the worker's to take.
+the default) or a DLQ (DLQ_URL), never the worker's live queue (QUEUE_URL) or
+its delay queue (SECOND_DELETE_QUEUE_URL), whose messages are the worker's to
+take; an old one a stack left behind, which nothing consumes any more, it may
+drain (docs/deploy.md).
 
 flags:
 `)

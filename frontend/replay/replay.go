@@ -52,7 +52,7 @@ type Replayer struct {
 
 // The kinds of messages a failure queue holds.
 const (
-	KindParked      = "parked"       // a record the worker parked, whole
+	KindParked      = "parked"       // a record the worker parked, as it came
 	KindStreamRange = "stream-range" // a stream mapping's on-failure record: coordinates only
 	KindAsyncInvoke = "async-invoke" // Lambda's on-failure record of an asynchronous (SNS) invoke
 	KindChange      = "change"       // an SQS body: change message, SNS or EventBridge envelope

@@ -19,7 +19,7 @@ type Config struct {
 	Cache elasticache.Config // CACHE_*
 	Rules *invalidate.Rules
 	// FailureQueueURL is FAILURE_QUEUE_URL: where records that fail for
-	// good are parked, whole. Default none: they are handed back to their
+	// good are parked as they came. Default none: they are handed back to their
 	// source like those that fail for now, and reach its DLQ or on-failure
 	// destination once its retries are spent.
 	FailureQueueURL string
