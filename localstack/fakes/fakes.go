@@ -31,13 +31,14 @@ func (e *dialError) Unwrap() error { return e.errno }
 // ErrNoPerm is the cache's refusal of a key to the user, the reply of
 // Valkey and Redis 7 in the type valkey-go gives it, so that the code
 // classes it as the real one: failed for good.
-var ErrNoPerm = errorReply("NOPERM this user has no permissions to access one of the keys used as arguments")
+var ErrNoPerm = ErrorReply("NOPERM this user has no permissions to access one of the keys used as arguments")
 
-// errorReply is the error reply msg as valkey-go reads it. Its only
+// ErrorReply is the error reply msg as valkey-go reads it, for fakes that
+// answer what a server would (WRONGTYPE, a script's error). Its only
 // exported constructor of one is the reader of its client-side cache
 // format: 7 bytes of TTL, the type, the length, the string. The contract
 // test (localstack/testenv/contract) checks it against the real one.
-func errorReply(msg string) error {
+func ErrorReply(msg string) error {
 	buf := binary.BigEndian.AppendUint64(append(make([]byte, 7), '-'), uint64(len(msg)))
 	var m valkey.ValkeyMessage
 	if err := m.CacheUnmarshalView(append(buf, msg...)); err != nil {
