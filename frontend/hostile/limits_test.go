@@ -38,9 +38,9 @@ type backend interface {
 // limited is the SQS client the worker and the poller are given: every
 // call is checked against SQS's limits, the receiving queue's
 // MaximumMessageSize included, and one over a limit is refused, as SQS
-// would refuse it, and noted. It notes what was sent to each queue, and
-// which messages were received, deleted or handed back (the poller's
-// answer). Messages sent to a queue that keep is false for are checked and
+// would refuse it, and noted. It counts the messages sent to each queue,
+// and notes which were received and deleted (the poller's answer).
+// Messages sent to a queue that keep is false for are checked and
 // counted, not kept: the fakes' failure and delay queues, whose bodies
 // would otherwise count in the memory a row retains.
 type limited struct {
@@ -50,23 +50,15 @@ type limited struct {
 
 	mu         sync.Mutex
 	violations []string
-	sent       map[string][]sent // by queue name
+	sent       map[string]int    // messages, by queue name
 	handles    map[string]string // receipt handle → message ID
 	received   map[string]int
 	deleted    map[string]bool
 	serial     int
 }
 
-// sent is a message the worker sent: its size as SQS counts it, its
-// attributes' names and values, and its body's start.
-type sent struct {
-	size  int
-	attrs map[string]string
-	head  string
-}
-
 func newLimited(next backend, maxSize map[string]int, keep func(string) bool) *limited {
-	return &limited{next: next, maxSize: maxSize, keep: keep, sent: map[string][]sent{}, handles: map[string]string{},
+	return &limited{next: next, maxSize: maxSize, keep: keep, sent: map[string]int{}, handles: map[string]string{},
 		received: map[string]int{}, deleted: map[string]bool{}}
 }
 
@@ -88,11 +80,11 @@ func (l *limited) Violations() []string {
 	return append([]string(nil), l.violations...)
 }
 
-// Sent are the messages sent to queue name.
-func (l *limited) Sent(name string) []sent {
+// Sent counts the messages sent to queue name.
+func (l *limited) Sent(name string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]sent(nil), l.sent[name]...)
+	return l.sent[name]
 }
 
 func queueName(url string) string { return path.Base(url) }
@@ -144,26 +136,14 @@ func (l *limited) message(op, url string, body *string, delay int32, attrs map[s
 	return size, nil
 }
 
-func (l *limited) note(url string, size int, body *string, attrs map[string]types.MessageAttributeValue) {
-	s := sent{size: size, head: aws.ToString(body)[:min(200, len(aws.ToString(body)))]}
-	for k, v := range attrs {
-		if s.attrs == nil {
-			s.attrs = map[string]string{}
-		}
-		s.attrs[k] = aws.ToString(v.StringValue)
-	}
-	l.mu.Lock()
-	l.sent[queueName(url)] = append(l.sent[queueName(url)], s)
-	l.mu.Unlock()
-}
-
 // SendMessage is sqs.Client's.
 func (l *limited) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	size, err := l.message("SendMessage", aws.ToString(in.QueueUrl), in.MessageBody, in.DelaySeconds, in.MessageAttributes)
-	if err != nil {
+	if _, err := l.message("SendMessage", aws.ToString(in.QueueUrl), in.MessageBody, in.DelaySeconds, in.MessageAttributes); err != nil {
 		return nil, err
 	}
-	l.note(aws.ToString(in.QueueUrl), size, in.MessageBody, in.MessageAttributes)
+	l.mu.Lock()
+	l.sent[queueName(aws.ToString(in.QueueUrl))]++
+	l.mu.Unlock()
 	if !l.keep(queueName(aws.ToString(in.QueueUrl))) {
 		l.mu.Lock()
 		l.serial++

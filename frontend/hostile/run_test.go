@@ -243,7 +243,7 @@ func runOne(t *testing.T, e func(ns string, watch []string) *env, r *row, fe str
 			out.Gone = append(out.Gone, k)
 		}
 	}
-	out.Parked = len(env.sqs.Sent(queueName(env.failure)))
+	out.Parked = env.sqs.Sent(queueName(env.failure))
 	return out
 }
 

@@ -81,6 +81,8 @@ func queueSizes(t *testing.T) map[string]int {
 
 // openFakes is a run on the fakes: a fake cache that holds what the row
 // puts in it and answers what Valkey would to the rest, and a fake SQS.
+// The fake cache takes keys, not requests: the requests' arguments are
+// counted on the stack.
 func openFakes(t *testing.T, ns string, watch []string) *env {
 	sizes := queueSizes(t)
 	back := &fakes.SQS{}
