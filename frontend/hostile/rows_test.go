@@ -445,7 +445,7 @@ var rows = []row{
 	},
 
 	// --- Findings 7 to 10: the docs, the services' library, the template ---
-	{name: "the services' access strings in docs/deploy.md", finding: "7", layer: accessStringsNameKeys},
+	{name: "the services' access strings in the deploy docs", finding: "7", layer: accessStringsNameKeys},
 	{name: "a writethrough lease without a TTL", finding: "8", layer: leaseWithoutTTL, stack: true},
 	{name: "no secret in a function's environment", finding: "9", layer: noSecretInEnvironment},
 	{name: "the queues that hold work are retained", finding: "10", layer: queuesRetained},
