@@ -5,7 +5,7 @@ SHELL := bash
 ENV := . localstack/env.sh
 LAMBDAS := $(filter-out poller,$(notdir $(patsubst %/,%,$(wildcard functions/*/))))
 
-.PHONY: help setup up down local test build image bench bench-record e2e e2e-record e2e-short soak soak-short lint
+.PHONY: help setup up down local test fuzz-short build image bench bench-record e2e e2e-record e2e-short soak soak-short lint
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -27,6 +27,17 @@ test: up ## vet and test everything against the local stack, then lint the SAM t
 	$(ENV) && go test -race -count=1 ./...
 	$(ENV) && cd cmd/image && go test -count=1 ./...
 	$(ENV) && if [ -f template.yaml ]; then cfn-lint template.yaml; fi
+
+# Every fuzz target, FUZZ_TIME each (go test fuzzes one target per run), with
+# no time spent minimizing: the front ends' fuzzers otherwise spend theirs
+# shrinking inputs that found nothing.
+FUZZ_TIME ?= 5s
+fuzz-short: ## run every fuzz target for FUZZ_TIME (default 5s) without minimizing, about 2 minutes (CI)
+	$(ENV) && for dir in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | xargs -n1 dirname | sort -u); do \
+	  for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$dir/*_test.go); do \
+	    go test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZ_TIME) -fuzzminimizetime=0 ./$$dir || exit 1; \
+	  done; \
+	done
 
 # GOARCH defaults to the host's; GOARCH=arm64 cross-compiles for Graviton.
 # The Lambda functions are bootstraps for provided.al2023, on aws-lambda-go

@@ -51,17 +51,27 @@ func startsWith(data []byte, i int, b byte) bool { return i < len(data) && data[
 // sequenceNumber digs a broken record's sequence number out, ignoring
 // everything else, so that only it fails: an empty item identifier would
 // fail its whole batch.
+// The values around it are skimmed, not validated: a record refused for
+// its images nested too deeply is still named.
 func sequenceNumber(raw []byte) (seq string) {
-	_ = jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
-		if string(key) == "dynamodb" && kind == jsonscan.Object {
-			_ = jsonscan.Members(value, func(key, value []byte, kind jsonscan.Kind) error {
-				if string(key) == "SequenceNumber" && kind == jsonscan.String {
-					seq, _ = jsonscan.Text(value)
-				}
-				return nil
-			})
+	skim := func(data []byte, i int) (int, error) {
+		_, end, err := jsonscan.SkimAt(data, i)
+		return end, err
+	}
+	_ = jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
+		if string(key) != "dynamodb" || i >= len(raw) || raw[i] != '{' {
+			return skim(raw, i)
 		}
-		return nil
+		return jsonscan.WalkAt(raw, i, func(key []byte, i int) (int, error) {
+			if string(key) != "SequenceNumber" {
+				return skim(raw, i)
+			}
+			kind, end, err := jsonscan.ValueAt(raw, i)
+			if err == nil && kind == jsonscan.String {
+				seq, _ = jsonscan.Text(raw[i:end])
+			}
+			return end, err
+		})
 	})
 	return seq
 }

@@ -231,6 +231,13 @@ func TestDynamoDBJSONLimits(t *testing.T) {
 	if seq != "42" || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "32 levels") {
 		t.Fatalf("deep nesting: seq %q, err %v", seq, err)
 	}
+	// Deeper than JSON itself may nest (10,000, as encoding/json): the record
+	// is refused, and still named.
+	deeper := strings.Repeat(`[`, 10_001) + strings.Repeat(`]`, 10_001)
+	raw = `{"eventName":"INSERT","dynamodb":{"Keys":{"id":{"S":"1"}},"NewImage":{"deep":{"L":` + deeper + `}},"SequenceNumber":"44"}}`
+	if seq, _, err := DecodeDynamoDBJSON([]byte(raw), nil); seq != "44" || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("nesting past JSON's limit: seq %q, err %v; want the record refused under its sequence number", seq, err)
+	}
 	// A field broken before SequenceNumber still names its record, so that
 	// only it fails, not its batch.
 	broken := `{"eventName":7,"dynamodb":{"Keys":{"id":{"X":"1"}},"SequenceNumber":"43"}}`

@@ -174,6 +174,13 @@ func members(data []byte, i int, value func(key []byte, i int) (int, error)) (in
 // Walk), and returns its kind and the index after it.
 func ValueAt(data []byte, i int) (Kind, int, error) { return scanValue(data, i, 1) }
 
+// SkimAt returns the kind of the value that starts at data[i] and the index
+// after it, following the strings and brackets of an object or array but
+// neither validating what is inside nor bounding its depth: to step over,
+// in linear time, a value that is not read, such as the images of a record
+// too deeply nested to decode, whose sequence number comes after them.
+func SkimAt(data []byte, i int) (Kind, int, error) { return skimValue(data, i, 1) }
+
 // keyText decodes an object key. Keys are short and almost never escaped,
 // so the common case is a slice of the input, not a copy.
 func keyText(raw []byte) ([]byte, error) {

@@ -1,0 +1,249 @@
+package hostile
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"gopkg.in/yaml.v3"
+
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/writethrough"
+)
+
+// The rows checked at their own layer: what a producer or a cache holds
+// reaches them through the CLI, the template, the docs, or the services'
+// library, not through the front ends.
+
+var (
+	cliOnce sync.Once
+	cliPath string
+	cliErr  error
+)
+
+// cli is the invalidator CLI, built once.
+func cli(t *testing.T) string {
+	cliOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hostile-cli-")
+		if err != nil {
+			cliErr = err
+			return
+		}
+		cliPath = filepath.Join(dir, "invalidator")
+		out, err := exec.Command("go", "build", "-o", cliPath, "../../cmd/invalidator").CombinedOutput()
+		if err != nil {
+			cliErr = fmt.Errorf("%w\n%s", err, out)
+		}
+	})
+	if cliErr != nil {
+		t.Fatalf("build the CLI: %v", cliErr)
+	}
+	return cliPath
+}
+
+// keysPrintedQuoted: invalidator keys prints a key holding terminal escapes
+// and line breaks quoted, not raw to the terminal (finding 11).
+func keysPrintedQuoted(t *testing.T) {
+	cmd := exec.Command(cli(t), "keys")
+	cmd.Stdin = strings.NewReader(`{"keys":["cache:a\u001b[2Jb\nc\u0007d\u009bq"]}`)
+	cmd.Env = append(os.Environ(), "INVALIDATION_RULES=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("invalidator keys: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, raw := range []string{"\x1b", "\a", "b\nc", "\u009b"} {
+		if strings.Contains(out, raw) {
+			t.Errorf("invalidator keys printed %q raw: %q; want a key with non-printable characters quoted", raw, out)
+		}
+	}
+}
+
+// accessStringsNameKeys: the access strings docs/deploy.md gives services
+// name their keys and their channels (finding 7).
+func accessStringsNameKeys(t *testing.T) {
+	page, err := os.ReadFile("../../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := regexp.MustCompile("`(on [^`]*)`").FindAllStringSubmatch(string(page), -1)
+	if len(found) == 0 {
+		t.Fatal("docs/deploy.md shows no access string (`on ...`)")
+	}
+	for _, m := range found {
+		s := m[1]
+		if strings.Contains(s, "~*") || strings.Contains(s, "allkeys") || !strings.Contains(s, "~") {
+			t.Errorf("docs/deploy.md's access string %q: want the keys the service needs named (~cache:*), not every key", s)
+		}
+		if !strings.Contains(s, "resetchannels") && !regexp.MustCompile(`(^|\s)&[^*\s]`).MatchString(s) {
+			t.Errorf("docs/deploy.md's access string %q: want its channels named (resetchannels, &channel), not left to the default", s)
+		}
+	}
+}
+
+// template is template.yaml's resources, with the globals.
+func template(t *testing.T) (globals *yaml.Node, resources map[string]*yaml.Node) {
+	data, err := os.ReadFile("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Globals   yaml.Node            `yaml:"Globals"`
+		Resources map[string]yaml.Node `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	resources = map[string]*yaml.Node{}
+	for id, n := range doc.Resources {
+		resources[id] = &n
+	}
+	return &doc.Globals, resources
+}
+
+// get is the value at path in a mapping node, nil when absent.
+func get(n *yaml.Node, path ...string) *yaml.Node {
+	for _, key := range path {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		n = next
+	}
+	return n
+}
+
+// noSecretInEnvironment: no function's environment holds a resolved secret,
+// which GetFunctionConfiguration shows in plaintext (finding 9).
+func noSecretInEnvironment(t *testing.T) {
+	globals, resources := template(t)
+	envs := map[string]*yaml.Node{"Globals.Function": get(globals, "Function", "Environment", "Variables")}
+	for id, r := range resources {
+		if v := get(r, "Type"); v != nil && v.Value == "AWS::Serverless::Function" {
+			envs[id] = get(r, "Properties", "Environment", "Variables")
+		}
+	}
+	for where, vars := range envs {
+		if vars == nil {
+			continue
+		}
+		for i := 0; i+1 < len(vars.Content); i += 2 {
+			text, _ := yaml.Marshal(vars.Content[i+1])
+			if regexp.MustCompile(`resolve:(secretsmanager|ssm-secure)`).Match(text) {
+				t.Errorf("%s's environment sets %s to a resolved secret: want it read at init by its ARN", where, vars.Content[i].Value)
+			}
+		}
+	}
+}
+
+// queuesRetained: the queues that hold work or parked records outlive a
+// replacement or a stack's deletion (finding 10).
+func queuesRetained(t *testing.T) {
+	_, resources := template(t)
+	for id, r := range resources {
+		if v := get(r, "Type"); v == nil || v.Value != "AWS::SQS::Queue" || strings.Contains(id, "Inspect") {
+			continue // the inspector's queue holds copies
+		}
+		if p := get(r, "DeletionPolicy"); p == nil || (p.Value != "Retain" && p.Value != "RetainExceptOnCreate") {
+			t.Errorf("queue %s has no DeletionPolicy Retain: deleting the stack loses what it holds", id)
+		}
+		if p := get(r, "UpdateReplacePolicy"); p == nil || p.Value != "Retain" {
+			t.Errorf("queue %s has no UpdateReplacePolicy Retain: replacing it (a new NamePrefix) loses what it holds", id)
+		}
+	}
+}
+
+// inspectLeavesParkedRecords: invalidator inspect --queue pointed at the
+// failure queue deletes nothing of it (finding 5).
+func inspectLeavesParkedRecords(t *testing.T) {
+	client := awsenv.SQS(t)
+	ns := strings.ToLower(namespace())
+	out, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(ns + "cache-invalidation-failures")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := aws.ToString(out.QueueUrl)
+	t.Cleanup(func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+	})
+	for i := range 5 {
+		if _, err := client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(url),
+			MessageBody: aws.String(`{"entity":"product","id":"parked-` + strconv.Itoa(i) + `"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cli(t), "inspect", "--queue", url, "--for", "3s", "--json")
+	cmd.Env = append(os.Environ(), "FAILURE_QUEUE_URL="+url)
+	output, runErr := cmd.CombinedOutput()
+	attrs, err := client.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	visible, _ := strconv.Atoi(attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	hidden, _ := strconv.Atoi(attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	if left := visible + hidden; left != 5 {
+		t.Errorf("invalidator inspect --queue on the failure queue (%v) left %d of its 5 parked records; want it to refuse the worker's queues and delete none\n%s",
+			runErr, left, tail(string(output)))
+	}
+}
+
+// leaseWithoutTTL: a writethrough lease that lost its TTL (a foreign SET,
+// a PERSIST) is dropped, not waited on (finding 8).
+func leaseWithoutTTL(t *testing.T) {
+	client := testenv.Cache(t)
+	key := "cache:hostile:" + namespace() + ":lease"
+	if err := client.Do(t.Context(), client.B().Set().Key(key).Value("wt1|l|foreign|").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Do(context.Background(), client.B().Del().Key(key).Build()) })
+	c := writethrough.New(client, writethrough.Options[string]{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	v, err := c.Get(ctx, key, func(context.Context) (string, error) { return "fresh", nil })
+	if took := time.Since(start); err != nil || v != "fresh" || took > time.Second {
+		t.Errorf("Get of a key holding a lease without a TTL: %q, %v after %v; want the value loaded within 1 s, not a wait of LeaseTTL (3 s)", v, err, took.Round(time.Millisecond))
+	}
+	v, err = c.Get(ctx, key, func(context.Context) (string, error) { return "", writethrough.ErrNotFound })
+	if err != nil || v != "fresh" {
+		t.Errorf("the next Get: %q, %v; want the value the first one filled, the lease gone", v, err)
+	}
+}
+
+// foreignValue: a value writethrough did not write ends in a miss and a
+// reload, as it held up. The metric that counts it is the wt branch's own
+// test (finding 11).
+func foreignValue(t *testing.T) {
+	client := testenv.Cache(t)
+	key := "cache:hostile:" + namespace() + ":foreign"
+	if err := client.Do(t.Context(), client.B().Set().Key(key).Value("{\"price\":1}").ExSeconds(600).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	c := writethrough.New(client, writethrough.Options[string]{})
+	v, err := c.Get(t.Context(), key, func(context.Context) (string, error) { return "fresh", nil })
+	if err != nil || v != "fresh" {
+		t.Errorf("Get of a key holding a foreign value: %q, %v; want a miss and the value loaded", v, err)
+	}
+}

@@ -1,0 +1,6 @@
+//go:build race
+
+package hostile
+
+// raceFactor multiplies the CPU bounds under the race detector.
+const raceFactor = 5
