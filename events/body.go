@@ -35,9 +35,9 @@ func (env *envelope) at(raw []byte, field string) error {
 // it being read: the work a record can cause is bounded whatever its size.
 // The changes decoded before are kept, as with a bad element.
 const (
-	MaxChanges = 10_000
-	MaxKeys    = 10_000
-	MaxTags    = 1_000 // each is read and deleted a page at a time: far more work than a key
+	maxChanges = 10_000
+	maxKeys    = 10_000
+	maxTags    = 1_000 // each is read and deleted a page at a time: far more work than a key
 )
 
 // decodeBody decodes a body that holds a change message or an array of
@@ -53,8 +53,8 @@ func decodeBody(data []byte, env envelope, allowSNS bool, out []Change) ([]Chang
 		var first error
 		var changes, keys, tags int
 		err := jsonscan.Elements(data, func(value []byte, kind jsonscan.Kind) error {
-			if changes++; changes > MaxChanges {
-				return pastLimit("changes", MaxChanges)
+			if changes++; changes > maxChanges {
+				return pastLimit("changes", maxChanges)
 			}
 			if kind != jsonscan.Object {
 				first = cmp.Or(first, invalid("a change array must hold objects, not "+kind.String()))
@@ -71,10 +71,10 @@ func decodeBody(data []byte, env envelope, allowSNS bool, out []Change) ([]Chang
 			out = append(out, c)
 			keys, tags = keys+len(c.Keys), tags+len(c.Tags)
 			switch {
-			case keys > MaxKeys:
-				return pastLimit("keys", MaxKeys)
-			case tags > MaxTags:
-				return pastLimit("tags", MaxTags)
+			case keys > maxKeys:
+				return pastLimit("keys", maxKeys)
+			case tags > maxTags:
+				return pastLimit("tags", maxTags)
 			}
 			return nil
 		})
@@ -296,12 +296,12 @@ func (f *fields) change(env envelope) (c Change, err error) {
 		c.HasVersion = true
 	}
 	if f.keys.raw != nil {
-		if c.Keys, err = parseStrings("keys", f.keys.raw, f.keys.kind, MaxKeys); err != nil {
+		if c.Keys, err = parseStrings("keys", f.keys.raw, f.keys.kind, maxKeys); err != nil {
 			return c, err
 		}
 	}
 	if f.tags.raw != nil {
-		if c.Tags, err = parseStrings("tags", f.tags.raw, f.tags.kind, MaxTags); err != nil {
+		if c.Tags, err = parseStrings("tags", f.tags.raw, f.tags.kind, maxTags); err != nil {
 			return c, err
 		}
 	}

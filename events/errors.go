@@ -37,7 +37,7 @@ func (e *DecodeError) Unwrap() []error {
 type fieldError struct {
 	reason string
 	err    error
-	limit  bool // past a limit of the record's (MaxChanges, ...): decoding stops
+	limit  bool // past a limit of the record's (maxChanges, ...): decoding stops
 }
 
 func (e *fieldError) Error() string { return e.reason }

@@ -304,8 +304,8 @@ func TestChangeTags(t *testing.T) {
 	}
 }
 
-// TestRecordLimits: a record may ask for at most MaxChanges changes,
-// MaxKeys keys and MaxTags tags; past one it fails for good, naming
+// TestRecordLimits: a record may ask for at most maxChanges changes,
+// maxKeys keys and maxTags tags; past one it fails for good, naming
 // itself, at that point: what follows, broken here, is never read, and
 // the changes decoded before are kept.
 func TestRecordLimits(t *testing.T) {
@@ -325,13 +325,13 @@ func TestRecordLimits(t *testing.T) {
 		kept       int
 		reason     string
 	}{
-		{"keys at the limit", `{"keys":` + names(MaxKeys, "cache:k") + `}`, 1, ""},
-		{"keys past the limit", `{"keys":` + strings.TrimSuffix(names(MaxKeys+1, "cache:k"), "]") + "," + broken + `]}`, 0, "more than 10000 keys in one record"},
-		{"keys of several changes", `[` + changes(2, `{"keys":`+names(MaxKeys/2+1, "cache:k")+`}`) + "," + broken + `]`, 2, "more than 10000 keys in one record"},
-		{"tags past the limit", `{"tags":` + strings.TrimSuffix(names(MaxTags+1, "t"), "]") + "," + broken + `]}`, 0, "more than 1000 tags in one record"},
-		{"tags of several changes", `[` + changes(2, `{"tags":`+names(MaxTags/2+1, "t")+`}`) + "," + broken + `]`, 2, "more than 1000 tags in one record"},
-		{"changes at the limit", `[` + changes(MaxChanges, `{"entity":"a","id":"1"}`) + `]`, MaxChanges, ""},
-		{"changes past the limit", `[` + changes(MaxChanges+1, `{"entity":"a","id":"1"}`) + "," + broken + `]`, MaxChanges, "more than 10000 changes in one record"},
+		{"keys at the limit", `{"keys":` + names(maxKeys, "cache:k") + `}`, 1, ""},
+		{"keys past the limit", `{"keys":` + strings.TrimSuffix(names(maxKeys+1, "cache:k"), "]") + "," + broken + `]}`, 0, "more than 10000 keys in one record"},
+		{"keys of several changes", `[` + changes(2, `{"keys":`+names(maxKeys/2+1, "cache:k")+`}`) + "," + broken + `]`, 2, "more than 10000 keys in one record"},
+		{"tags past the limit", `{"tags":` + strings.TrimSuffix(names(maxTags+1, "t"), "]") + "," + broken + `]}`, 0, "more than 1000 tags in one record"},
+		{"tags of several changes", `[` + changes(2, `{"tags":`+names(maxTags/2+1, "t")+`}`) + "," + broken + `]`, 2, "more than 1000 tags in one record"},
+		{"changes at the limit", `[` + changes(maxChanges, `{"entity":"a","id":"1"}`) + `]`, maxChanges, ""},
+		{"changes past the limit", `[` + changes(maxChanges+1, `{"entity":"a","id":"1"}`) + "," + broken + `]`, maxChanges, "more than 10000 changes in one record"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := DecodeSQSBody("m1", tc.body, "")

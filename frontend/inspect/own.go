@@ -24,8 +24,8 @@ var WorkerQueueNames = []string{"cache-invalidation", "cache-invalidation-dlq", 
 // CloudFormation puts in the names it makes them: <stack>-<ID>-<suffix>.
 var WorkerQueueIDs = []string{"Queue", "DeadLetterQueue", "FailureQueue", "SecondDeleteQueue"}
 
-// ErrNotOwnQueue refuses a queue that is not the inspector's own.
-var ErrNotOwnQueue = errors.New("refused: inspect deletes what it reads, so it consumes only a queue of its own, subscribed to the topic (INSPECT_QUEUE_URL; the template's cache-invalidation-inspect)")
+// errNotOwnQueue refuses a queue that is not the inspector's own.
+var errNotOwnQueue = errors.New("refused: inspect deletes what it reads, so it consumes only a queue of its own, subscribed to the topic (INSPECT_QUEUE_URL; the template's cache-invalidation-inspect)")
 
 // QueueAttributes is what CheckOwn needs of SQS; *sqs.Client has it.
 type QueueAttributes interface {
@@ -33,7 +33,7 @@ type QueueAttributes interface {
 	ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, opts ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
 }
 
-// CheckOwn returns an error wrapping ErrNotOwnQueue when queueURL may be
+// CheckOwn returns an error wrapping errNotOwnQueue when queueURL may be
 // one of the worker's queues: one of workers (the worker's queues as
 // configured, by variable), one named as the local stack or CloudFormation
 // names them, one with a dead-letter queue (the worker's queue and delay queue have one;
@@ -42,7 +42,7 @@ type QueueAttributes interface {
 // too.
 func CheckOwn(ctx context.Context, client QueueAttributes, queueURL string, workers map[string]string) error {
 	refuse := func(format string, args ...any) error {
-		return fmt.Errorf("--queue %s: %s: %w", queueURL, fmt.Sprintf(format, args...), ErrNotOwnQueue)
+		return fmt.Errorf("--queue %s: %s: %w", queueURL, fmt.Sprintf(format, args...), errNotOwnQueue)
 	}
 	for _, name := range slices.Sorted(maps.Keys(workers)) {
 		if u := workers[name]; u != "" && queuePath(u) == queuePath(queueURL) {

@@ -18,19 +18,19 @@ import (
 )
 
 // The message attributes of a parked record. Kind marks the message as
-// one and says what its body holds: a Content, followed by Base64 when
+// one and says what its body holds: a Content, followed by encodedBase64 when
 // the body is its base64 (it held characters SQS refuses).
 const (
-	Kind         = "invalidator.parked"
-	Base64       = "+base64"
-	attrSource   = "source"
-	attrFunction = "function"
-	attrID       = "record-id"
-	attrRequest  = "request-id"
-	attrReason   = "reason"
-	attrParkedAt = "parked-at"
-	attrSentAt   = "sent-at"
-	attrFrom     = "from"
+	Kind          = "invalidator.parked"
+	encodedBase64 = "+base64"
+	attrSource    = "source"
+	attrFunction  = "function"
+	attrID        = "record-id"
+	attrRequest   = "request-id"
+	attrReason    = "reason"
+	attrParkedAt  = "parked-at"
+	attrSentAt    = "sent-at"
+	attrFrom      = "from"
 )
 
 // The most bytes of a reason, and of each coordinate, a message carries: a
@@ -44,7 +44,7 @@ const (
 // MaxAttributeBytes is the most a parked record's attributes take, as SQS
 // counts them: a queue whose messages are parked must leave that much
 // room below the failure queue's MaxBytes (template.yaml's queue does).
-const MaxAttributeBytes = len(Kind+"String") + len("record-without-images"+Base64) + maxReason + len(attrReason+"String") +
+const MaxAttributeBytes = len(Kind+"String") + len("record-without-images"+encodedBase64) + maxReason + len(attrReason+"String") +
 	7*(maxCoordinate+len("String"+"request-id"))
 
 // Message returns the message of r, its body and attributes, within
@@ -72,7 +72,7 @@ func (r *Record) Message(maxBytes int) (*sqs.SendMessageInput, error) {
 func (r *Record) message(content Content, data []byte) *sqs.SendMessageInput {
 	kind, body := string(content), string(data)
 	if !sqsText(body) {
-		kind, body = kind+Base64, base64.StdEncoding.EncodeToString(data)
+		kind, body = kind+encodedBase64, base64.StdEncoding.EncodeToString(data)
 	}
 	attrs := map[string]types.MessageAttributeValue{}
 	for name, value := range map[string]string{
@@ -189,7 +189,7 @@ func Parse(body string, attrs map[string]types.MessageAttributeValue) (r Record,
 		return parseV1(body)
 	}
 	text := func(name string) string { return aws.ToString(attrs[name].StringValue) }
-	content, b64 := strings.CutSuffix(aws.ToString(kind.StringValue), Base64)
+	content, b64 := strings.CutSuffix(aws.ToString(kind.StringValue), encodedBase64)
 	r = Record{Source: events.Source(text(attrSource)), Function: text(attrFunction), ID: text(attrID), RequestID: text(attrRequest),
 		Reason: text(attrReason), From: text(attrFrom), Content: Content(content), Data: []byte(body)}
 	for name, at := range map[string]*time.Time{attrParkedAt: &r.ParkedAt, attrSentAt: &r.SentAt} {

@@ -35,7 +35,7 @@ type Config struct {
 	// MaximumMessageSize, to which second-delete messages are sized as
 	// sent. Default 262144 (DefaultDelayMaxBytes), as template.yaml sets
 	// it; at most SQS's 1048576, and room for the longest key the rules
-	// allow, escaped (MaxEscapedBytes).
+	// allow, escaped (maxEscapedBytes).
 	SecondDeleteMaxBytes int
 	// RetryFor is RETRY_FOR: how long an SQS or stream batch retries the
 	// keys that fail for now before their records go back to their source.
@@ -48,7 +48,7 @@ type Config struct {
 	RedeleteWindow time.Duration
 	// RedeleteMaxBytes is REDELETE_MAX_BYTES: the most memory the window
 	// takes, its keys and its slots (NewRecent). Default
-	// DefaultRedeleteMaxBytes.
+	// defaultRedeleteMaxBytes.
 	RedeleteMaxBytes int
 	// RedeleteOnNewNodes is REDELETE_ON_NEW_NODES: whether a connection to
 	// a node that was not in the cluster at the start (a node-based
@@ -115,7 +115,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("SECOND_DELETE_MAX_BYTES=%q: want the delay queue's MaximumMessageSize, 1024 to 1048576 bytes", v)
 		}
 	}
-	if most := MaxEscapedBytes(c.Rules.MaxKeyBytes()); c.SecondDeleteQueueURL != "" && c.SecondDeleteDelay > 0 && most > c.SecondDeleteMaxBytes {
+	if most := maxEscapedBytes(c.Rules.MaxKeyBytes()); c.SecondDeleteQueueURL != "" && c.SecondDeleteDelay > 0 && most > c.SecondDeleteMaxBytes {
 		return c, fmt.Errorf("SECOND_DELETE_MAX_BYTES=%d: a key of the rules' maxKeyBytes (%d) takes up to %d bytes in a second-delete message; raise it (and the queue's MaximumMessageSize), lower maxKeyBytes, or turn second deletes off (SECOND_DELETE_DELAY=0s)",
 			c.SecondDeleteMaxBytes, c.Rules.MaxKeyBytes(), most)
 	}
@@ -125,7 +125,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.RedeleteWindow, err = duration(getenv, "REDELETE_WINDOW", 30*time.Second); err != nil {
 		return c, err
 	}
-	c.RedeleteMaxBytes = DefaultRedeleteMaxBytes
+	c.RedeleteMaxBytes = defaultRedeleteMaxBytes
 	if v := getenv("REDELETE_MAX_BYTES"); v != "" {
 		if c.RedeleteMaxBytes, err = strconv.Atoi(v); err != nil || c.RedeleteMaxBytes < 1<<20 {
 			return c, fmt.Errorf("REDELETE_MAX_BYTES=%q: want a number of bytes, at least 1048576 (1 MiB)", v)
@@ -134,7 +134,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if getenv("REDELETE_MAX_KEYS") != "" {
 		// Warned of, not refused: an update that leaves it set must not
 		// stop every function at init, and the shards behind them.
-		c.Unread = append(c.Unread, fmt.Sprintf("REDELETE_MAX_KEYS is no longer read: the window is bounded in bytes, REDELETE_MAX_BYTES (default %d)", DefaultRedeleteMaxBytes))
+		c.Unread = append(c.Unread, fmt.Sprintf("REDELETE_MAX_KEYS is no longer read: the window is bounded in bytes, REDELETE_MAX_BYTES (default %d)", defaultRedeleteMaxBytes))
 	}
 	c.RedeleteOnNewNodes = true
 	if v := getenv("REDELETE_ON_NEW_NODES"); v != "" {

@@ -50,10 +50,10 @@ type done struct {
 	tag bool
 }
 
-// DefaultRedeleteMaxBytes bounds the window unless told otherwise: with a
+// defaultRedeleteMaxBytes bounds the window unless told otherwise: with a
 // re-delete of it, what a 256 MB function has room for beside its batches
 // (bench/README.md, "Memory").
-const DefaultRedeleteMaxBytes = 32 << 20
+const defaultRedeleteMaxBytes = 32 << 20
 
 // keyBytes is what Go allocates for key, at most: rounded up to its size
 // class, up to an eighth more.

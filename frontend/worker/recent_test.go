@@ -287,11 +287,11 @@ func BenchmarkRedeleteFullWindow(b *testing.B) {
 			}
 			for range b.N {
 				base := heap().HeapAlloc
-				recent := NewRecent(time.Hour, DefaultRedeleteMaxBytes, true)
+				recent := NewRecent(time.Hour, defaultRedeleteMaxBytes, true)
 				started(recent)
 				w := New(invalidate.New(recent.Wrap(nopCache{}), invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Recent: recent})
 				keys, status := make([]string, 1000), make([]invalidate.KeyStatus, 1000)
-				for n := 0; recent.keyBytes+cap(recent.done)*slotBytes < DefaultRedeleteMaxBytes-2*len(keys)*(size+64); {
+				for n := 0; recent.keyBytes+cap(recent.done)*slotBytes < defaultRedeleteMaxBytes-2*len(keys)*(size+64); {
 					for i := range keys {
 						keys[i], status[i] = fmt.Sprintf("cache:%012d:", n)+strings.Repeat("k", size-19), invalidate.KeyDeleted
 						n++

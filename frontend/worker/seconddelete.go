@@ -49,9 +49,9 @@ const DefaultDelayMaxBytes = 256 << 10
 // chunk of the invalidator.
 const maxDelayKeys = 500
 
-// MaxEscapedBytes is the most bytes a name of n bytes takes in a message:
+// maxEscapedBytes is the most bytes a name of n bytes takes in a message:
 // a control character is written as six (\u0001).
-func MaxEscapedBytes(n int) int { return 6*n + len(`{"keys":[""],"secondDelete":true}`) }
+func maxEscapedBytes(n int) int { return 6*n + len(`{"keys":[""],"secondDelete":true}`) }
 
 // ErrSecondDelete fails a record whose second delete could not be
 // scheduled: it is retried, and never acknowledged without it.
@@ -101,7 +101,7 @@ func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKe
 // most maxDelayKeys names and limit bytes as sent: each name is encoded
 // once, in time linear in the names. A name that alone is over limit goes
 // alone, for SQS to refuse: ConfigFromEnv keeps the longest key within it
-// (MaxEscapedBytes).
+// (maxEscapedBytes).
 func delayMessages(names []string, tags bool, limit int) iter.Seq[delayMessage] {
 	return func(yield func(delayMessage) bool) {
 		if len(names) == 0 {

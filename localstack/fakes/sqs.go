@@ -49,14 +49,14 @@ type Message struct {
 }
 
 // MaxMessageBytes is SQS's largest message, MaximumMessageSize's most.
-const MaxMessageBytes = 1 << 20
+const maxMessageBytes = 1 << 20
 
 // ErrInvalidMessage is SendMessage's error for a message SQS refuses.
-var ErrInvalidMessage = errors.New("InvalidParameterValue")
+var errInvalidMessage = errors.New("InvalidParameterValue")
 
 // check returns why SQS would refuse to send in, if it would.
 func (f *SQS) check(in *sqs.SendMessageInput) error {
-	limit := MaxMessageBytes
+	limit := maxMessageBytes
 	if n, ok := f.MaxBytes[aws.ToString(in.QueueUrl)]; ok {
 		limit = n
 	}
@@ -64,26 +64,26 @@ func (f *SQS) check(in *sqs.SendMessageInput) error {
 	size := len(body)
 	switch {
 	case body == "":
-		return fmt.Errorf("%w: the message body is empty", ErrInvalidMessage)
+		return fmt.Errorf("%w: the message body is empty", errInvalidMessage)
 	case !sqsText(body):
-		return fmt.Errorf("%w: the body holds characters SQS does not take", ErrInvalidMessage)
+		return fmt.Errorf("%w: the body holds characters SQS does not take", errInvalidMessage)
 	case len(in.MessageAttributes) > 10:
-		return fmt.Errorf("%w: %d message attributes, the most is 10", ErrInvalidMessage, len(in.MessageAttributes))
+		return fmt.Errorf("%w: %d message attributes, the most is 10", errInvalidMessage, len(in.MessageAttributes))
 	}
 	for name, v := range in.MessageAttributes {
 		value := aws.ToString(v.StringValue)
 		switch {
 		case aws.ToString(v.DataType) == "":
-			return fmt.Errorf("%w: attribute %s has no type", ErrInvalidMessage, name)
+			return fmt.Errorf("%w: attribute %s has no type", errInvalidMessage, name)
 		case v.BinaryValue == nil && value == "":
-			return fmt.Errorf("%w: attribute %s is empty", ErrInvalidMessage, name)
+			return fmt.Errorf("%w: attribute %s is empty", errInvalidMessage, name)
 		case !sqsText(value):
-			return fmt.Errorf("%w: attribute %s holds characters SQS does not take", ErrInvalidMessage, name)
+			return fmt.Errorf("%w: attribute %s holds characters SQS does not take", errInvalidMessage, name)
 		}
 		size += len(name) + len(aws.ToString(v.DataType)) + len(value) + len(v.BinaryValue)
 	}
 	if size > limit {
-		return fmt.Errorf("%w: a message of %d bytes with its attributes, the queue takes %d", ErrInvalidMessage, size, limit)
+		return fmt.Errorf("%w: a message of %d bytes with its attributes, the queue takes %d", errInvalidMessage, size, limit)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func TestSQSRefusesWhatSQSRefuses(t *testing.T) {
 	} {
 		f := &SQS{MaxBytes: map[string]int{url: 1024}}
 		_, err := f.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(c.body), MessageAttributes: c.attrs})
-		if (err == nil) != c.ok || err != nil && !errors.Is(err, ErrInvalidMessage) {
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, errInvalidMessage) {
 			t.Errorf("%s: %v, want ok %v", c.name, err, c.ok)
 		}
 	}
