@@ -30,13 +30,12 @@ trap 'stop; exit 0' INT TERM
 trap stop EXIT
 
 # The worker logs in as its own least-privileged user, as in AWS: the
-# poller with the password in its environment (ECS's secret), the functions
-# by the ARN of the secret that holds it.
-export CACHE_USERNAME="$WORKER_USERNAME" CACHE_PASSWORD="$WORKER_PASSWORD"
+# poller and the functions by the ARN of the secret that holds its password.
+export CACHE_USERNAME="$WORKER_USERNAME" CACHE_PASSWORD="" CACHE_PASSWORD_SECRET_ARN="$WORKER_PASSWORD_SECRET_ARN"
 bin/poller/poller &
 pids+=($!)
 echo $! >"$RUN_DIR/poller.pid"
-CACHE_PASSWORD="" CACHE_PASSWORD_SECRET_ARN="$WORKER_PASSWORD_SECRET_ARN" "$LOCAL_STATE/bin/driver" -bin "$INVALIDATOR_ROOT/bin" &
+"$LOCAL_STATE/bin/driver" -bin "$INVALIDATOR_ROOT/bin" &
 pids+=($!)
 echo $! >"$RUN_DIR/driver.pid"
 

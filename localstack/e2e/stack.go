@@ -19,23 +19,23 @@ import (
 
 // env is the e2e stack's environment, as localstack/env.sh exports it.
 type env struct {
-	root, state                    string
-	topicARN, queueURL, rawQueue   string
-	failureQueue, dlq, table       string
-	againQueue                     string // of second deletes
-	inspectQueue                   string // the inspector's copy of the topic
-	cachePorts                     []int
-	shard                          *shard             // behind one endpoint, for the failovers; nil: none
-	endpoint                       string             // the shard's
-	cache                          elasticache.Config // the ACL user of readers and checks
-	workerUser, workerPassword, ca string
+	root, state                  string
+	topicARN, queueURL, rawQueue string
+	failureQueue, dlq, table     string
+	againQueue                   string // of second deletes
+	inspectQueue                 string // the inspector's copy of the topic
+	cachePorts                   []int
+	shard                        *shard             // behind one endpoint, for the failovers; nil: none
+	endpoint                     string             // the shard's
+	cache                        elasticache.Config // the ACL user of readers and checks
+	workerUser, ca               string
 }
 
 func loadEnv() (env, error) {
 	e := env{root: os.Getenv("INVALIDATOR_ROOT"), state: os.Getenv("LOCAL_STATE"), topicARN: os.Getenv("TOPIC_ARN"),
 		queueURL: os.Getenv("QUEUE_URL"), rawQueue: os.Getenv("RAW_QUEUE_URL"), failureQueue: os.Getenv("FAILURE_QUEUE_URL"),
 		dlq: os.Getenv("DLQ_URL"), table: os.Getenv("TABLE_NAME"), againQueue: os.Getenv("SECOND_DELETE_QUEUE_URL"), inspectQueue: os.Getenv("INSPECT_QUEUE_URL"), workerUser: os.Getenv("WORKER_USERNAME"),
-		workerPassword: os.Getenv("WORKER_PASSWORD"), ca: os.Getenv("CACHE_CA_FILE")}
+		ca: os.Getenv("CACHE_CA_FILE")}
 	for _, v := range []string{e.root, e.state, e.topicARN, e.queueURL, e.rawQueue, e.failureQueue, e.dlq, e.table, e.workerUser, e.againQueue, e.inspectQueue} {
 		if v == "" {
 			return e, errors.New("the e2e stack's environment is missing: run make e2e")
@@ -112,22 +112,20 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	}
 	// Only a reconnect sets a re-delete off, as on ElastiCache Serverless,
 	// whose failover shows no new node: the failovers show it fires so.
-	worker := []string{"CACHE_USERNAME=" + e.workerUser, "LOG_LEVEL=debug", "REDELETE_ON_NEW_NODES=false",
-		"POLLER_STATS_INTERVAL=10s",
+	// The poller and the functions read the password by the ARN of the
+	// secret that holds it, as in AWS.
+	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=", "CACHE_PASSWORD_SECRET_ARN=" + os.Getenv("WORKER_PASSWORD_SECRET_ARN"),
+		"LOG_LEVEL=debug", "REDELETE_ON_NEW_NODES=false", "POLLER_STATS_INTERVAL=10s",
 		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table),
 		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String()}
-	// The poller has the password in its environment (ECS's secret), the
-	// functions the ARN of the secret that holds it, as in AWS.
-	poller := append([]string{"CACHE_PASSWORD=" + e.workerPassword}, worker...)
-	functions := append([]string{"CACHE_PASSWORD=", "CACHE_PASSWORD_SECRET_ARN=" + os.Getenv("WORKER_PASSWORD_SECRET_ARN")}, worker...)
 	s := &stack{env: e, shard: sh,
 		poller: &proc{name: "poller", path: filepath.Join(bin, "poller", "poller"), log: filepath.Join(logs, "poller.log"),
-			env:   append(poller, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
+			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
 			ready: func() bool { return healthy(health) }},
 		// A function timeout of 10 s: the raw queue's visibility is six
 		// times that (make e2e sets it), as the template has it. Polls of
 		// 5 s, as the poller's: the run stops and restarts the driver.
-		driver: &proc{name: "driver", path: driverBin, log: filepath.Join(logs, "driver.log"), env: functions,
+		driver: &proc{name: "driver", path: driverBin, log: filepath.Join(logs, "driver.log"), env: worker,
 			args: []string{"-bin", bin, "-state", filepath.Join(e.state, "esm"), "-timeout", "10s", "-sqs-wait-time", "5s",
 				"-queue", e.rawQueue, "-table", e.table, "-on-failure", e.failureQueue}},
 	}
