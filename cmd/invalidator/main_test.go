@@ -26,7 +26,7 @@ func TestVerbsAndHelp(t *testing.T) {
 		{[]string{"help"}, 0, "replay"},
 		{[]string{"nope"}, 2, `unknown verb "nope"`},
 		{[]string{"replay", "--help"}, 0, "usage: invalidator replay"},
-		{[]string{"replay", "--help"}, 0, "never the worker's queue (QUEUE_URL)"},
+		{[]string{"replay", "--help"}, 0, "never the worker's live queue (QUEUE_URL)"},
 		{[]string{"inspect", "--help"}, 0, "consumes only a queue of its own"},
 		{[]string{"replay", "--queue", ""}, 2, "no queue"},
 		{[]string{"keys", "--help"}, 0, "usage: invalidator keys"},
