@@ -1,6 +1,6 @@
 """Runs moto's server as `moto_server` does, less three costs it pays on every
 request, which made the local stack's queues, not the worker, the slowest
-part of an invalidation (bench/README.md, "The local stack's moto"):
+part of an invalidation (bench/README.md, "The soak"; docs/local-stack.md):
 
 - it lists moto's package directory (a stat of each of its hundreds of
   entries) to recognise a service, under a lock every request shares;
