@@ -26,22 +26,8 @@ import (
 func TestAPasswordRotationParksNothing(t *testing.T) {
 	admin := testenv.Cache(t)
 	sm := awsenv.SecretsManager(t)
-	user := "rotation-" + strings.ToLower(rand.Text()[:8])
-	acl := func(args ...string) {
-		t.Helper()
-		for addr, node := range admin.Nodes() {
-			if err := node.Do(t.Context(), node.B().Arbitrary(args...).Build()).Error(); err != nil {
-				t.Fatalf("%v on %s: %v", args, addr, err)
-			}
-		}
-	}
 	before, after := rand.Text(), rand.Text()
-	acl("ACL", "SETUSER", user, "on", ">"+before, "~cache:*", "&*", "+@all")
-	t.Cleanup(func() {
-		for _, node := range admin.Nodes() {
-			node.Do(context.Background(), node.B().AclDeluser().Username(user).Build())
-		}
-	})
+	user := testenv.User(t, admin, "rotation-", "on", ">"+before, "~cache:*", "&*", "+@all")
 	secretString := func(password string) *string {
 		b, _ := json.Marshal(map[string]string{"password": password})
 		return aws.String(string(b))
@@ -77,8 +63,8 @@ func TestAPasswordRotationParksNothing(t *testing.T) {
 	if _, err := sm.PutSecretValue(t.Context(), &secretsmanager.PutSecretValueInput{SecretId: secret.ARN, SecretString: secretString(after)}); err != nil {
 		t.Fatal(err)
 	}
-	acl("ACL", "SETUSER", user, "resetpass", ">"+after)
-	acl("CLIENT", "KILL", "USER", user)
+	testenv.OnEveryNode(t, admin, "ACL", "SETUSER", user, "resetpass", ">"+after)
+	testenv.OnEveryNode(t, admin, "CLIENT", "KILL", "USER", user)
 	invalidate("after")
 	if n := messages(t, failures); n != 0 {
 		t.Fatalf("%d records parked, want none", n)

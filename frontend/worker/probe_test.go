@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"crypto/rand"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,22 +21,8 @@ import (
 // the probe passes.
 func TestAProbeRefusedItsLoginSaysTheCacheIsNotThere(t *testing.T) {
 	admin := testenv.Cache(t)
-	user := "probe-" + strings.ToLower(rand.Text()[:8])
-	acl := func(args ...string) {
-		t.Helper()
-		for addr, node := range admin.Nodes() {
-			if err := node.Do(t.Context(), node.B().Arbitrary(args...).Build()).Error(); err != nil {
-				t.Fatalf("%v on %s: %v", args, addr, err)
-			}
-		}
-	}
 	before, after := rand.Text(), rand.Text()
-	acl("ACL", "SETUSER", user, "on", ">"+before, "~cache:*", "+@all")
-	t.Cleanup(func() {
-		for _, node := range admin.Nodes() {
-			node.Do(context.Background(), node.B().AclDeluser().Username(user).Build())
-		}
-	})
+	user := testenv.User(t, admin, "probe-", "on", ">"+before, "~cache:*", "+@all")
 	var secret atomic.Value
 	secret.Store(before)
 	cfg := testenv.WorkerCacheConfig(t)
@@ -52,8 +37,8 @@ func TestAProbeRefusedItsLoginSaysTheCacheIsNotThere(t *testing.T) {
 	if err := w.Probe(t.Context()); err != nil {
 		t.Fatalf("probe before the rotation: %v", err)
 	}
-	acl("ACL", "SETUSER", user, "resetpass", ">"+after)
-	acl("CLIENT", "KILL", "USER", user)
+	testenv.OnEveryNode(t, admin, "ACL", "SETUSER", user, "resetpass", ">"+after)
+	testenv.OnEveryNode(t, admin, "CLIENT", "KILL", "USER", user)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
 	if err := w.Probe(ctx); err == nil {

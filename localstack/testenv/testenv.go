@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,6 +83,31 @@ func Cache(t testing.TB) valkey.Client {
 	}
 	t.Cleanup(client.Close)
 	return client
+}
+
+// OnEveryNode runs a command on every node of client's cluster: what each
+// node keeps for itself, its ACL users and its connections among it.
+func OnEveryNode(t testing.TB, client valkey.Client, args ...string) {
+	t.Helper()
+	for addr, node := range client.Nodes() {
+		if err := node.Do(t.Context(), node.B().Arbitrary(args...).Build()).Error(); err != nil {
+			t.Fatalf("%v on %s: %v", args, addr, err)
+		}
+	}
+}
+
+// User makes an ACL user named prefix and a random suffix, with rules, on
+// every node of client's cluster, and deletes it when the test ends.
+func User(t testing.TB, client valkey.Client, prefix string, rules ...string) string {
+	t.Helper()
+	user := prefix + strings.ToLower(rand.Text()[:8])
+	OnEveryNode(t, client, append([]string{"ACL", "SETUSER", user}, rules...)...)
+	t.Cleanup(func() {
+		for _, node := range client.Nodes() {
+			node.Do(context.Background(), node.B().AclDeluser().Username(user).Build())
+		}
+	})
+	return user
 }
 
 // Cluster is a private TLS cluster started for one test, through the
