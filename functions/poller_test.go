@@ -223,7 +223,11 @@ func TestPollerDrainsOnSIGTERM(t *testing.T) {
 	if n := p.succeeded(); n < 2 {
 		t.Fatalf("%d records finished, want both in flight", n)
 	}
-	if n := messages(t, q.URL); n != 0 {
-		t.Fatalf("%d messages left: the finished batch was not deleted", n)
+	// Nothing is left hidden: the finished batches are deleted, and what a
+	// receive in flight brought while stopping is visible again. A copy moto
+	// handed out twice, or one its answer lost and the SDK asked again for,
+	// may come back visible (at least once): the next poller takes it.
+	if n := inFlight(t, q.URL); n != 0 {
+		t.Fatalf("%d messages left hidden: a finished batch was not deleted, or what the stop brought not handed back", n)
 	}
 }
