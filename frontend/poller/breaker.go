@@ -76,8 +76,11 @@ func (b *breaker) saw(ctx context.Context, state cacheState) {
 	switch {
 	case state == up:
 		b.set(false)
-	case state == down && ctx.Err() == nil && !b.answers(ctx): // not while stopping
-		b.set(true)
+	case state == down && ctx.Err() == nil:
+		// Not while stopping: a probe cut short by the stop says nothing.
+		if !b.answers(ctx) && ctx.Err() == nil {
+			b.set(true)
+		}
 	}
 }
 
