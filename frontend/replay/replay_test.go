@@ -50,9 +50,19 @@ func streamTable(t *testing.T, ids ...string) (string, []streamtypes.Record, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	records := page.Records
+	// One record an item: a put the SDK sent again after moto had applied
+	// it (the answer lost on a loaded machine) shows twice.
+	var records []streamtypes.Record
+	seen := map[string]bool{}
+	for _, r := range page.Records {
+		id, _ := r.Dynamodb.Keys["id"].(*streamtypes.AttributeValueMemberS)
+		if id != nil && !seen[id.Value] {
+			seen[id.Value] = true
+			records = append(records, r)
+		}
+	}
 	if len(records) != len(ids) {
-		t.Fatalf("the stream holds %d records, want %d", len(records), len(ids))
+		t.Fatalf("the stream holds records of %d items, want %d", len(records), len(ids))
 	}
 	return arn, records, shard
 }
