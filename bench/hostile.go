@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -137,11 +138,11 @@ func hostileGroup(ctx context.Context) {
 			runtime.GC()
 			ctx, cancel := context.WithTimeout(ctx, time.Minute)
 			before := threadsCPU(os.Getpid())
-			out, err := w.DynamoDB(ctx, payload)
+			rep, err := w.Lambda(ctx, events.SourceDynamoDB, payload)
 			took, parking = append(took, ms(threadsCPU(os.Getpid())-before)), append(parking, ms(park.spent))
 			cancel()
-			if err != nil || len(out.Retry) != 0 || (parked.Load() == 1) != s.parked {
-				log.Fatalf("%s: %v, %d to retry, %d parked; want it parked: %v", s.table, err, len(out.Retry), parked.Load(), s.parked)
+			if err != nil || len(rep.ToRetry()) != 0 || (parked.Load() == 1) != s.parked {
+				log.Fatalf("%s: %v, %d to retry, %d parked; want it parked: %v", s.table, err, len(rep.ToRetry()), parked.Load(), s.parked)
 			}
 		}
 		log.Printf("hostile record, %s (%d KB of JSON): %.1f ms of CPU, %.1f of it parking", s.table, len(payload)>>10, median(took), median(parking))

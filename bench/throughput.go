@@ -21,6 +21,7 @@ import (
 	"github.com/invalidator-go/invalidator/bench/plot"
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/frontend/function"
 	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
@@ -167,7 +168,7 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int, serve
 	start := time.Now()
 	for i := range rounds {
 		if rep := handle(ctx, inv, batches[i%len(batches)]); rep.Metrics.Failed > 0 {
-			log.Fatalf("pipeline: %d records failed: %v", rep.Metrics.Failed, rep.Failed()[:1])
+			log.Fatalf("pipeline: %d records failed: %v", rep.Metrics.Failed, rep.ToRetry()[:1])
 		}
 	}
 	elapsed := time.Since(start)
@@ -197,8 +198,8 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int, serve
 	w := worker.New(inv, worker.Options{Name: "sqs-invalidate", Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 	start = time.Now()
 	for i := range rounds {
-		if resp, err := w.SQS(ctx, payloads[i%len(payloads)]); err != nil || len(resp.Retry) > 0 {
-			log.Fatalf("SQS function: %d failures (%v)", len(resp.Retry), err)
+		if resp, err := function.SQS(w, ctx, payloads[i%len(payloads)]); err != nil || len(resp.BatchItemFailures) > 0 {
+			log.Fatalf("SQS function: %d failures (%v)", len(resp.BatchItemFailures), err)
 		}
 	}
 	r.payload = n / time.Since(start).Seconds()

@@ -23,6 +23,21 @@ func DecodeSQSBody(id, body, sentTimestamp string) ([]Change, error) {
 // SplitRecords) as DecodeSQSBody does, and also returns its message ID, "" when
 // the record is too broken to tell.
 func DecodeSQSJSON(raw []byte) (string, []Change, error) {
+	return decodeSQSRecord(raw, nil)
+}
+
+// Receipt is what it takes to hand an SQS record back to its queue: its
+// receipt handle, its queue's ARN (eventSourceARN) and how many times it
+// has been received (ApproximateReceiveCount, 0 when absent). What is
+// missing or malformed is left empty.
+type Receipt struct {
+	Handle, QueueARN string
+	Receives         int
+}
+
+// decodeSQSRecord is DecodeSQSJSON, filling in receipt, when it is not
+// nil, in the same pass.
+func decodeSQSRecord(raw []byte, receipt *Receipt) (string, []Change, error) {
 	buf := messageBuffers.Get().(*[]byte)
 	defer messageBuffers.Put(buf)
 	var id string
@@ -41,8 +56,13 @@ func DecodeSQSJSON(raw []byte) (string, []Change, error) {
 		case string(key) == "attributes" && startsWith(raw, i, '{'):
 			return jsonscan.WalkAt(raw, i, func(key []byte, i int) (int, error) {
 				kind, end, err := jsonscan.ValueAt(raw, i)
-				if err == nil && kind == jsonscan.String && string(key) == "SentTimestamp" {
+				switch {
+				case err != nil || kind != jsonscan.String:
+				case string(key) == "SentTimestamp":
 					sent = raw[i:end]
+				case string(key) == "ApproximateReceiveCount" && receipt != nil:
+					count, _ := stringField("ApproximateReceiveCount", raw[i:end], kind)
+					receipt.Receives, _ = strconv.Atoi(count)
 				}
 				return end, err
 			})
@@ -57,6 +77,14 @@ func DecodeSQSJSON(raw []byte) (string, []Change, error) {
 			id, err = stringField("messageId", value, kind)
 		case "body":
 			bodyKind = kind
+		case "receiptHandle":
+			if receipt != nil {
+				receipt.Handle, _ = stringField("receiptHandle", value, kind)
+			}
+		case "eventSourceARN":
+			if receipt != nil {
+				receipt.QueueARN, _ = stringField("eventSourceARN", value, kind)
+			}
 		}
 		first = cmp.Or(first, err)
 		return end, nil
@@ -100,32 +128,4 @@ func sentAt(ms []byte) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(n)
-}
-
-// SQSReceipt reads what it takes to hand one raw record of an SQS event
-// payload back to its queue: its receipt handle, its queue's ARN
-// (eventSourceARN) and how many times it has been received
-// (ApproximateReceiveCount, 0 when absent). What is missing or malformed
-// is left empty.
-func SQSReceipt(raw []byte) (handle, queueARN string, receives int) {
-	_ = jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
-		switch string(key) {
-		case "receiptHandle":
-			handle, _ = stringField("receiptHandle", value, kind)
-		case "eventSourceARN":
-			queueARN, _ = stringField("eventSourceARN", value, kind)
-		case "attributes":
-			if kind == jsonscan.Object {
-				_ = jsonscan.Members(value, func(key, value []byte, kind jsonscan.Kind) error {
-					if string(key) == "ApproximateReceiveCount" {
-						count, _ := stringField("ApproximateReceiveCount", value, kind)
-						receives, _ = strconv.Atoi(count)
-					}
-					return nil
-				})
-			}
-		}
-		return nil
-	})
-	return handle, queueARN, receives
 }

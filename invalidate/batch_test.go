@@ -26,7 +26,7 @@ func TestBadRecordsFailAlone(t *testing.T) {
 		{ID: "bad-json", Err: &events.DecodeError{Record: "bad-json", Reason: "malformed JSON"}},
 		{ID: "no-id", Changes: []events.Change{{Entity: "user", ID: "2"}, {Entity: "user"}}},
 	}))
-	if got := fmt.Sprint(rep.Failed()); got != "[bad-json no-id]" {
+	if got := fmt.Sprint(rep.ToRetry()); got != "[bad-json no-id]" {
 		t.Fatalf("failed = %s, want [bad-json no-id]", got)
 	}
 	if !errors.Is(rep.Results[1].Err, events.ErrInvalid) || !errors.Is(rep.Results[2].Err, invalidate.ErrPlan) {

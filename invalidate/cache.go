@@ -9,13 +9,28 @@ import (
 	"github.com/invalidator-go/invalidator/internal/cacheerr"
 )
 
-// Cache deletes keys: all an Invalidator needs of a cache. Valkey adapts a
-// valkey-go client; tests give a fake.
+// Cache is all an Invalidator needs of a cache: to delete keys, and to
+// invalidate tags. Valkey adapts a valkey-go client; tests give a fake.
+//
+// An invalidation reads the tag clock once for its batch, and for each tag
+// marks it invalidated at that reading — a fill that read the source
+// before is then not stored, and one that reads it after is —, reads its
+// members a page at a time, deletes them as keys, and removes their
+// registrations, so that a fill's registration made since stays.
 type Cache interface {
 	// Unlink deletes keys and writes the outcome of each to status:
 	// KeyDeleted, KeyAbsent, or KeyFailed. errs is nil when no key failed,
 	// else it holds the reason of each failed key at its index.
 	Unlink(ctx context.Context, keys []string, status []KeyStatus) (errs []error)
+	// Tick reads the tag clock at key anew.
+	Tick(ctx context.Context, clock string) (int64, error)
+	// Page marks the tag at key invalidated at reading, unless it is
+	// missing, and returns about count of its members from cursor on, and
+	// the cursor of the rest: 0 when there are none.
+	Page(ctx context.Context, key string, reading int64, cursor uint64, count int) (members []Member, next uint64, err error)
+	// Forget removes the members' registrations from the tag at key, but
+	// those made again since they were read.
+	Forget(ctx context.Context, key string, members []Member) error
 }
 
 // ValkeyClient is what Valkey needs of a client; valkey.Client has it.
@@ -24,17 +39,11 @@ type ValkeyClient interface {
 	DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult
 }
 
-// TaggedCache is a Cache that invalidates tags too.
-type TaggedCache interface {
-	Cache
-	TagCache
-}
-
 // Valkey is the cache of a valkey-go client: one UNLINK per key, all in one
 // DoMulti, which routes every command to the node owning its key's slot, so
 // no request is ever cross-slot or near the 3,999-argument limit; each tag
 // in scripts on its own key.
-func Valkey(client ValkeyClient) TaggedCache { return valkeyCache{client} }
+func Valkey(client ValkeyClient) Cache { return valkeyCache{client} }
 
 type valkeyCache struct{ client ValkeyClient }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/invalidator-go/invalidator/internal/wait"
@@ -67,16 +68,14 @@ func (o *Options) defaults() {
 // of their tags. It is safe for concurrent use.
 type Invalidator struct {
 	cache Cache
-	tags  TagCache // nil when cache cannot invalidate tags
 	opts  Options
 }
 
 // New returns an Invalidator deleting from cache, and invalidating tags in
-// it when it is a TagCache too.
+// it.
 func New(cache Cache, opts Options) *Invalidator {
 	opts.defaults()
-	tags, _ := cache.(TagCache)
-	return &Invalidator{cache: cache, tags: tags, opts: opts}
+	return &Invalidator{cache: cache, opts: opts}
 }
 
 // batch is the state of one Invalidate call: the distinct keys and, for
@@ -94,6 +93,8 @@ type batch struct {
 	tags      []string
 	tagIndex  map[string]int32
 	tagOut    []tagOutcome
+	// entryBytes counts the keys of the entries the tags' outcomes carry.
+	entryBytes atomic.Int64
 	recTags   []int32
 	recTagEnd []int32
 }
@@ -342,6 +343,10 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 		res := &rep.Results[r]
 		res.Record = records[r].ID
 		res.Err = records[r].Err
+		res.SecondDelete = len(records[r].Changes) > 0
+		for c := range records[r].Changes {
+			res.SecondDelete = res.SecondDelete && records[r].Changes[c].SecondDelete
+		}
 		if res.Err == nil {
 			res.Err = b.planErr[r]
 		}

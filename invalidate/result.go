@@ -33,11 +33,17 @@ type KeyResult struct {
 }
 
 // TagResult is the outcome of one tag of a record: how many of its entries
-// were deleted, or already gone, and why it failed, if it did.
+// were deleted, or already gone, which, and why it failed, if it did.
 type TagResult struct {
 	Tag             string
 	Deleted, Absent int
-	Err             error
+	// Entries are the keys of the entries deleted or already gone, for the
+	// worker to announce and to delete again: those of a batch's tags up to
+	// 8 MiB of keys. Incomplete says some were left out. Records that share
+	// a tag share its Entries.
+	Entries    []string
+	Incomplete bool
+	Err        error
 }
 
 // Result is the outcome of one record. It succeeded when Err is nil: every
@@ -60,7 +66,18 @@ type Result struct {
 	// fixed. A record with both kinds of faults is transient: its keys are
 	// retried first.
 	Transient bool
+	// SecondDelete says that every change of the record is a second
+	// delete: done again, it schedules none.
+	SecondDelete bool
+	// Parked says that the record, failed for good, is in the failure
+	// queue: whoever parks it sets it. A record that failed and is not
+	// parked goes back to its source.
+	Parked bool
 }
+
+// Retry says whether the record goes back to its source: it failed, and
+// is not parked.
+func (r *Result) Retry() bool { return r.Err != nil && !r.Parked }
 
 // Metrics count a batch, for the front ends to log and emit.
 type Metrics struct {
@@ -90,12 +107,16 @@ type Report struct {
 	Metrics Metrics
 }
 
-// Failed returns the IDs of the records that failed, in input order.
-func (r *Report) Failed() []string {
+// ToRetry returns the IDs of the records to retry — failed, and not
+// parked —, each once, in input order: a record two deliveries share fails
+// once, and Lambda may refuse an answer that names one twice.
+func (r *Report) ToRetry() []string {
 	var ids []string
+	named := map[string]bool{}
 	for i := range r.Results {
-		if r.Results[i].Err != nil {
-			ids = append(ids, r.Results[i].Record)
+		if res := &r.Results[i]; res.Retry() && !named[res.Record] {
+			named[res.Record] = true
+			ids = append(ids, res.Record)
 		}
 	}
 	return ids

@@ -102,7 +102,12 @@ func TestAStuckAttemptIsRetried(t *testing.T) {
 	}
 }
 
-type stuckOnce struct{ calls int }
+// stuckOnce deletes keys, the first call stuck until its context ends;
+// it has no tags.
+type stuckOnce struct {
+	invalidate.Cache
+	calls int
+}
 
 func (s *stuckOnce) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
 	if s.calls++; s.calls == 1 {
@@ -164,7 +169,7 @@ func TestAPanicWhileSendingFailsForGood(t *testing.T) {
 	}
 }
 
-type panicky struct{}
+type panicky struct{ invalidate.Cache }
 
 func (panicky) Unlink(context.Context, []string, []invalidate.KeyStatus) []error { panic("cache bug") }
 

@@ -33,12 +33,12 @@ return n`)
 // arguments each, well within a request's 3,999.
 const forgetChunk = 1000
 
-// Tick is TagCache's.
+// Tick is Cache's.
 func (c valkeyCache) Tick(ctx context.Context, clock string) (int64, error) {
 	return tagset.Tick.Each(ctx, c.client, []string{clock}, tagset.NoArgs)[0].AsInt64()
 }
 
-// Page is TagCache's.
+// Page is Cache's.
 func (c valkeyCache) Page(ctx context.Context, key string, reading int64, cursor uint64, count int) ([]Member, uint64, error) {
 	res := pageScript.Each(ctx, c.client, []string{key}, func(int) []string {
 		return []string{strconv.FormatInt(reading, 10), strconv.FormatUint(cursor, 10), strconv.Itoa(count)}
@@ -77,7 +77,7 @@ func members(res valkey.ValkeyResult) ([]Member, uint64, error) {
 	return out, next, nil
 }
 
-// Forget is TagCache's: forgetChunk members a call, all at once.
+// Forget is Cache's: forgetChunk members a call, all at once.
 func (c valkeyCache) Forget(ctx context.Context, key string, members []Member) error {
 	keys := make([]string, (len(members)+forgetChunk-1)/forgetChunk)
 	for i := range keys {

@@ -3,43 +3,26 @@ package invalidate
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 )
-
-// TagCache is what invalidating tags needs of a cache, beside deleting the
-// tags' entries as keys; Valkey has it. An invalidation reads the tag
-// clock once for its batch, and for each tag marks it invalidated at that
-// reading — a fill that read the source before is then not stored, and
-// one that reads it after is —, reads its members a page at a time,
-// deletes them, and removes their registrations, so that a fill's
-// registration made since stays.
-type TagCache interface {
-	// Tick reads the tag clock at key anew.
-	Tick(ctx context.Context, clock string) (int64, error)
-	// Page marks the tag at key invalidated at reading, unless it is
-	// missing, and returns about count of its members from cursor on, and
-	// the cursor of the rest: 0 when there are none.
-	Page(ctx context.Context, key string, reading int64, cursor uint64, count int) (members []Member, next uint64, err error)
-	// Forget removes the members' registrations from the tag at key, but
-	// those made again since they were read.
-	Forget(ctx context.Context, key string, members []Member) error
-}
 
 // Member is an entry registered in a tag: its key, and its registration.
 type Member struct{ Key, Registration string }
 
 // tagOutcome is what became of one tag of a batch.
 type tagOutcome struct {
-	deleted, absent int   // entries
-	err             error // nil when every entry was deleted or absent
+	deleted, absent int      // entries
+	entries         []string // the keys of those, as far as the batch's budget goes
+	incomplete      bool     // entries left out of entries
+	err             error    // nil when every entry was deleted or absent
 }
 
-// errNoTags fails the tags of a batch whose cache cannot invalidate tags:
-// a bug of the caller's, not of the record's.
-var errNoTags = fmt.Errorf("%w: the cache cannot invalidate tags", ErrInternal)
+// maxEntryBytes bounds the keys of the tags' entries a report carries, for
+// the worker to announce and remember: a tag may hold millions. Past it, a
+// tag's result says it is incomplete.
+const maxEntryBytes = 8 << 20
 
 // invalidateTags invalidates the batch's tags, Parallel at a time, before
 // ctx ends; what fails for now is retried, as keys are, until retries
@@ -54,13 +37,9 @@ func (inv *Invalidator) invalidateTags(ctx, retries context.Context, b *batch) {
 			b.tagOut[i].err = err
 		}
 	}
-	if inv.tags == nil {
-		fail(errNoTags)
-		return
-	}
 	var reading int64
 	if err := inv.attempt(ctx, retries, func(ctx context.Context) (err error) {
-		reading, err = inv.tags.Tick(ctx, inv.opts.Rules.TagClock())
+		reading, err = inv.cache.Tick(ctx, inv.opts.Rules.TagClock())
 		return err
 	}); err != nil {
 		fail(err)
@@ -77,7 +56,7 @@ func (inv *Invalidator) invalidateTags(ctx, retries context.Context, b *batch) {
 					b.tagOut[i] = tagOutcome{err: PanicError("invalidating a tag", p)}
 				}
 			}()
-			b.tagOut[i] = inv.invalidateTag(ctx, retries, inv.opts.Rules.TagKey(tag), reading)
+			b.tagOut[i] = inv.invalidateTag(ctx, retries, b, inv.opts.Rules.TagKey(tag), reading)
 		})
 	}
 	wg.Wait()
@@ -89,12 +68,12 @@ func (inv *Invalidator) invalidateTags(ctx, retries context.Context, b *batch) {
 // registered: the tag is read again when its record is retried, and the
 // pages done stay done. An entry refused for good stays registered too,
 // for the record's replay, and the pages after it are read.
-func (inv *Invalidator) invalidateTag(ctx, retries context.Context, key string, reading int64) (out tagOutcome) {
+func (inv *Invalidator) invalidateTag(ctx, retries context.Context, b *batch, key string, reading int64) (out tagOutcome) {
 	for cursor := uint64(0); ; {
 		var members []Member
 		var next uint64
 		if err := inv.attempt(ctx, retries, func(ctx context.Context) (err error) {
-			members, next, err = inv.tags.Page(ctx, key, reading, cursor, inv.opts.TagPage)
+			members, next, err = inv.cache.Page(ctx, key, reading, cursor, inv.opts.TagPage)
 			return err
 		}); err != nil {
 			out.err = worse(err, out.err)
@@ -136,9 +115,14 @@ func (inv *Invalidator) invalidateTag(ctx, retries context.Context, key string, 
 				continue
 			}
 			done = append(done, members[i])
+			if n := int64(len(members[i].Key)); !out.incomplete && b.entryBytes.Add(n) <= maxEntryBytes {
+				out.entries = append(out.entries, members[i].Key)
+			} else {
+				out.incomplete = true
+			}
 		}
 		if len(done) > 0 {
-			out.err = worse(out.err, inv.attempt(ctx, retries, func(ctx context.Context) error { return inv.tags.Forget(ctx, key, done) }))
+			out.err = worse(out.err, inv.attempt(ctx, retries, func(ctx context.Context) error { return inv.cache.Forget(ctx, key, done) }))
 		}
 		// A failure for now stops here: the tag is read again on retry. One
 		// for good (an entry refused to the user, or of the wrong type)
@@ -194,7 +178,7 @@ func (b *batch) tagResults(r int, res *Result, tags []TagResult) {
 	var tagErr error
 	for i, t := range b.recTags[start:b.recTagEnd[r]] {
 		o := b.tagOut[t]
-		res.Tags[i] = TagResult{Tag: b.tags[t], Deleted: o.deleted, Absent: o.absent, Err: o.err}
+		res.Tags[i] = TagResult{Tag: b.tags[t], Deleted: o.deleted, Absent: o.absent, Entries: o.entries, Incomplete: o.incomplete, Err: o.err}
 		if o.err != nil && worse(tagErr, o.err) != tagErr {
 			tagErr = &TagError{Tag: b.tags[t], Err: o.err}
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -221,14 +220,15 @@ func records(rules *invalidate.Rules, data []byte) []invalidate.Record {
 func record(rules *invalidate.Rules, raw []byte) invalidate.Record {
 	var members map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &members)
+	source := events.SourceSQS
 	switch {
 	case members["dynamodb"] != nil:
-		return worker.Decode(rules, events.SourceDynamoDB, raw)
+		source = events.SourceDynamoDB
 	case members["Sns"] != nil:
-		return worker.Decode(rules, events.SourceSNS, raw)
-	default:
-		return worker.Decode(rules, events.SourceSQS, raw)
+		source = events.SourceSNS
 	}
+	id, changes, _, err := events.Decode(source, raw, rules.Attributes())
+	return invalidate.Record{ID: id, Changes: changes, Err: err}
 }
 
 // ruleEnv is getenv with the rules file given by flag, which then wins over

@@ -272,7 +272,6 @@ func newWorker(e *env, rules string, secondDelete bool, name string, logs io.Wri
 		RetryFor: cfg.RetryFor, Queues: e.sqs, Park: parking.Queue{Client: e.sqs, URL: cfg.FailureQueueURL}}
 	if cfg.RedeleteWindow > 0 {
 		opts.Recent = worker.NewRecent(cfg.RedeleteWindow, cfg.RedeleteMaxBytes, cfg.RedeleteOnNewNodes)
-		cache = opts.Recent.Wrap(cache)
 	}
 	if cfg.SecondDeleteDelay > 0 && cfg.SecondDeleteQueueURL != "" {
 		opts.SecondDelete = worker.DelayQueue{Client: e.sqs, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: cfg.SecondDeleteMaxBytes}

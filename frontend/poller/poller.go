@@ -28,11 +28,11 @@ type SQS interface {
 	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
-// Handler invalidates a batch, parks what failed for good and tells each
-// record's fate, and says whether the cache answers at all; *worker.Worker
+// Handler invalidates a batch and parks what failed for good, reporting
+// each record, and says whether the cache answers at all; *worker.Worker
 // is one.
 type Handler interface {
-	Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) (invalidate.Report, []worker.Fate)
+	Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) invalidate.Report
 	Probe(ctx context.Context) error
 }
 
@@ -162,25 +162,24 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 		changes, err := events.DecodeSQSBody(id, aws.ToString(m.Body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
 		return invalidate.Record{ID: id, Changes: changes, Err: err}
 	})
-	rep, fates := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) []byte { return lambdaRecord(&msgs[i]) })
+	rep := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) []byte { return lambdaRecord(&msgs[i]) })
 	stopExtending()
 
 	var done []types.DeleteMessageBatchRequestEntry
 	var retry []types.Message
 	state, transient := none, 0
-	for i, fate := range fates {
-		switch fate {
-		case worker.Done:
-			state = up
-			fallthrough
-		case worker.Parked:
-			done = append(done, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msgs[i].ReceiptHandle})
-		default:
+	for i := range rep.Results {
+		switch res := &rep.Results[i]; {
+		case res.Retry():
 			retry = append(retry, msgs[i])
-			if rep.Results[i].Transient {
+			if res.Transient {
 				transient++
 			}
+			continue
+		case res.Err == nil:
+			state = up
 		}
+		done = append(done, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msgs[i].ReceiptHandle})
 	}
 	if transient == len(msgs) {
 		state = down

@@ -69,7 +69,7 @@ type concurrency struct {
 	batches   atomic.Int32
 }
 
-func (c *concurrency) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(int) []byte) (invalidate.Report, []worker.Fate) {
+func (c *concurrency) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(int) []byte) invalidate.Report {
 	n := c.now.Add(1)
 	defer c.now.Add(-1)
 	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {

@@ -18,7 +18,6 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/frontend/streams"
-	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -162,7 +161,7 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 		}
 		records := make([]invalidate.Record, len(raws))
 		for i, raw := range raws {
-			records[i] = worker.Decode(r.Invalidator.Rules(), events.SourceSNS, raw)
+			records[i] = r.decode(events.SourceSNS, raw)
 		}
 		return records, nil
 	default:
@@ -171,6 +170,13 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 		changes, err := events.DecodeSQSBody(id, string(body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
 		return []invalidate.Record{{ID: id, Changes: changes, Err: err}}, nil
 	}
+}
+
+// decode decodes a raw record of a Lambda event from source, as its
+// function does.
+func (r *Replayer) decode(source events.Source, raw []byte) invalidate.Record {
+	id, changes, _, err := events.Decode(source, raw, r.Invalidator.Rules().Attributes())
+	return invalidate.Record{ID: id, Changes: changes, Err: err}
 }
 
 // parked decodes a parked record as its front end did: a message's body
@@ -182,7 +188,7 @@ func (r *Replayer) parked(ctx context.Context, p parking.Record) ([]invalidate.R
 	case p.Content == parking.RecordWithoutImages:
 		return r.streamRecord(ctx, p.Data)
 	case p.Content == parking.WholeRecord:
-		return []invalidate.Record{worker.Decode(r.Invalidator.Rules(), p.Source, p.Data)}, nil
+		return []invalidate.Record{r.decode(p.Source, p.Data)}, nil
 	case p.Source == events.SourceSQS:
 		var sent string
 		if !p.SentAt.IsZero() {

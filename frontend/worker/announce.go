@@ -5,99 +5,156 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/invalidator-go/invalidator/internal/cacheerr"
+	"github.com/invalidator-go/invalidator/internal/wait"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 )
 
-// ErrAnnounce fails the keys whose announcement could not be sent: they
-// are deleted and announced again, like keys whose delete failed, and
-// their record fails for now if they still cannot be.
+// ErrAnnounce fails the records whose keys could not be announced: they
+// are deleted and announced again when their source retries them.
 var ErrAnnounce = errors.New("deleted, but not announced to the local tiers")
 
-// announcer announces the worker's deletes on the channel of the
-// services' local tiers (writethrough/local), and its heartbeats.
-type announcer struct {
-	pub  *announce.Publisher
+// announceChunk is the most keys one announcement holds: a local tier
+// decodes each message whole.
+const announceChunk = 500
+
+// heartbeat publishes the worker's heartbeats on its announcer until
+// close.
+type heartbeat struct {
 	stop context.CancelFunc
 	done sync.WaitGroup
 }
 
-// startAnnouncer publishes through send on channel, with a heartbeat every
-// heartbeat (none when 0) until close.
-func startAnnouncer(send announce.Sender, channel string, heartbeat time.Duration, log *slog.Logger) *announcer {
-	a := &announcer{pub: announce.NewPublisher(send, channel), stop: func() {}}
-	if heartbeat > 0 {
+// startHeartbeat sends one through pub every interval (none when 0) until
+// close.
+func startHeartbeat(pub *announce.Publisher, channel string, interval time.Duration, log *slog.Logger) *heartbeat {
+	h := &heartbeat{stop: func() {}}
+	if interval > 0 {
 		ctx, stop := context.WithCancel(context.Background())
-		a.stop = stop
-		a.done.Go(func() {
-			a.pub.Beat(ctx, heartbeat, func(err error) { log.Debug("heartbeat not sent", "channel", channel, "error", err.Error()) })
+		h.stop = stop
+		h.done.Go(func() {
+			pub.Beat(ctx, interval, func(err error) { log.Debug("heartbeat not sent", "channel", channel, "error", err.Error()) })
 		})
 	}
-	log.Info("deletes are announced to the local tiers", "announce_channel", channel, "publisher", a.pub.ID(), "heartbeat", heartbeat.String())
-	return a
+	log.Info("deletes are announced to the local tiers", "announce_channel", channel, "publisher", pub.ID(), "heartbeat", interval.String())
+	return h
 }
 
-func (a *announcer) close() {
-	a.stop()
-	a.done.Wait()
+func (h *heartbeat) close() {
+	h.stop()
+	h.done.Wait()
 }
 
-// wrap returns cache, announcing the keys of each Unlink that were deleted
-// or found absent — a local tier may hold them either way — in one
-// message, once the call returns: one per chunk of a batch's keys, which
-// valkey-go sends on to each slot's node. Keys whose message cannot be
-// sent fail for now, with ErrAnnounce. A cache that is a TagCache stays
-// one: the entries of a tag are deleted, and announced, as keys.
-func (a *announcer) wrap(cache invalidate.Cache) invalidate.Cache {
-	c := announcing{cache, a.pub}
-	if tags, ok := cache.(invalidate.TagCache); ok {
-		return announcingTags{c, tags}
-	}
-	return c
+// announcements counts a batch's announcements.
+type announcements struct {
+	messages int           // sent
+	failed   int           // keys whose message could not be sent
+	took     time.Duration // all of them
 }
 
-type announcing struct {
-	invalidate.Cache
-	pub *announce.Publisher
-}
-
-type announcingTags struct {
-	announcing
-	invalidate.TagCache
-}
-
-func (c announcing) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
-	at := time.Now() // what the source held before the deletes, a load after them sees or newer
-	errs := c.Cache.Unlink(ctx, keys, status)
-	done := make([]string, 0, len(keys))
-	for i, k := range keys {
-		if status[i] != invalidate.KeyFailed {
-			done = append(done, k)
-		}
-	}
-	if len(done) == 0 {
-		return errs
+// announce publishes what the batch deleted, or found absent — a local
+// tier may hold it either way —: its keys and its tags' entries, and the
+// tags whose entries the report could not all carry, which the tiers
+// forget whole. A message that cannot be sent is tried again until the
+// batch's retries end; then the records of its keys fail for now, with
+// ErrAnnounce, or for good when the cache refused it for good.
+func (w *Worker) announce(ctx context.Context, rep *invalidate.Report, at time.Time, retryFor time.Duration) (n announcements) {
+	if w.opts.Announce == nil {
+		return n
 	}
 	began := time.Now()
-	err := c.pub.Announce(ctx, at, done, nil)
-	tallyOf(ctx).add(len(done), err, time.Since(began))
-	if err == nil {
-		return errs
-	}
-	if errs == nil {
-		errs = make([]error, len(keys))
-	}
-	err = fmt.Errorf("%w: %w", ErrAnnounce, err)
-	for i := range keys {
-		if status[i] != invalidate.KeyFailed {
-			status[i], errs[i] = invalidate.KeyFailed, err
+	defer func() { n.took = time.Since(began) }()
+	var keys owned
+	var whole []string // tags announced as tags
+	seenTag := map[string]bool{}
+	for i := range rep.Results {
+		res := &rep.Results[i]
+		for _, k := range res.Keys {
+			if k.Status != invalidate.KeyFailed {
+				keys.add(k.Key, i)
+			}
+		}
+		for _, t := range res.Tags {
+			for _, e := range t.Entries {
+				keys.add(e, i)
+			}
+			if t.Incomplete && !seenTag[t.Tag] {
+				seenTag[t.Tag] = true
+				whole = append(whole, t.Tag)
+			}
 		}
 	}
-	return errs
+	retries, cancel := ctx, context.CancelFunc(func() {})
+	if retryFor > 0 {
+		retries, cancel = context.WithTimeout(ctx, retryFor)
+	}
+	defer cancel()
+	for start := 0; start < len(keys.names); start += announceChunk {
+		chunk := keys.names[start:min(start+announceChunk, len(keys.names))]
+		if err := w.publish(ctx, retries, at, chunk, nil); err != nil {
+			n.failed += len(chunk)
+			keys.fail(rep, chunk, fmt.Errorf("%w: %w", ErrAnnounce, err), cacheerr.Transient(err))
+			continue
+		}
+		n.messages++
+	}
+	if len(whole) > 0 {
+		if err := w.publish(ctx, retries, at, nil, whole); err != nil {
+			n.failed += len(whole)
+			failTags(rep, seenTag, fmt.Errorf("%w: %w", ErrAnnounce, err), cacheerr.Transient(err))
+		} else {
+			n.messages++
+		}
+	}
+	return n
+}
+
+// publish sends one announcement, and again with backoff while it fails
+// for now, until retries ends: once at least.
+func (w *Worker) publish(ctx, retries context.Context, at time.Time, keys, tags []string) error {
+	err := w.opts.Announce.Announce(ctx, at, keys, tags)
+	for attempt := 0; err != nil && cacheerr.Transient(err); attempt++ {
+		d := min(50*time.Millisecond<<attempt, time.Second)
+		if deadline, ok := retries.Deadline(); ok && time.Until(deadline) < d || !wait.For(retries, d/2+rand.N(d/2+1)) {
+			break
+		}
+		err = w.opts.Announce.Announce(ctx, at, keys, tags)
+	}
+	return err
+}
+
+// failTags fails the records of the tags named in tags with err.
+func failTags(rep *invalidate.Report, tags map[string]bool, err error, transient bool) {
+	for i := range rep.Results {
+		for _, t := range rep.Results[i].Tags {
+			if tags[t.Tag] {
+				failRecord(rep, i, err, transient)
+				break
+			}
+		}
+	}
+}
+
+// failRecord fails record i of rep with err, unless it failed already
+// for a reason that decides its fate as well: one for now stays first.
+func failRecord(rep *invalidate.Report, i int, err error, transient bool) {
+	res := &rep.Results[i]
+	switch {
+	case res.Err == nil:
+		rep.Metrics.Failed++
+	case res.Transient || !transient:
+		return
+	}
+	res.Err = err
+	if transient && !res.Transient {
+		res.Transient = true
+		rep.Metrics.Transient++
+	}
 }
 
 // Publish is announce.Sender's, on the worker's own connection: what it
@@ -108,59 +165,4 @@ func (c *connection) Publish(ctx context.Context, channel, message string) error
 		return err
 	}
 	return announce.Valkey(client).Publish(ctx, channel, message)
-}
-
-// announcements counts a batch's announcements.
-type announcements struct {
-	messages atomic.Int64 // sent
-	failed   atomic.Int64 // keys whose message could not be sent
-	longest  atomic.Int64 // nanoseconds of the longest announcement
-}
-
-type tallyKey struct{}
-
-// withTally returns ctx carrying a batch's count of announcements, which
-// the announcing cache adds to.
-func withTally(ctx context.Context) (context.Context, *announcements) {
-	t := &announcements{}
-	return context.WithValue(ctx, tallyKey{}, t), t
-}
-
-func tallyOf(ctx context.Context) *announcements {
-	t, _ := ctx.Value(tallyKey{}).(*announcements)
-	return t
-}
-
-// counts returns the messages sent and the keys not announced.
-func (t *announcements) counts() (messages, failed int64) {
-	if t == nil {
-		return 0, 0
-	}
-	return t.messages.Load(), t.failed.Load()
-}
-
-// took is how long the batch's longest announcement took: the chunks of
-// its keys are deleted and announced side by side, each announcement
-// after its own deletes, so the longest is what the batch waited for.
-func (t *announcements) took() time.Duration {
-	if t == nil {
-		return 0
-	}
-	return time.Duration(t.longest.Load())
-}
-
-// add counts one announcement of keys, which took took.
-func (t *announcements) add(keys int, err error, took time.Duration) {
-	for t != nil {
-		if old := t.longest.Load(); int64(took) <= old || t.longest.CompareAndSwap(old, int64(took)) {
-			break
-		}
-	}
-	switch {
-	case t == nil:
-	case err != nil:
-		t.failed.Add(int64(keys))
-	default:
-		t.messages.Add(1)
-	}
 }

@@ -57,11 +57,9 @@ func (c *channel) announcedKeys() []string {
 
 // announcingWorker is testWorker's, announcing on ch; its log is logs.
 func announcingWorker(ch *channel, cache *fakes.Cache, logs io.Writer) *Worker {
-	a := startAnnouncer(ch, "test", 0, slog.New(slog.DiscardHandler))
-	inv := invalidate.New(a.wrap(cache), invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
-	w := New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond})
-	w.announcer = a
-	return w
+	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	return New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
+		Announce: announce.NewPublisher(ch, "test")})
 }
 
 func TestEveryDeleteIsAnnouncedOnceItSucceeded(t *testing.T) {
@@ -73,9 +71,9 @@ func TestEveryDeleteIsAnnouncedOnceItSucceeded(t *testing.T) {
 		{ID: "2", Changes: []events.Change{{Keys: []string{"cache:user:3"}, SecondDelete: true}}},
 		{ID: "3", Changes: []events.Change{{Entity: "down", ID: "9"}}},
 	}
-	_, fates := w.Handle(deadline(t), events.SourceSQS, invalidate.Decoded(records), nil)
-	if !slices.Equal(fates, []Fate{Done, Done, Retry}) {
-		t.Fatalf("fates %v", fates)
+	rep := w.Handle(deadline(t), events.SourceSQS, invalidate.Decoded(records), nil)
+	if got := rep.ToRetry(); !slices.Equal(got, []string{"3"}) {
+		t.Fatalf("to retry %v, want record 3", got)
 	}
 	keys := ch.announcedKeys()
 	slices.Sort(keys)
@@ -97,11 +95,11 @@ func TestAKeyNotAnnouncedFailsItsRecordForNow(t *testing.T) {
 	var logs bytes.Buffer
 	w := announcingWorker(ch, &fakes.Cache{}, &logs)
 	defer w.Close()
-	rep, fates := w.Handle(deadline(t), events.SourceSQS, invalidate.Decoded([]invalidate.Record{
+	rep := w.Handle(deadline(t), events.SourceSQS, invalidate.Decoded([]invalidate.Record{
 		{ID: "1", Changes: []events.Change{{Entity: "user", ID: "2"}}},
 	}), nil)
-	if fates[0] != Retry || !rep.Results[0].Transient || !errors.Is(rep.Results[0].Err, ErrAnnounce) {
-		t.Fatalf("fate %v, result %+v: want the record retried, for its announcement", fates[0], rep.Results[0])
+	if res := rep.Results[0]; !res.Retry() || !res.Transient || !errors.Is(res.Err, ErrAnnounce) {
+		t.Fatalf("result %+v: want the record retried, for its announcement", res)
 	}
 	if !strings.Contains(logs.String(), `"announce_failed_keys":`) || strings.Contains(logs.String(), `"announce_failed_keys":0`) {
 		t.Fatalf("the batch line does not count the keys not announced: %s", logs.String())
@@ -113,7 +111,7 @@ func TestReDeletesAreAnnounced(t *testing.T) {
 	w := announcingWorker(ch, &fakes.Cache{}, io.Discard)
 	defer w.Close()
 	w.opts.Recent = NewRecent(time.Minute, 1<<20, false)
-	w.opts.Recent.add([]string{"cache:user:7"}, []invalidate.KeyStatus{invalidate.KeyDeleted}, false)
+	w.opts.Recent.add([]string{"cache:user:7"}, false)
 	w.opts.Recent.Started([]string{"node:1"})
 	w.opts.Recent.Connected("node:1")
 	w.opts.Recent.Connected("node:1") // a reconnect

@@ -122,7 +122,7 @@ func (c *connection) Unlink(ctx context.Context, keys []string, status []invalid
 	return invalidate.Valkey(client).Unlink(ctx, keys, status)
 }
 
-// Tick is invalidate.TagCache's.
+// Tick is invalidate.Cache's.
 func (c *connection) Tick(ctx context.Context, clock string) (int64, error) {
 	client, err := c.get(ctx)
 	if err != nil {
@@ -131,7 +131,7 @@ func (c *connection) Tick(ctx context.Context, clock string) (int64, error) {
 	return invalidate.Valkey(client).Tick(ctx, clock)
 }
 
-// Page is invalidate.TagCache's.
+// Page is invalidate.Cache's.
 func (c *connection) Page(ctx context.Context, key string, reading int64, cursor uint64, count int) ([]invalidate.Member, uint64, error) {
 	client, err := c.get(ctx)
 	if err != nil {
@@ -140,7 +140,7 @@ func (c *connection) Page(ctx context.Context, key string, reading int64, cursor
 	return invalidate.Valkey(client).Page(ctx, key, reading, cursor, count)
 }
 
-// Forget is invalidate.TagCache's.
+// Forget is invalidate.Cache's.
 func (c *connection) Forget(ctx context.Context, key string, members []invalidate.Member) error {
 	client, err := c.get(ctx)
 	if err != nil {

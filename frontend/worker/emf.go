@@ -21,7 +21,7 @@ type figure struct {
 // Those of tags appear only when the batch had some, those of the
 // announcements only when the worker announces: each field is log bytes
 // that every invoke pays for.
-func figures(m invalidate.Metrics, parked int, second secondDeletes, again redeletes, announced *announcements, announcing bool) []figure {
+func figures(m invalidate.Metrics, parked int, second secondDeletes, again redeletes, announced announcements, announcing bool) []figure {
 	out := []figure{
 		{"records", "Records", int64(m.Records)}, {"failed", "FailedRecords", int64(m.Failed)}, {"parked", "ParkedRecords", int64(parked)},
 		{"keys_deleted", "KeysDeleted", int64(m.KeysDeleted)}, {"keys_absent", "KeysAbsent", int64(m.KeysAbsent)}, {"keys_failed", "KeysFailed", int64(m.KeysFailed)},
@@ -35,8 +35,7 @@ func figures(m invalidate.Metrics, parked int, second secondDeletes, again redel
 			figure{"second_delete_tags_scheduled", "", int64(second.tagsScheduled)}, figure{"second_delete_tags", "", int64(second.tags)})
 	}
 	if announcing {
-		messages, unannounced := announced.counts()
-		out = append(out, figure{"announcements", "Announcements", messages}, figure{"announce_failed_keys", "AnnounceFailedKeys", unannounced})
+		out = append(out, figure{"announcements", "Announcements", int64(announced.messages)}, figure{"announce_failed_keys", "AnnounceFailedKeys", int64(announced.failed)})
 	}
 	return append(out, figure{"max_lag_ms", "MaxLag", m.MaxLag.Milliseconds()})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
@@ -48,7 +49,7 @@ func TestAForeignValueAtATagParksItsRecordAtOnce(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
 			start := time.Now()
-			resp, err := w.SQS(ctx, payload)
+			resp, err := outcomeOf(w.Lambda(ctx, events.SourceSQS, payload))
 			if err != nil || len(resp.Retry) != 0 {
 				t.Fatalf("response %+v, %v: want nothing retried", resp, err)
 			}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
@@ -45,23 +47,23 @@ type nilWriter struct{}
 
 func (nilWriter) Write(p []byte) (int, error) { return len(p), nil }
 
-// named is a batch outcome's records to retry.
-func named(out Outcome, err error) ([]string, error) { return out.IDs(), err }
+// named is a batch's records to retry.
+func named(rep invalidate.Report, err error) ([]string, error) { return rep.ToRetry(), err }
 
 func FuzzSQSFrontEnd(f *testing.F) {
 	fuzzFrontEnd(f, "sqs*.json", func(w *Worker, ctx context.Context, payload []byte) ([]string, error) {
-		return named(w.SQS(ctx, payload))
+		return named(w.Lambda(ctx, events.SourceSQS, payload))
 	})
 }
 
 func FuzzStreamFrontEnd(f *testing.F) {
 	fuzzFrontEnd(f, "dynamodb*.json", func(w *Worker, ctx context.Context, payload []byte) ([]string, error) {
-		return named(w.DynamoDB(ctx, payload))
+		return named(w.Lambda(ctx, events.SourceDynamoDB, payload))
 	})
 }
 
 func FuzzSNSFrontEnd(f *testing.F) {
 	fuzzFrontEnd(f, "sns*.json", func(w *Worker, ctx context.Context, payload []byte) ([]string, error) {
-		return named(w.SNS(ctx, payload))
+		return named(w.Lambda(ctx, events.SourceSNS, payload))
 	})
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/invalidate"
 )
 
 // Queues is what the SQS function needs of SQS to hand messages back to
@@ -37,40 +37,30 @@ func RetryAfter(receives int) time.Duration {
 // MaxRetryAfter is the longest RetryAfter.
 const MaxRetryAfter = 5 * time.Second
 
-// receipt is what it takes to hand a message back to its queue.
-type receipt struct {
-	handle, queueARN string
-	receives         int
-}
-
-func receiptOf(raw []byte) receipt {
-	var r receipt
-	r.handle, r.queueARN, r.receives = events.SQSReceipt(raw)
-	return r
-}
-
 // handBack makes the messages that failed for now visible again after
 // RetryAfter, instead of after the queue's visibility timeout (six times
 // the function's timeout). Should it fail, they come back all the same,
 // only later.
-func (w *Worker) handBack(ctx context.Context, msgs []receipt) {
+func (w *Worker) handBack(ctx context.Context, rep invalidate.Report, records []record) {
 	if w.opts.Queues == nil {
 		return
 	}
 	byQueue := map[string][]types.ChangeMessageVisibilityBatchRequestEntry{}
-	most := 0
-	for i, m := range msgs {
-		if m.handle == "" {
-			continue // not from Lambda's SQS event source: nothing to hand back
+	most, n := 0, 0
+	for i := range rep.Results {
+		m := records[i].receipt
+		if !rep.Results[i].Retry() || m.Handle == "" {
+			continue // done, or not from Lambda's SQS event source: nothing to hand back
 		}
-		most = max(most, m.receives)
-		byQueue[m.queueARN] = append(byQueue[m.queueARN], types.ChangeMessageVisibilityBatchRequestEntry{
-			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.handle),
-			VisibilityTimeout: int32(RetryAfter(m.receives).Round(time.Second) / time.Second),
+		n++
+		most = max(most, m.Receives)
+		byQueue[m.QueueARN] = append(byQueue[m.QueueARN], types.ChangeMessageVisibilityBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.Handle),
+			VisibilityTimeout: int32(RetryAfter(m.Receives).Round(time.Second) / time.Second),
 		})
 	}
 	if most > 0 {
-		LogHandBack(ctx, w.opts.Logger, len(msgs), most)
+		LogHandBack(ctx, w.opts.Logger, n, most)
 	}
 	for arn, entries := range byQueue {
 		url, ok := queueURL(arn)

@@ -98,7 +98,7 @@ func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
 	queues := &fakes.SQS{}
 	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`, `{"entity":"down","id":"2"}`)
 	start := time.Now()
-	resp, err := testWorker(down, queues).SQS(deadline(t), payload)
+	resp, err := outcomeOf(testWorker(down, queues).Lambda(deadline(t), events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[2].MessageId {
 		t.Fatalf("response %+v, %v: want only the message whose key failed for now", resp, err)
 	}
@@ -128,7 +128,7 @@ func TestARecordThatCannotBeParkedIsRetried(t *testing.T) {
 		return nil
 	}}
 	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `not json`)
-	resp, err := testWorker(nil, queues).SQS(deadline(t), payload)
+	resp, err := outcomeOf(testWorker(nil, queues).Lambda(deadline(t), events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[1].MessageId {
 		t.Fatalf("response %+v, %v: want the poison message handed back, not dropped", resp, err)
 	}
@@ -145,17 +145,17 @@ func TestAParkedMessageKeepsItsBody(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		body string
-		run  func(w *Worker, queues *fakes.SQS) Outcome
+		run  func(w *Worker, queues *fakes.SQS) outcome
 	}{
-		{"SQS", poison, func(w *Worker, queues *fakes.SQS) Outcome {
+		{"SQS", poison, func(w *Worker, queues *fakes.SQS) outcome {
 			payload, _ := received(t, queues, poison)
-			out, _ := w.SQS(deadlineIn(t, time.Minute), payload)
+			out, _ := outcomeOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSQS, payload))
 			return out
 		}},
-		{"SNS", poison[:250_000], func(w *Worker, _ *fakes.SQS) Outcome {
+		{"SNS", poison[:250_000], func(w *Worker, _ *fakes.SQS) outcome {
 			payload, _ := json.Marshal(shape.SNSEvent{Records: []events.SNSRecord{{
 				SNS: events.SNSMessage{MessageID: "sns-1", Message: poison[:250_000], Timestamp: time.Now()}}}})
-			out, _ := w.SNS(deadlineIn(t, time.Minute), payload)
+			out, _ := outcomeOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSNS, payload))
 			return out
 		}},
 	} {
@@ -197,7 +197,7 @@ func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
 	later := streamRecord("400", "y", "t")
 	later.EventName = "UPSERT"
 	payload := streamPayload(t, streamRecord("100", "1", "user"), bad, streamRecord("300", "2", "down"), later)
-	resp, err := testWorker(down, queues).DynamoDB(deadline(t), payload)
+	resp, err := outcomeOf(testWorker(down, queues).Lambda(deadline(t), events.SourceDynamoDB, payload))
 	var failed []string
 	for _, f := range resp.Retry {
 		failed = append(failed, f.Record)
@@ -214,17 +214,17 @@ func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
 func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
 	queues := &fakes.SQS{}
 	w := testWorker(down, queues)
-	invoke := func(message string) Outcome {
+	invoke := func(message string) outcome {
 		payload, _ := json.Marshal(shape.SNSEvent{Records: []events.SNSRecord{{
 			SNS: events.SNSMessage{MessageID: "sns-1", Message: message, Timestamp: time.Now()}}}})
-		out, err := w.SNS(deadline(t), payload)
+		out, err := outcomeOf(w.Lambda(deadline(t), events.SourceSNS, payload))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
 	if out := invoke(`{"entity":"user","op":"upsert"}`); len(out.Retry) != 0 {
-		t.Fatalf("a message that fails for good: retry %v, want it parked and the invoke done", out.IDs())
+		t.Fatalf("a message that fails for good: retry %v, want it parked and the invoke done", out.ids())
 	}
 	if p := parked(t, queues); len(p) != 1 || p[0].ID != "sns-1" || p[0].Source != events.SourceSNS {
 		t.Fatalf("parked %+v", p)
@@ -237,12 +237,12 @@ func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
 func TestAPanicParksTheBatchWithItsStack(t *testing.T) {
 	queues := &fakes.SQS{}
 	raws := [][]byte{[]byte(`{"n":1}`)}
-	_, fates := testWorker(nil, queues).Handle(deadline(t), events.SourceSQS,
+	rep := testWorker(nil, queues).Handle(deadline(t), events.SourceSQS,
 		invalidate.Inputs(raws, func(*[]byte) invalidate.Record { panic("decoder bug") }),
 		func(i int) []byte { return raws[i] })
 	p := parked(t, queues)
-	if fates[0] != Parked || len(p) != 1 || !strings.Contains(p[0].Reason, "decoder bug") || !strings.Contains(p[0].Reason, "goroutine") {
-		t.Fatalf("fates %v, parked %+v: want the record parked with the panic and its stack", fates, p)
+	if !rep.Results[0].Parked || len(p) != 1 || !strings.Contains(p[0].Reason, "decoder bug") || !strings.Contains(p[0].Reason, "goroutine") {
+		t.Fatalf("result %+v, parked %+v: want the record parked with the panic and its stack", rep.Results[0], p)
 	}
 }
 
@@ -263,7 +263,7 @@ func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	resp, err := w.SQS(ctx, payload)
+	resp, err := outcomeOf(w.Lambda(ctx, events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[0].MessageId {
 		t.Fatalf("response %+v, %v: want the good message to retry", resp, err)
 	}
@@ -302,7 +302,7 @@ func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
 		r.EventName = "UPSERT"
 		records = append(records, r)
 	}
-	resp, err := w.DynamoDB(deadline(t), streamPayload(t, records...))
+	resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceDynamoDB, streamPayload(t, records...)))
 	var failed []string
 	for _, f := range resp.Retry {
 		failed = append(failed, f.Record)
@@ -321,7 +321,7 @@ func TestEachFailedIdentifierOnce(t *testing.T) {
 		{MessageId: "twice", Body: `{"entity":"down","id":"1"}`},
 		{MessageId: "twice", Body: `{"entity":"down","id":"2"}`},
 	}})
-	resp, err := testWorker(down, queues).SQS(deadline(t), payload)
+	resp, err := outcomeOf(testWorker(down, queues).Lambda(deadline(t), events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != "twice" {
 		t.Fatalf("response %+v, %v: want the shared identifier once", resp, err)
 	}
@@ -332,13 +332,13 @@ func TestEachFailedIdentifierOnce(t *testing.T) {
 func TestAPayloadThatIsNoEventFailsTheInvoke(t *testing.T) {
 	w := testWorker(nil, &fakes.SQS{})
 	for _, payload := range []string{`{}`, `{"detail-type":"Object Created","detail":{}}`, `[]`} {
-		if _, err := w.SQS(deadline(t), []byte(payload)); err == nil {
+		if _, err := w.Lambda(deadline(t), events.SourceSQS, []byte(payload)); err == nil {
 			t.Errorf("SQS %s: no error", payload)
 		}
-		if _, err := w.DynamoDB(deadline(t), []byte(payload)); err == nil {
+		if _, err := w.Lambda(deadline(t), events.SourceDynamoDB, []byte(payload)); err == nil {
 			t.Errorf("DynamoDB %s: no error", payload)
 		}
-		if _, err := w.SNS(deadline(t), []byte(payload)); err == nil {
+		if _, err := w.Lambda(deadline(t), events.SourceSNS, []byte(payload)); err == nil {
 			t.Errorf("SNS %s: no error", payload)
 		}
 	}
@@ -355,11 +355,35 @@ func TestAKeyThatKeepsFailingHoldsBackOnlyItsRecord(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	resp, err := w.SQS(ctx, payload)
+	resp, err := outcomeOf(w.Lambda(ctx, events.SourceSQS, payload))
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("the batch took %v: its failing key was retried until the deadline", took)
 	}
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[1].MessageId {
 		t.Fatalf("response %+v, %v: want only the record of the failing key back", resp, err)
 	}
+}
+
+// outcome is what a front end answers: the records to retry, each once.
+type outcome struct{ Retry []invalidate.Result }
+
+func outcomeOf(rep invalidate.Report, err error) (outcome, error) {
+	var out outcome
+	for _, id := range rep.ToRetry() {
+		for _, res := range rep.Results {
+			if res.Record == id {
+				out.Retry = append(out.Retry, res)
+				break
+			}
+		}
+	}
+	return out, err
+}
+
+func (o outcome) ids() []string {
+	ids := make([]string, len(o.Retry))
+	for i, res := range o.Retry {
+		ids[i] = res.Record
+	}
+	return ids
 }

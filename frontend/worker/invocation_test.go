@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
@@ -21,7 +22,7 @@ func TestAnInvocationNamesEveryLineAndParkedRecord(t *testing.T) {
 	w.opts.Logger, w.opts.Metrics = NewLogger(&logs, slog.LevelInfo), &metrics
 	payload, _ := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`)
 	inv := Invocation{RequestID: "8f1c-req", TraceID: "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"}
-	if _, err := w.SQS(WithInvocation(deadline(t), inv), payload); err != nil {
+	if _, err := w.Lambda(WithInvocation(deadline(t), inv), events.SourceSQS, payload); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(logs.String()+metrics.String()), "\n")

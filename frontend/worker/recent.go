@@ -72,51 +72,47 @@ func NewRecent(window time.Duration, maxBytes int, newNodes bool) *Recent {
 	return &Recent{window: window, maxBytes: maxBytes, newNodes: newNodes, now: time.Now, dialed: map[string]bool{}}
 }
 
-// Wrap returns cache, recording in r each key it deleted or found absent —
-// absent too: a service's own delete may have come first, and be lost
-// with the same failover —, and each tag whose invalidation it began: the
-// registration of a fill that the failover let through shows in the tag
-// again. A cache that is a TagCache stays one.
-func (r *Recent) Wrap(cache invalidate.Cache) invalidate.Cache {
-	if tags, ok := cache.(invalidate.TagCache); ok {
-		return recordingTags{recording{cache, r}, tags}
+// remember adds to the window what a batch deleted or found absent —
+// absent too: a service's own delete may have come first, and be lost with
+// the same failover —, its tags' entries, and its tags: the registration
+// of a fill that the failover let through shows in the tag again.
+func (r *Recent) remember(rep invalidate.Report) {
+	var keys, tags []string
+	seen := map[string]bool{}
+	for i := range rep.Results {
+		for _, k := range rep.Results[i].Keys {
+			if k.Status != invalidate.KeyFailed && !seen[k.Key] {
+				seen[k.Key] = true
+				keys = append(keys, k.Key)
+			}
+		}
+		for _, t := range rep.Results[i].Tags {
+			if seen["\x00"+t.Tag] {
+				continue // its entries are in already
+			}
+			seen["\x00"+t.Tag] = true
+			tags = append(tags, t.Tag)
+			for _, e := range t.Entries {
+				if !seen[e] {
+					seen[e] = true
+					keys = append(keys, e)
+				}
+			}
+		}
 	}
-	return recording{cache, r}
+	r.add(keys, false)
+	r.add(tags, true)
 }
 
-type recording struct {
-	invalidate.Cache
-	r *Recent
-}
-
-func (c recording) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
-	errs := c.Cache.Unlink(ctx, keys, status)
-	c.r.add(keys, status, false)
-	return errs
-}
-
-type recordingTags struct {
-	recording
-	invalidate.TagCache
-}
-
-// Page is invalidate.TagCache's, recording the tag at its first page.
-func (c recordingTags) Page(ctx context.Context, key string, reading int64, cursor uint64, count int) ([]invalidate.Member, uint64, error) {
-	members, next, err := c.TagCache.Page(ctx, key, reading, cursor, count)
-	if err == nil && cursor == 0 {
-		c.r.add([]string{key}, []invalidate.KeyStatus{invalidate.KeyDeleted}, true)
+// add adds keys, or tags, that the cache answered for now.
+func (r *Recent) add(keys []string, tags bool) {
+	if len(keys) == 0 {
+		return
 	}
-	return members, next, err
-}
-
-func (r *Recent) add(keys []string, status []invalidate.KeyStatus, tags bool) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i, k := range keys {
-		if status[i] == invalidate.KeyFailed {
-			continue
-		}
+	for _, k := range keys {
 		r.answered = now
 		if len(r.done) == cap(r.done) && r.head > 0 {
 			r.compact() // rather than grow
@@ -268,12 +264,7 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-min(w.opts.DeadlineMargin, time.Until(deadline)/2)))
 		defer cancel()
 	}
-	var tags []string
-	for _, key := range rd.tags {
-		if tag, ok := w.inv.Rules().TagOf(key); ok {
-			tags = append(tags, tag)
-		}
-	}
+	tags := rd.tags
 	// A chunk at a time, so that a full window costs memory in proportion
 	// to a chunk. A chunk that fails for now stops it, to be asked for again
 	// with the next batch; one that fails for good (NOPERM since an ACL
@@ -281,14 +272,16 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 	// logged, and the other chunks go on.
 	var retry, lost error
 	for i := 0; i < len(rd.keys)+len(tags) && retry == nil; i += redeleteChunk {
-		again := events.Change{SecondDelete: true}
+		var again events.Change
 		if i < len(rd.keys) {
 			again.Keys = rd.keys[i:min(i+redeleteChunk, len(rd.keys))]
 		}
 		if j := i + len(again.Keys) - len(rd.keys); j >= 0 {
 			again.Tags = tags[min(j, len(tags)):min(j+redeleteChunk-len(again.Keys), len(tags))]
 		}
-		res := w.inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "redelete", Changes: []events.Change{again}}})).Results[0]
+		rep := w.inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "redelete", Changes: []events.Change{again}}}))
+		w.announce(ctx, &rep, time.Now(), 0)
+		res := rep.Results[0]
 		for _, k := range res.Keys {
 			if k.Status != invalidate.KeyFailed {
 				n.keys++

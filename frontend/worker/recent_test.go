@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
@@ -29,18 +30,18 @@ func newRecent(c *clock, maxBytes int) *Recent {
 	return r
 }
 
-// failedKeys notes keys that failed, as a cache would.
-func failedKeys(r *Recent, keys ...string) {
-	r.add(keys, make([]invalidate.KeyStatus, len(keys)), false) // KeyFailed is 0
-}
+// failedKeys remembers a batch whose keys failed.
+func failedKeys(r *Recent, keys ...string) { remembered(r, invalidate.KeyFailed, keys...) }
 
-// succeeded notes keys deleted, as a cache would.
-func succeeded(r *Recent, keys ...string) {
-	status := make([]invalidate.KeyStatus, len(keys))
-	for i := range status {
-		status[i] = invalidate.KeyDeleted
+// succeeded remembers a batch whose keys were deleted.
+func succeeded(r *Recent, keys ...string) { remembered(r, invalidate.KeyDeleted, keys...) }
+
+func remembered(r *Recent, status invalidate.KeyStatus, keys ...string) {
+	var res invalidate.Result
+	for _, k := range keys {
+		res.Keys = append(res.Keys, invalidate.KeyResult{Key: k, Status: status})
 	}
-	r.add(keys, status, false)
+	r.remember(invalidate.Report{Results: []invalidate.Result{res}})
 }
 
 func started(r *Recent) {
@@ -110,13 +111,13 @@ func TestAFullWindowSaysSo(t *testing.T) {
 func reconnecting(t *testing.T, cache *fakes.Cache, logs io.Writer) (*Recent, func(body string)) {
 	recent := NewRecent(time.Minute, 1<<20, true)
 	started(recent)
-	inv := invalidate.New(recent.Wrap(cache), invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	w := New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond, Recent: recent})
 	queues := &fakes.SQS{}
 	return recent, func(body string) {
 		t.Helper()
 		payload, _ := received(t, queues, body)
-		if _, err := w.SQS(deadline(t), payload); err != nil {
+		if _, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -230,7 +231,7 @@ func TestTheWindowIsBoundedInBytes(t *testing.T) {
 			for i := range keys {
 				keys[i] = "cache:" + strconv.Itoa(int(1e7+rand.Int64N(9e7))) + ":" + pad
 			}
-			r.add(keys, status, false)
+			r.add(keys, false)
 		}
 		clear(keys)
 		grew := int64(heap()) - int64(before)
@@ -249,16 +250,16 @@ func TestAFullWindowIsDeletedAgainInChunks(t *testing.T) {
 	cache := &fakes.Cache{}
 	recent := NewRecent(time.Minute, 16<<20, true)
 	started(recent)
-	inv := invalidate.New(recent.Wrap(cache), invalidate.Options{})
+	inv := invalidate.New(cache, invalidate.Options{})
 	w := New(inv, Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Recent: recent})
 	keys := make([]string, 2*redeleteChunk+1)
 	status := make([]invalidate.KeyStatus, len(keys))
 	for i := range keys {
 		keys[i], status[i] = fmt.Sprintf("cache:k:%d", i), invalidate.KeyDeleted
 	}
-	recent.add(keys, status, false)
-	recent.add(keys[:10], status[:10], false) // done twice: deleted again once
-	recent.add([]string{"cache:tag:a", "cache:tag:b"}, status[:2], true)
+	recent.add(keys, false)
+	recent.add(keys[:10], false) // done twice: deleted again once
+	recent.add([]string{"a", "b"}, true)
 	recent.Connected("127.0.0.1:7001")
 	if n := w.redelete(t.Context()); n.keys != len(keys) {
 		t.Fatalf("%d keys deleted again, want %d", n.keys, len(keys))
@@ -289,14 +290,14 @@ func BenchmarkRedeleteFullWindow(b *testing.B) {
 				base := heap().HeapAlloc
 				recent := NewRecent(time.Hour, defaultRedeleteMaxBytes, true)
 				started(recent)
-				w := New(invalidate.New(recent.Wrap(nopCache{}), invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Recent: recent})
+				w := New(invalidate.New(nopCache{}, invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Recent: recent})
 				keys, status := make([]string, 1000), make([]invalidate.KeyStatus, 1000)
 				for n := 0; recent.keyBytes+cap(recent.done)*slotBytes < defaultRedeleteMaxBytes-2*len(keys)*(size+64); {
 					for i := range keys {
 						keys[i], status[i] = fmt.Sprintf("cache:%012d:", n)+strings.Repeat("k", size-19), invalidate.KeyDeleted
 						n++
 					}
-					recent.add(keys, status, false)
+					recent.add(keys, false)
 				}
 				clear(keys)
 				full := heap()
@@ -328,8 +329,8 @@ func BenchmarkRedeleteFullWindow(b *testing.B) {
 	}
 }
 
-// nopCache deletes every key and keeps nothing.
-type nopCache struct{}
+// nopCache deletes every key and keeps nothing; it has no tags.
+type nopCache struct{ invalidate.Cache }
 
 func (nopCache) Unlink(_ context.Context, _ []string, status []invalidate.KeyStatus) []error {
 	for i := range status {

@@ -141,29 +141,14 @@ type secondDeletes struct {
 	present       int // of their keys, those there again, and their tags' entries: refills caught
 }
 
-// markSecondDeletes wraps batch's decoder to note which records are second
-// deletes, in again.
-func markSecondDeletes(batch invalidate.Batch, again []bool) invalidate.Batch {
-	decode := batch.Decode
-	batch.Decode = func(i int) invalidate.Record {
-		r := decode(i)
-		again[i] = len(r.Changes) > 0
-		for _, c := range r.Changes {
-			again[i] = again[i] && c.SecondDelete
-		}
-		return r
-	}
-	return batch
-}
-
 // scheduleSecondDeletes schedules the keys and tags of the records done,
 // but for second deletes themselves, and fails for now the records whose
 // keys or tags could not be scheduled.
-func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Report, again []bool) (n secondDeletes) {
+func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Report) (n secondDeletes) {
 	var keys, tags owned
 	seen := map[string]bool{} // a key or tag two second deletes share counts once
 	for i, res := range rep.Results {
-		if again[i] {
+		if res.SecondDelete {
 			for _, k := range res.Keys {
 				if !seen[k.Key] {
 					seen[k.Key] = true
@@ -197,20 +182,8 @@ func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Repo
 	}
 	failedKeys, failedTags := w.opts.SecondDelete.Schedule(ctx, keys.names, tags.names)
 	n.scheduled, n.tagsScheduled = len(keys.names)-len(failedKeys), len(tags.names)-len(failedTags)
-	for _, failed := range []struct {
-		names []string
-		by    owned
-	}{{failedKeys, keys}, {failedTags, tags}} {
-		for _, name := range failed.names {
-			for _, i := range failed.by.records[name] {
-				if res := &rep.Results[i]; res.Err == nil {
-					res.Err, res.Transient = ErrSecondDelete, true
-					rep.Metrics.Failed++
-					rep.Metrics.Transient++
-				}
-			}
-		}
-	}
+	keys.fail(rep, failedKeys, ErrSecondDelete, true)
+	tags.fail(rep, failedTags, ErrSecondDelete, true)
 	return n
 }
 
@@ -228,4 +201,13 @@ func (o *owned) add(name string, record int) {
 		o.names = append(o.names, name)
 	}
 	o.records[name] = append(o.records[name], record)
+}
+
+// fail fails the records of names with err.
+func (o *owned) fail(rep *invalidate.Report, names []string, err error, transient bool) {
+	for _, name := range names {
+		for _, i := range o.records[name] {
+			failRecord(rep, i, err, transient)
+		}
+	}
 }

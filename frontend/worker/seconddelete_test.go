@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
@@ -60,7 +61,7 @@ func TestKeysAreDeletedAgainLater(t *testing.T) {
 	queues := &fakes.SQS{}
 	w := againWorker(queues, &fakes.Cache{}, io.Discard)
 	payload, _ := received(t, queues, `{"entity":"user","id":"1"}`, `{"keys":["cache:a","cache:b"]}`, `{"entity":"user","id":"1"}`)
-	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.Retry) != 0 {
+	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v: want every message done", resp, err)
 	}
 	msgs, keys := delayed(t, queues)
@@ -78,7 +79,7 @@ func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
 	w := againWorker(queues, &fakes.Cache{}, &logs)
 	// Two paths scheduled cache:a: it counts once.
 	payload, _ := received(t, queues, `{"keys":["cache:a","cache:b"],"secondDelete":true}`, `{"keys":["cache:a"],"secondDelete":true}`)
-	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.Retry) != 0 {
+	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
 	if msgs, _ := delayed(t, queues); len(msgs) != 0 {
@@ -99,7 +100,7 @@ func TestTagsAreInvalidatedAgainLater(t *testing.T) {
 	var logs logLines
 	w := againWorker(queues, cache, &logs)
 	payload, _ := received(t, queues, `{"entity":"product","id":"1","tags":["product:1"]}`)
-	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.Retry) != 0 {
+	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
 	if line := logs.batch(t); line["tags_invalidated"] != 1.0 || line["tag_entries_deleted"] != 2.0 || line["second_delete_tags_scheduled"] != 1.0 {
@@ -112,7 +113,7 @@ func TestTagsAreInvalidatedAgainLater(t *testing.T) {
 	cache.Tag("cache:tag:product:1", "cache:list:a") // filled again, from a lagging replica
 	logs.Reset()
 	payload, _ = received(t, queues, msgs[0].Body, msgs[1].Body)
-	if resp, err := w.SQS(deadline(t), payload); err != nil || len(resp.Retry) != 0 {
+	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
 	if line := logs.batch(t); line["second_delete_tags"] != 1.0 || line["second_delete_refills"] != 1.0 {
@@ -130,7 +131,7 @@ func TestARecordWhoseSecondDeleteCannotBeSentIsRetried(t *testing.T) {
 		}
 		return nil
 	}
-	resp, err := w.SQS(deadline(t), payload)
+	resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload))
 	var failed []string
 	for _, f := range resp.Retry {
 		failed = append(failed, f.Record)
@@ -173,7 +174,7 @@ func TestSecondDeletesFitTheirQueueOnceEncoded(t *testing.T) {
 			}
 			body, _ := json.Marshal(map[string]any{"keys": want})
 			payload, _ := received(t, queues, string(body))
-			if resp, err := w.SQS(deadlineIn(t, time.Minute), payload); err != nil || len(resp.Retry) != 0 {
+			if resp, err := outcomeOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 				t.Fatalf("response %+v, %v: want the message done, its second deletes sent", resp, err)
 			}
 			msgs, keys := delayed(t, queues)

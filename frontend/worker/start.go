@@ -10,6 +10,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/announce"
 )
 
 // SQS is what a worker needs of SQS: to park records in the failure queue
@@ -62,17 +63,13 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	default:
 		logger.Warn("no SECOND_DELETE_QUEUE_URL: keys are deleted once, and a fill that read the source before a change may outlive its invalidation")
 	}
-	var cache invalidate.Cache = conn
-	if opts.Recent != nil {
-		cache = opts.Recent.Wrap(conn)
-	}
-	var a *announcer
+	var beat *heartbeat
 	if cfg.AnnounceChannel != "" {
-		a = startAnnouncer(conn, cfg.AnnounceChannel, cfg.AnnounceHeartbeat, logger)
-		cache = a.wrap(cache)
+		opts.Announce = announce.NewPublisher(conn, cfg.AnnounceChannel)
+		beat = startHeartbeat(opts.Announce, cfg.AnnounceChannel, cfg.AnnounceHeartbeat, logger)
 	}
-	w := New(invalidate.New(cache, invalidate.Options{Rules: cfg.Rules}), opts)
-	w.conn, w.announcer = conn, a
+	w := New(invalidate.New(conn, invalidate.Options{Rules: cfg.Rules}), opts)
+	w.conn, w.heartbeat = conn, beat
 	return w, nil
 }
 

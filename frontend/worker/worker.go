@@ -10,6 +10,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/announce"
 )
 
 // Options tune a Worker. The zero value gives the defaults.
@@ -49,10 +50,12 @@ type Options struct {
 	// later. A record whose keys it cannot schedule fails for now. Default
 	// none: one delete.
 	SecondDelete SecondDeleter
-	// Recent holds the keys deleted lately, the invalidator's cache wrapped
-	// by it, to delete them again after a reconnect: at the end of the
-	// batch that reconnected. Default none.
+	// Recent holds the keys deleted lately, to delete them again after a
+	// reconnect: at the end of the batch that reconnected. Default none.
 	Recent *Recent
+	// Announce publishes what each batch deleted to the services' local
+	// tiers (writethrough/local), once it is deleted. Default none.
+	Announce *announce.Publisher
 }
 
 // Parker sends records that failed for good to the failure queue and says
@@ -66,7 +69,7 @@ type Worker struct {
 	inv       *invalidate.Invalidator
 	opts      Options
 	conn      *connection // nil when the caller gave the invalidator
-	announcer *announcer  // nil when nothing is announced
+	heartbeat *heartbeat  // nil when none is sent
 }
 
 // New returns a Worker invalidating through inv.
@@ -95,87 +98,61 @@ func New(inv *invalidate.Invalidator, opts Options) *Worker {
 // Close stops the heartbeats and ends the worker's own cache connection,
 // if Start made them.
 func (w *Worker) Close() {
-	if w.announcer != nil {
-		w.announcer.close()
+	if w.heartbeat != nil {
+		w.heartbeat.close()
 	}
 	if w.conn != nil {
 		w.conn.close()
 	}
 }
 
-// Fate is what becomes of a record once its batch is done.
-type Fate uint8
-
-// The fates of a record.
-const (
-	Done   Fate = iota // its keys are deleted: acknowledge it
-	Parked             // it failed for good and is in the failure queue: acknowledge it
-	Retry              // it failed for now, or could not be parked: hand it back to its source
-)
-
-func (f Fate) String() string { return [...]string{"done", "parked", "retry"}[f] }
-
-// Handle decodes and invalidates a batch from source before ctx's deadline
-// less the margin, parks the records that failed for good — content(i) is
-// record i as its source delivered it; without content nothing is parked —,
-// logs the batch, each failed record and the batch's metrics, and tells
-// what becomes of each record.
+// Handle invalidates a batch from source before ctx's deadline less the
+// margin, and then, each a step of its own: announces what it deleted,
+// remembers it for a re-delete, schedules its second deletes, deletes
+// again what a reconnect asked for, and parks the records that failed for
+// good — content(i) is record i as its source delivered it; without
+// content nothing is parked. It logs the batch, each failed record and the
+// batch's metrics, and returns the report: a record to retry is one that
+// failed and is not Parked.
 //
 // A stream shard is retried from its lowest failed record, so the records
 // after it come again whatever is answered: in a batch from DynamoDB
 // Streams, a record after the first one to retry is retried, not parked,
 // or it would be parked twice.
-func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) (invalidate.Report, []Fate) {
+func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) invalidate.Report {
 	start := time.Now()
-	ctx, announced := withTally(ctx)
-	again := make([]bool, batch.Len)
 	if source != events.SourceSNS {
 		batch.RetryFor = w.opts.RetryFor
 	}
-	rep := w.process(ctx, source, markSecondDeletes(batch, again))
+	inTime, cancel := w.beforeDeadline(ctx)
+	defer cancel()
+	rep := w.invalidate(inTime, source, batch)
 	deleted := time.Now()
-	second := w.scheduleSecondDeletes(ctx, &rep, again)
-	redeleted := w.redelete(ctx)
-	fates := make([]Fate, len(rep.Results))
-	var park []int
-	ordered, parks := source == events.SourceDynamoDB, w.opts.Park != nil && content != nil
-	retrying := false
-	for i := range rep.Results {
-		res := &rep.Results[i]
-		switch {
-		case res.Err == nil:
-			fates[i] = Done
-		case res.Transient || !parks || (ordered && retrying):
-			fates[i] = Retry
-			retrying = true
-		default:
-			fates[i] = Retry
-			park = append(park, i)
-		}
+	announced := w.announce(inTime, &rep, start, batch.RetryFor)
+	if w.opts.Recent != nil {
+		w.opts.Recent.remember(rep)
 	}
-	if ordered {
-		// Parked in stream order, ten at a time: a record that cannot be
-		// parked is retried, and every one after it comes again with it, so
-		// none after it is parked now, or it would be parked twice.
-		for len(park) > 0 && w.park(ctx, source, rep.Results, park[:min(10, len(park))], fates, content) {
-			park = park[min(10, len(park)):]
-		}
-	} else {
-		w.park(ctx, source, rep.Results, park, fates, content)
-	}
-	st := stagesOf(start, deleted, time.Now(), rep.Metrics, announced.took())
-	w.log(ctx, source, rep, fates, second, redeleted, announced, st)
-	return rep, fates
+	second := w.scheduleSecondDeletes(ctx, &rep)
+	redeleted := w.redelete(inTime)
+	w.parkFailed(ctx, source, &rep, content)
+	st := stagesOf(start, deleted, time.Now(), rep.Metrics, announced.took)
+	w.log(ctx, source, rep, second, redeleted, announced, st)
+	return rep
 }
 
-// process invalidates the batch before ctx's deadline less the margin.
-func (w *Worker) process(ctx context.Context, source events.Source, batch invalidate.Batch) (rep invalidate.Report) {
-	if deadline, ok := ctx.Deadline(); ok {
-		margin := min(w.opts.DeadlineMargin, time.Until(deadline)/2)
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-margin))
-		defer cancel()
+// beforeDeadline is ctx, ending the margin before its deadline: a batch
+// stops trying its keys in time to park, hand back and answer.
+func (w *Worker) beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
 	}
+	return context.WithDeadline(ctx, deadline.Add(-min(w.opts.DeadlineMargin, time.Until(deadline)/2)))
+}
+
+// invalidate invalidates the batch; a bug caught fails every record for
+// good.
+func (w *Worker) invalidate(ctx context.Context, source events.Source, batch invalidate.Batch) (rep invalidate.Report) {
 	defer func() {
 		// A bug must not lose the batch: every record fails for good, and
 		// is parked with the panic and its stack.
@@ -188,9 +165,40 @@ func (w *Worker) process(ctx context.Context, source events.Source, batch invali
 	return w.inv.Invalidate(ctx, batch)
 }
 
-// park sends the records at indices idx to the failure queue; those sent
-// are Parked, the others stay Retry. It reports whether all were sent.
-func (w *Worker) park(ctx context.Context, source events.Source, results []invalidate.Result, idx []int, fates []Fate, content func(int) []byte) (all bool) {
+// parkFailed parks the records that failed for good, when the worker has
+// a failure queue and content; in a stream's batch only those before the
+// first record to retry, in order, ten at a time: one that cannot be
+// parked is retried, and every one after it comes again with it.
+func (w *Worker) parkFailed(ctx context.Context, source events.Source, rep *invalidate.Report, content func(int) []byte) {
+	if w.opts.Park == nil || content == nil {
+		return
+	}
+	var park []int
+	for i := range rep.Results {
+		res := &rep.Results[i]
+		if res.Err == nil {
+			continue
+		}
+		if res.Transient {
+			if source == events.SourceDynamoDB {
+				break
+			}
+			continue
+		}
+		park = append(park, i)
+	}
+	if source != events.SourceDynamoDB {
+		w.park(ctx, source, rep.Results, park, content)
+		return
+	}
+	for len(park) > 0 && w.park(ctx, source, rep.Results, park[:min(10, len(park))], content) {
+		park = park[min(10, len(park)):]
+	}
+}
+
+// park sends the records at indices idx to the failure queue and marks
+// those sent Parked. It reports whether all were sent.
+func (w *Worker) park(ctx context.Context, source events.Source, results []invalidate.Result, idx []int, content func(int) []byte) (all bool) {
 	if len(idx) == 0 {
 		return true
 	}
@@ -204,7 +212,7 @@ func (w *Worker) park(ctx context.Context, source events.Source, results []inval
 	}
 	for j, err := range w.opts.Park.Park(ctx, records) {
 		if err == nil {
-			fates[idx[j]] = Parked
+			results[idx[j]].Parked = true
 			continue
 		}
 		all = false
@@ -225,17 +233,19 @@ func failAll(batch invalidate.Batch, err error) invalidate.Report {
 	return rep
 }
 
-func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, fates []Fate, second secondDeletes, again redeletes, announced *announcements, st stages) {
+func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, second secondDeletes, again redeletes, announced announcements, st stages) {
 	m := rep.Metrics
 	parked := 0
 	debug := w.opts.Logger.Enabled(ctx, slog.LevelDebug)
-	for i, res := range rep.Results {
+	for _, res := range rep.Results {
 		switch {
 		case res.Err != nil:
-			if fates[i] == Parked {
+			fate := "retry"
+			if res.Parked {
 				parked++
+				fate = "parked"
 			}
-			w.opts.Logger.WarnContext(ctx, "record failed", "source", source, "record", res.Record, "fate", fates[i].String(), "error", res.Err.Error())
+			w.opts.Logger.WarnContext(ctx, "record failed", "source", source, "record", res.Record, "fate", fate, "error", res.Err.Error())
 		case debug:
 			keys := make([]string, len(res.Keys))
 			for k := range res.Keys {
@@ -252,7 +262,8 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 			w.opts.Logger.DebugContext(ctx, "record invalidated", attrs...)
 		}
 	}
-	figs := append(figures(m, parked, second, again, announced, w.announcer != nil), st.figures(w.announcer != nil)...)
+	announcing := w.opts.Announce != nil
+	figs := append(figures(m, parked, second, again, announced, announcing), st.figures(announcing)...)
 	attrs := make([]any, 0, 2*len(figs)+4)
 	attrs = append(attrs, "source", source)
 	for _, f := range figs {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -24,11 +23,9 @@ func TestEMFLine(t *testing.T) {
 		TagsInvalidated: 6, TagsFailed: 1, TagEntriesDeleted: 900}
 	// The function name is escaped as JSON wants, whatever it holds.
 	function := "sqs-\"invalidate\"\\\n\x01é"
-	announced := &announcements{}
-	announced.add(6, nil, 20*time.Millisecond)
-	announced.add(2, errors.New("not sent"), 10*time.Millisecond)
+	announced := announcements{messages: 1, failed: 2, took: 20 * time.Millisecond}
 	started := time.UnixMilli(1795953600000)
-	st := stagesOf(started, started.Add(100*time.Millisecond), started.Add(250*time.Millisecond), m, announced.took())
+	st := stagesOf(started, started.Add(100*time.Millisecond), started.Add(250*time.Millisecond), m, announced.took)
 	figs := append(figures(m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, announced, true), st.figures(true)...)
 	if err := writeEMF(&buf, "Invalidator", function, "req-1", events.SourceSQS, figs, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
@@ -88,7 +85,7 @@ func TestEMFLine(t *testing.T) {
 	}
 	// Without tags in the batch nor announcements, their figures take no bytes.
 	buf.Reset()
-	if err := writeEMF(&buf, "Invalidator", "f", "", events.SourceSQS, figures(invalidate.Metrics{Records: 1}, 0, secondDeletes{}, redeletes{}, nil, false), time.Now()); err != nil {
+	if err := writeEMF(&buf, "Invalidator", "f", "", events.SourceSQS, figures(invalidate.Metrics{Records: 1}, 0, secondDeletes{}, redeletes{}, announcements{}, false), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(buf.String(), "Tag") || strings.Contains(buf.String(), "Announce") {
@@ -113,7 +110,7 @@ func TestSQSHandlerInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := w.SQS(ctx, payload)
+	resp, err := outcomeOf(w.Lambda(ctx, events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != "bad" {
 		t.Fatalf("response = %+v, %v; want exactly the bad message", resp, err)
 	}
@@ -134,12 +131,12 @@ func TestSQSHandlerInProcess(t *testing.T) {
 func TestSQSPayloads(t *testing.T) {
 	w := New(invalidate.New(&fakes.Cache{}, invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 	for _, payload := range []string{``, `[]`, `{"Records":{}}`, `{"Records":[{"messageId":"1","body":"{}"}]`} {
-		if resp, err := w.SQS(t.Context(), []byte(payload)); err == nil {
+		if resp, err := w.Lambda(t.Context(), events.SourceSQS, []byte(payload)); err == nil {
 			t.Errorf("payload %q: response %+v, want an error", payload, resp)
 		}
 	}
-	resp, err := w.SQS(t.Context(), []byte(`{"Records":[{"messageId":"fine","body":"{\"entity\":\"user\",\"id\":\"7\"}"},`+
-		`{"body":7,"messageId":"no-body"},{"messageId":"bad-body","body":"{\"entity\":"},{"messageId":"empty-body","attributes":{"SentTimestamp":"1"},"body":""}]}`))
+	resp, err := outcomeOf(w.Lambda(t.Context(), events.SourceSQS, []byte(`{"Records":[{"messageId":"fine","body":"{\"entity\":\"user\",\"id\":\"7\"}"},`+
+		`{"body":7,"messageId":"no-body"},{"messageId":"bad-body","body":"{\"entity\":"},{"messageId":"empty-body","attributes":{"SentTimestamp":"1"},"body":""}]}`)))
 	var failed []string
 	for _, f := range resp.Retry {
 		failed = append(failed, f.Record)
@@ -150,11 +147,14 @@ func TestSQSPayloads(t *testing.T) {
 }
 
 // deadlineSpy records the deadline the deletes were sent under.
-type deadlineSpy struct{ deadline *time.Time }
+type deadlineSpy struct {
+	*fakes.Cache
+	deadline *time.Time
+}
 
 func (s deadlineSpy) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
 	*s.deadline, _ = ctx.Deadline()
-	return (&fakes.Cache{}).Unlink(ctx, keys, status)
+	return s.Cache.Unlink(ctx, keys, status)
 }
 
 func TestHandleStopsBeforeTheDeadline(t *testing.T) {
@@ -165,7 +165,7 @@ func TestHandleStopsBeforeTheDeadline(t *testing.T) {
 		{left: 400 * time.Millisecond, margin: time.Second, want: 200 * time.Millisecond}, // never more than half
 	} {
 		var seen time.Time
-		inv := invalidate.New(deadlineSpy{&seen}, invalidate.Options{})
+		inv := invalidate.New(deadlineSpy{&fakes.Cache{}, &seen}, invalidate.Options{})
 		w := New(inv, Options{DeadlineMargin: tc.margin, Metrics: &bytes.Buffer{}, Logger: slog.New(slog.DiscardHandler)})
 		deadline := time.Now().Add(tc.left)
 		ctx, cancel := context.WithDeadline(t.Context(), deadline)

@@ -39,7 +39,7 @@ func Reply(msg string) error {
 	return m.Error()
 }
 
-// Cache is an invalidate.Cache and TagCache in memory, for tests that need
+// Cache is an invalidate.Cache in memory, for tests that need
 // nothing running. It holds every key until the key is deleted, and again
 // once Set: a key is deleted once, then absent. Its tags hold the keys
 // Tag registers in them until they are forgotten. Fail, when set, says
@@ -81,7 +81,7 @@ func (f *Cache) Members(key string) []string {
 	return slices.Sorted(maps.Keys(f.tags[key]))
 }
 
-// Tick is invalidate.TagCache's.
+// Tick is invalidate.Cache's.
 func (f *Cache) Tick(ctx context.Context, clock string) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -89,7 +89,7 @@ func (f *Cache) Tick(ctx context.Context, clock string) (int64, error) {
 	return f.clock, ctx.Err()
 }
 
-// Page is invalidate.TagCache's: the members in key order.
+// Page is invalidate.Cache's: the members in key order.
 func (f *Cache) Page(ctx context.Context, key string, reading int64, cursor uint64, count int) ([]invalidate.Member, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -124,7 +124,7 @@ func (f *Cache) Page(ctx context.Context, key string, reading int64, cursor uint
 	return page, next, nil
 }
 
-// Forget is invalidate.TagCache's.
+// Forget is invalidate.Cache's.
 func (f *Cache) Forget(ctx context.Context, key string, members []invalidate.Member) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -239,12 +239,12 @@ func taggedEntries(t *testing.T, c CacheUnderTest) {
 		inv := invalidate.New(c.Cache, invalidate.Options{Rules: rules, TagPage: 7, Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
 		return inv.Invalidate(t.Context(), batch).Results[0]
 	}
-	if res := invalidateTags(prefix); res.Err != nil || len(res.Tags) != 1 || res.Tags[0].Deleted != 30 {
-		t.Fatalf("the tag's record: %+v, want its 30 entries deleted", res)
+	if res := invalidateTags(prefix); res.Err != nil || len(res.Tags) != 1 || res.Tags[0].Deleted != 30 || len(res.Tags[0].Entries) != 30 {
+		t.Fatalf("the tag's record: %+v, want its 30 entries deleted, and named", res)
 	}
 	status, errs := unlink(t.Context(), c.Cache, keys)
 	expect(t, keys, status, errs, all(invalidate.KeyAbsent))
-	if res := invalidateTags(prefix); res.Err != nil || res.Tags[0] != (invalidate.TagResult{Tag: "t"}) {
+	if res := invalidateTags(prefix); res.Err != nil || (res.Tags[0].Deleted+res.Tags[0].Absent+len(res.Tags[0].Entries) != 0 || res.Tags[0].Incomplete) {
 		t.Fatalf("the tag again: %+v, want nothing left in it", res)
 	}
 	if res := invalidateTags("session:contract:" + rand.Text()[:8] + ":"); res.Err == nil || res.Transient {
