@@ -90,13 +90,13 @@ type batch struct {
 	planErr []error
 	// The distinct tags, what became of each, and where each record's are
 	// among them, as for keys.
-	tags      []string
-	tagIndex  map[string]int32
-	tagOut    []tagOutcome
+	tags     []string
+	tagIndex map[string]int32
+	tagOut   []tagOutcome
 	// entryBytes counts the keys of the entries the tags' outcomes carry.
 	entryBytes atomic.Int64
-	recTags   []int32
-	recTagEnd []int32
+	recTags    []int32
+	recTagEnd  []int32
 }
 
 // decodeChunk is how many records are decoded before their keys are sent:
