@@ -3,7 +3,6 @@ package invalidate
 import (
 	"cmp"
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -302,11 +301,10 @@ func (f *flight) settle(b *batch) (retry []int32) {
 	return retry
 }
 
-// pause waits before the next attempt, exponential with equal jitter, and
-// reports false when the context ends first or its deadline is too near.
+// pause waits before the next attempt (wait.Backoff), and reports false
+// when the context ends first or its deadline is too near.
 func (inv *Invalidator) pause(ctx context.Context, attempt int) bool {
-	d := min(inv.opts.Backoff<<min(attempt-1, 20), inv.opts.MaxBackoff)
-	d = d/2 + rand.N(d/2+1)
+	d := wait.Backoff(inv.opts.Backoff, inv.opts.MaxBackoff, attempt)
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
 		return false
 	}

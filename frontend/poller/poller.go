@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/frontend/worker"
+	"github.com/invalidator-go/invalidator/internal/wait"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -213,16 +213,10 @@ func lambdaRecord(m *types.Message) []byte {
 	return bytes.TrimSuffix(rec.Bytes(), []byte("\n"))
 }
 
-// sleep pauses before the next try, exponential with jitter, and returns
-// the pause; it ends early when ctx does.
+// sleep pauses before the next try (wait.Backoff), and returns the pause;
+// it ends early when ctx does.
 func (p *poller) sleep(ctx context.Context, failures int) time.Duration {
-	d := min(p.opts.Backoff<<min(failures-1, 16), p.opts.MaxBackoff)
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	d := wait.Backoff(p.opts.Backoff, p.opts.MaxBackoff, failures)
+	wait.For(ctx, d)
 	return d
 }
