@@ -45,7 +45,7 @@ func Run(ctx context.Context, client SQS, handler Handler, opts Options) error {
 	if opts.QueueURL == "" {
 		return errors.New("poller: no queue URL")
 	}
-	p := &poller{client: client, handler: handler, opts: opts, breaker: newBreaker(handler.Probe, opts.Logger)}
+	p := &poller{client: client, handler: handler, opts: opts, gate: newGate(handler.Probe, opts.Logger)}
 	stopHealth, err := p.serveHealth()
 	if err != nil {
 		return err
@@ -71,7 +71,7 @@ type poller struct {
 	client   SQS
 	handler  Handler
 	opts     Options
-	breaker  *breaker
+	gate     *gate
 	draining atomic.Bool
 	loops    atomic.Int32 // receive loops running
 	wg       sync.WaitGroup
@@ -81,7 +81,7 @@ type poller struct {
 // full, its messages handled first.
 func (p *poller) receive(ctx context.Context, steady bool) {
 	failures := 0
-	for p.breaker.acquire(ctx) {
+	for p.gate.pass(ctx) {
 		msgs, err := p.receiveOnce(ctx)
 		if err == nil {
 			p.scale(ctx, len(msgs))
@@ -105,7 +105,7 @@ func (p *poller) receive(ctx context.Context, steady bool) {
 		default:
 			failures = 0
 			// The batch finishes even when a stop signal arrives meanwhile.
-			p.breaker.saw(ctx, p.handle(context.WithoutCancel(ctx), msgs))
+			p.gate.saw(ctx, p.handle(context.WithoutCancel(ctx), msgs))
 		}
 		if err == nil && len(msgs) < int(p.opts.MaxMessages) && !steady {
 			p.loops.Add(-1) // the backlog is done
