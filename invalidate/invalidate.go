@@ -31,8 +31,6 @@ type Options struct {
 	// TagPage is how many members of a tag are asked for at a time (the
 	// cache may give a few more), deleted, then forgotten. Default 1,000.
 	TagPage int
-	// Now tells the time, for lag. Default time.Now.
-	Now func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -56,9 +54,6 @@ func (o *Options) defaults() {
 	}
 	if o.TagPage <= 0 {
 		o.TagPage = 1000
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 }
 
@@ -333,7 +328,7 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 		}
 		m.TagEntriesDeleted += o.deleted
 	}
-	now := inv.opts.Now()
+	now := time.Now()
 	keys := make([]KeyResult, len(b.recKeys)) // one allocation for every record's keys
 	tags := make([]TagResult, len(b.recTags))
 	for r := range records {
