@@ -19,6 +19,7 @@ import (
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/internal/tagset"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/recipes/lock"
 	"github.com/invalidator-go/invalidator/writethrough"
 	"github.com/invalidator-go/invalidator/writethrough/local"
 )
@@ -416,7 +417,7 @@ func runWritethrough(t *testing.T, cfg elasticache.Config, admin valkey.Client, 
 		},
 		func() error { return c.Write(ctx, ns+"a", func(context.Context) error { return nil }) },
 		func() error {
-			l, err := writethrough.TryLock(ctx, client, ns+"lock", time.Second)
+			l, err := lock.TryLock(ctx, client, ns+"lock", time.Second)
 			if err != nil {
 				return err
 			}

@@ -150,3 +150,24 @@ func TestDocsCommandsExist(t *testing.T) {
 		}
 	}
 }
+
+// TestPackageCommentsNameTheirPackage: every package's comment begins
+// "Package <its name>", every command's "Command <its directory>", so
+// that a renamed package does not keep an old name in its doc.go.
+func TestPackageCommentsNameTheirPackage(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.Name}}\t{{.ImportPath}}\t{{.Doc}}", "./...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, rest, _ := strings.Cut(line, "\t")
+		path, doc, _ := strings.Cut(rest, "\t")
+		want := "Package " + name + " "
+		if name == "main" {
+			want = "Command " + filepath.Base(path) + " "
+		}
+		if !strings.HasPrefix(doc+" ", want) {
+			t.Errorf("%s: its comment begins %q, want %q", path, doc, want)
+		}
+	}
+}

@@ -169,7 +169,7 @@ func TestPollerKeepsMessagesWhileTheCacheIsDown(t *testing.T) {
 	}
 	sendRaw(t, q, `{"entity":"user","id":"1"}`, `{"entity":"user","id":"2"}`, `{"entity":"user","id":"3"}`)
 	eventually(t, 10*time.Second, "no batch failed while the cache was down", func() bool { return p.logged("record failed") })
-	eventually(t, 10*time.Second, "the breaker did not open", func() bool {
+	eventually(t, 10*time.Second, "the gate did not shut", func() bool {
 		return p.logged("the cache is unreachable: receiving stops, the cache is probed every 250 ms")
 	})
 	time.Sleep(5 * time.Second)

@@ -3,7 +3,6 @@ package invalidate
 import (
 	"cmp"
 	"context"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,8 +32,6 @@ type Options struct {
 	// TagPage is how many members of a tag are asked for at a time (the
 	// cache may give a few more), deleted, then forgotten. Default 1,000.
 	TagPage int
-	// Now tells the time, for lag. Default time.Now.
-	Now func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -58,9 +55,6 @@ func (o *Options) defaults() {
 	}
 	if o.TagPage <= 0 {
 		o.TagPage = 1000
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 }
 
@@ -303,11 +297,10 @@ func (f *flight) settle(b *batch) (retry []int32) {
 	return retry
 }
 
-// pause waits before the next attempt, exponential with equal jitter, and
-// reports false when the context ends first or its deadline is too near.
+// pause waits before the next attempt (wait.Backoff), and reports false
+// when the context ends first or its deadline is too near.
 func (inv *Invalidator) pause(ctx context.Context, attempt int) bool {
-	d := min(inv.opts.Backoff<<min(attempt-1, 20), inv.opts.MaxBackoff)
-	d = d/2 + rand.N(d/2+1)
+	d := wait.Backoff(inv.opts.Backoff, inv.opts.MaxBackoff, attempt)
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
 		return false
 	}
@@ -336,7 +329,7 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 		}
 		m.TagEntriesDeleted += o.deleted
 	}
-	now := inv.opts.Now()
+	now := time.Now()
 	keys := make([]KeyResult, len(b.recKeys)) // one allocation for every record's keys
 	tags := make([]TagResult, len(b.recTags))
 	for r := range records {

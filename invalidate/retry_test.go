@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -47,6 +48,30 @@ func TestKeysAreRetriedUntilTheCacheIsBack(t *testing.T) {
 	if rep.Metrics.MaxLag < time.Second {
 		t.Fatalf("max lag %v, want the second the changes are old", rep.Metrics.MaxLag)
 	}
+}
+
+// TestLagRunsFromTheChangeToItsInvalidation: in a bubble of fake time,
+// where the deletes take none, the lag of a change that happened 1 s ago
+// is that second exactly, and a retry's pause adds to it.
+func TestLagRunsFromTheChangeToItsInvalidation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rep := invalidate.New(&fakes.Cache{}, fast()).Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{user("1")}))
+		if lag := rep.Metrics.MaxLag; lag != time.Second {
+			t.Fatalf("max lag %v, want the 1 s the change is old", lag)
+		}
+
+		cache := &fakes.Cache{Fail: func(_ string, attempt int) error {
+			if attempt == 1 {
+				return fakes.ErrRefused
+			}
+			return nil
+		}}
+		opts := invalidate.Options{Backoff: 100 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+		rep = invalidate.New(cache, opts).Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{user("2")}))
+		if lag := rep.Metrics.MaxLag; lag < time.Second+50*time.Millisecond || lag > time.Second+100*time.Millisecond {
+			t.Fatalf("max lag %v after one retry, want 1 s and its pause (50 to 100 ms)", lag)
+		}
+	})
 }
 
 func TestTransientFailuresLastUntilTheDeadline(t *testing.T) {

@@ -43,7 +43,7 @@ type Options struct {
 	// is logged (POLLER_STATS_INTERVAL); negative: never. Default a minute.
 	StatsEvery time.Duration
 	// Backoff is the first pause after SQS fails, doubled up to
-	// MaxBackoff. Defaults 200 ms and 20 s.
+	// MaxBackoff, with jitter (wait.Backoff). Defaults 200 ms and 20 s.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
 	// Logger defaults to slog.Default().

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/frontend/worker"
+	"github.com/invalidator-go/invalidator/internal/wait"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -45,7 +45,7 @@ func Run(ctx context.Context, client SQS, handler Handler, opts Options) error {
 	if opts.QueueURL == "" {
 		return errors.New("poller: no queue URL")
 	}
-	p := &poller{client: client, handler: handler, opts: opts, breaker: newBreaker(handler.Probe, opts.Logger)}
+	p := &poller{client: client, handler: handler, opts: opts, gate: newGate(handler.Probe, opts.Logger)}
 	stopHealth, err := p.serveHealth()
 	if err != nil {
 		return err
@@ -71,7 +71,7 @@ type poller struct {
 	client   SQS
 	handler  Handler
 	opts     Options
-	breaker  *breaker
+	gate     *gate
 	draining atomic.Bool
 	loops    atomic.Int32 // receive loops running
 	wg       sync.WaitGroup
@@ -81,7 +81,7 @@ type poller struct {
 // full, its messages handled first.
 func (p *poller) receive(ctx context.Context, steady bool) {
 	failures := 0
-	for p.breaker.acquire(ctx) {
+	for p.gate.pass(ctx) {
 		msgs, err := p.receiveOnce(ctx)
 		if err == nil {
 			p.scale(ctx, len(msgs))
@@ -105,7 +105,7 @@ func (p *poller) receive(ctx context.Context, steady bool) {
 		default:
 			failures = 0
 			// The batch finishes even when a stop signal arrives meanwhile.
-			p.breaker.saw(ctx, p.handle(context.WithoutCancel(ctx), msgs))
+			p.gate.saw(ctx, p.handle(context.WithoutCancel(ctx), msgs))
 		}
 		if err == nil && len(msgs) < int(p.opts.MaxMessages) && !steady {
 			p.loops.Add(-1) // the backlog is done
@@ -212,16 +212,10 @@ func lambdaRecord(m *types.Message) []byte {
 	return bytes.TrimSuffix(rec.Bytes(), []byte("\n"))
 }
 
-// sleep pauses before the next try, exponential with jitter, and returns
-// the pause; it ends early when ctx does.
+// sleep pauses before the next try (wait.Backoff), and returns the pause;
+// it ends early when ctx does.
 func (p *poller) sleep(ctx context.Context, failures int) time.Duration {
-	d := min(p.opts.Backoff<<min(failures-1, 16), p.opts.MaxBackoff)
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	d := wait.Backoff(p.opts.Backoff, p.opts.MaxBackoff, failures)
+	wait.For(ctx, d)
 	return d
 }

@@ -29,6 +29,8 @@ type Queues interface {
 // the backlog of an outage comes back within seconds of its end; capped
 // low, so it does — which takes a queue's maxReceiveCount of 1,000 (the
 // template's) to outlast more than an hour of outage: about 80 minutes.
+// Not wait.Backoff: its equal jitter, down to half the step, would bring
+// the least of those 1,000 receives under an hour.
 func RetryAfter(receives int) time.Duration {
 	d := min(time.Second<<min(max(receives, 1)-1, 6), MaxRetryAfter)
 	return d - rand.N(d/4+1)

@@ -1,4 +1,4 @@
-// Package event holds the shapes of the Lambda events the functions take,
+// Package shape holds the shapes of the Lambda events the functions take,
 // as Lambda delivers them, for what builds payloads: the local event source
 // mapping, the tests and the benchmarks. The functions themselves read
 // payloads with package events' decoders, not with these.

@@ -1,8 +1,10 @@
-package writethrough
+package lock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -10,12 +12,12 @@ import (
 
 var (
 	// ErrLocked is returned by TryLock when someone else holds the lock.
-	ErrLocked = errors.New("writethrough: lock held by another owner")
+	ErrLocked = errors.New("lock: held by another owner")
 	// ErrLockLost is returned by Release and Extend when the lock expired
 	// and may belong to someone else now.
-	ErrLockLost = errors.New("writethrough: lock lost")
+	ErrLockLost = errors.New("lock: lost")
 
-	errShortTTL = errors.New("writethrough: a lock lives at least 1 ms")
+	errShortTTL = errors.New("lock: a lock lives at least 1 ms")
 )
 
 // Lock is a lock on one key held by one owner until it expires or is
@@ -33,7 +35,7 @@ func TryLock(ctx context.Context, client valkey.Client, key string, ttl time.Dur
 	if ttl < time.Millisecond {
 		return nil, errShortTTL
 	}
-	token := stamp()
+	token := rand.Text()[:16]
 	err := client.Do(ctx, client.B().Set().Key(key).Value(token).Nx().Px(ttl).Build()).Error()
 	if valkey.IsValkeyNil(err) {
 		return nil, ErrLocked
@@ -65,7 +67,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return errShortTTL // PEXPIRE 0 would delete the lock and report success
 	}
-	return l.ours(extendScript.Exec(ctx, l.client, []string{l.key}, []string{l.token, ms(ttl)}).AsInt64())
+	return l.ours(extendScript.Exec(ctx, l.client, []string{l.key}, []string{l.token, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64())
 }
 
 func (l *Lock) ours(n int64, err error) error {
