@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -118,9 +117,9 @@ func (w *Worker) announce(ctx context.Context, rep *invalidate.Report, at time.T
 // for now, until retries ends: once at least.
 func (w *Worker) publish(ctx, retries context.Context, at time.Time, keys, tags []string) error {
 	err := w.opts.Announce.Announce(ctx, at, keys, tags)
-	for attempt := 0; err != nil && cacheerr.Transient(err); attempt++ {
-		d := min(50*time.Millisecond<<attempt, time.Second)
-		if deadline, ok := retries.Deadline(); ok && time.Until(deadline) < d || !wait.For(retries, d/2+rand.N(d/2+1)) {
+	for attempt := 1; err != nil && cacheerr.Transient(err); attempt++ {
+		d := wait.Backoff(50*time.Millisecond, time.Second, attempt)
+		if deadline, ok := retries.Deadline(); ok && time.Until(deadline) < d || !wait.For(retries, d) {
 			break
 		}
 		err = w.opts.Announce.Announce(ctx, at, keys, tags)

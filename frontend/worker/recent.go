@@ -247,7 +247,7 @@ type redeletes struct {
 	present int // of which were there again: brought back, or filled since
 }
 
-// redelete deletes again, before ctx's deadline less the margin, what a
+// redelete deletes again, before ctx ends, what a
 // reconnect asked for since the last batch; what it could not delete is
 // asked for again, for the next batch. A Lambda function does it within
 // the invoke that reconnected, before it may be frozen.
@@ -258,11 +258,6 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 	rd, ok := w.opts.Recent.take()
 	if !ok || len(rd.keys)+len(rd.tags) == 0 {
 		return n
-	}
-	if deadline, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-min(w.opts.DeadlineMargin, time.Until(deadline)/2)))
-		defer cancel()
 	}
 	tags := rd.tags
 	// A chunk at a time, so that a full window costs memory in proportion

@@ -9,6 +9,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
+	"github.com/invalidator-go/invalidator/internal/wait"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 )
@@ -124,7 +125,7 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	if source != events.SourceSNS {
 		batch.RetryFor = w.opts.RetryFor
 	}
-	inTime, cancel := w.beforeDeadline(ctx)
+	inTime, cancel := wait.BeforeDeadline(ctx, w.opts.DeadlineMargin)
 	defer cancel()
 	rep := w.invalidate(inTime, source, batch)
 	deleted := time.Now()
@@ -138,16 +139,6 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	st := stagesOf(start, deleted, time.Now(), rep.Metrics, announced.took)
 	w.log(ctx, source, rep, second, redeleted, announced, st)
 	return rep
-}
-
-// beforeDeadline is ctx, ending the margin before its deadline: a batch
-// stops trying its keys in time to park, hand back and answer.
-func (w *Worker) beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return ctx, func() {}
-	}
-	return context.WithDeadline(ctx, deadline.Add(-min(w.opts.DeadlineMargin, time.Until(deadline)/2)))
 }
 
 // invalidate invalidates the batch; a bug caught fails every record for
