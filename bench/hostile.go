@@ -19,7 +19,7 @@ import (
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 )
 
 // itemBytes is DynamoDB's largest item, as it counts an item's size: the
@@ -125,7 +125,7 @@ func hostileGroup(ctx context.Context) {
 	var parked atomic.Int64
 	park := &timedParker{Parker: parking.Queue{Client: takeAll{&parked}, URL: "failure"}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w := worker.New(invalidate.New(&fakes.Cache{}, invalidate.Options{Rules: rules}), worker.Options{
+	w := worker.New(invalidate.New(&cachetest.Cache{}, invalidate.Options{Rules: rules}), worker.Options{
 		Logger: logger, Metrics: io.Discard, Park: park,
 	})
 	var worst float64

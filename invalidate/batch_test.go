@@ -11,7 +11,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 )
 
 // The batch logic against a cache in memory: the tests of the same
@@ -20,7 +20,7 @@ import (
 func TestBadRecordsFailAlone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	cache := &fakes.Cache{}
+	cache := &cachetest.Cache{}
 	rep := invalidate.New(cache, fast()).Invalidate(ctx, invalidate.Decoded([]invalidate.Record{
 		{ID: "ok", Changes: []events.Change{{Entity: "user", ID: "1"}}},
 		{ID: "bad-json", Err: &events.DecodeError{Record: "bad-json", Reason: "malformed JSON"}},
@@ -44,7 +44,7 @@ func TestBadRecordsFailAlone(t *testing.T) {
 func TestInputsDecodeInChunksAndDeleteEachKeyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	cache := &fakes.Cache{}
+	cache := &cachetest.Cache{}
 	inputs := make([]int, 1000)
 	for i := range inputs {
 		inputs[i] = i

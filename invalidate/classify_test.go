@@ -16,7 +16,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/internal/cacheerr"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 )
 
 // TestWhatMayPass is the closed list of the failures that may pass, each
@@ -32,7 +32,7 @@ func TestWhatMayPass(t *testing.T) {
 		whyNamed string // the class, when the error's text does not say it
 	}{
 		// The cache out of reach, or the attempt's time up.
-		{fakes.ErrRefused, true, "a refused connection"},
+		{cachetest.ErrRefused, true, "a refused connection"},
 		{timeout, true, "a network timeout"},
 		{io.EOF, true, "a connection closed"},
 		{io.ErrUnexpectedEOF, true, "a reply cut short"},
@@ -46,31 +46,31 @@ func TestWhatMayPass(t *testing.T) {
 		{fmt.Errorf("%w: the secret: AccessDeniedException", cacheerr.ErrCredentials), true, "no credentials for a new connection"},
 		{fmt.Errorf("%w: IAM token: failed to refresh cached credentials, StatusCode: 500", cacheerr.ErrCredentials), true, "no IAM token: the credentials' source failed"},
 		// The cache in motion, full or busy: it answers again soon.
-		{fakes.Reply("CLUSTERDOWN The cluster is down"), true, ""},
-		{fakes.Reply("TRYAGAIN Multiple keys request during rehashing of slot"), true, ""},
-		{fakes.Reply("LOADING Valkey is loading the dataset in memory"), true, ""},
-		{fakes.Reply("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), true, ""},
-		{fakes.Reply("READONLY You can't write against a read only replica."), true, "a failover"},
-		{fakes.Reply("MOVED 3999 127.0.0.1:7002"), true, "redirections past valkey-go's"},
-		{fakes.Reply("ASK 3999 127.0.0.1:7002"), true, ""},
-		{fakes.Reply("MOVED"), true, "a redirection without its address does not panic"},
-		{fakes.Reply("BUSY Valkey is busy running a script. You can only call SCRIPT KILL or FUNCTION KILL."), true, ""},
-		{fakes.Reply("OOM command not allowed when used memory > 'maxmemory'."), true, "the cache evicting"},
-		{fakes.Reply("ERR max number of clients reached"), true, ""},
-		{fakes.Reply("WRONGPASS invalid username-password pair or user is disabled."), true, "a password rotated: read again"},
-		{fakes.Reply("NOAUTH Authentication required."), true, ""},
-		{fakes.Reply("ERR Throttled"), true, "ElastiCache Serverless throttling"},
-		{fakes.Reply("THROTTLED request rate above the cache's ECPU limit"), true, ""},
+		{cachetest.Reply("CLUSTERDOWN The cluster is down"), true, ""},
+		{cachetest.Reply("TRYAGAIN Multiple keys request during rehashing of slot"), true, ""},
+		{cachetest.Reply("LOADING Valkey is loading the dataset in memory"), true, ""},
+		{cachetest.Reply("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), true, ""},
+		{cachetest.Reply("READONLY You can't write against a read only replica."), true, "a failover"},
+		{cachetest.Reply("MOVED 3999 127.0.0.1:7002"), true, "redirections past valkey-go's"},
+		{cachetest.Reply("ASK 3999 127.0.0.1:7002"), true, ""},
+		{cachetest.Reply("MOVED"), true, "a redirection without its address does not panic"},
+		{cachetest.Reply("BUSY Valkey is busy running a script. You can only call SCRIPT KILL or FUNCTION KILL."), true, ""},
+		{cachetest.Reply("OOM command not allowed when used memory > 'maxmemory'."), true, "the cache evicting"},
+		{cachetest.Reply("ERR max number of clients reached"), true, ""},
+		{cachetest.Reply("WRONGPASS invalid username-password pair or user is disabled."), true, "a password rotated: read again"},
+		{cachetest.Reply("NOAUTH Authentication required."), true, ""},
+		{cachetest.Reply("ERR Throttled"), true, "ElastiCache Serverless throttling"},
+		{cachetest.Reply("THROTTLED request rate above the cache's ECPU limit"), true, ""},
 		// What the cache answers that will come back: for good.
-		{fakes.ErrNoPerm, false, ""},
-		{fakes.Reply("WRONGTYPE Operation against a key holding the wrong kind of value script: 1a2b, on @user_script:3."), false, "a tag key holding a string"},
-		{fakes.Reply("ERR value is not an integer or out of range script: 1a2b, on @user_script:4."), false, "a tag clock that is no integer"},
-		{fakes.Reply("ERR user_script:2: Script attempted to access nonexistent global variable 'x' script: 1a2b"), false, "a script error"},
-		{fakes.Reply("CROSSSLOT Keys in request don't hash to the same slot"), false, ""},
-		{fakes.Reply("BUSYKEY Target key name already exists."), false, "BUSYKEY, not BUSY"},
-		{fakes.Reply("BUSYGROUP Consumer Group name already exists"), false, "BUSYGROUP, not BUSY"},
-		{fakes.Reply("ERR unknown command 'unlink'"), false, ""},
-		{fakes.Reply("NOPERM User throttler has no permissions to access the 'cache:x' key"), false, "a reply that only mentions the word"},
+		{cachetest.ErrNoPerm, false, ""},
+		{cachetest.Reply("WRONGTYPE Operation against a key holding the wrong kind of value script: 1a2b, on @user_script:3."), false, "a tag key holding a string"},
+		{cachetest.Reply("ERR value is not an integer or out of range script: 1a2b, on @user_script:4."), false, "a tag clock that is no integer"},
+		{cachetest.Reply("ERR user_script:2: Script attempted to access nonexistent global variable 'x' script: 1a2b"), false, "a script error"},
+		{cachetest.Reply("CROSSSLOT Keys in request don't hash to the same slot"), false, ""},
+		{cachetest.Reply("BUSYKEY Target key name already exists."), false, "BUSYKEY, not BUSY"},
+		{cachetest.Reply("BUSYGROUP Consumer Group name already exists"), false, "BUSYGROUP, not BUSY"},
+		{cachetest.Reply("ERR unknown command 'unlink'"), false, ""},
+		{cachetest.Reply("NOPERM User throttler has no permissions to access the 'cache:x' key"), false, "a reply that only mentions the word"},
 		{valkey.Nil, false, "a nil reply where one was wanted"},
 		{errors.New("a reply of a shape nobody expected"), false, "any other error"},
 		{invalidate.PanicError("sending", "boom"), false, "a bug"},
@@ -86,7 +86,7 @@ func TestWhatMayPass(t *testing.T) {
 				}
 				return nil
 			}
-			cache := &fakes.Cache{Fail: fail}
+			cache := &cachetest.Cache{Fail: fail}
 			entries(cache, "cache:tag:t", 3)
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()

@@ -15,7 +15,7 @@ import (
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
@@ -28,9 +28,9 @@ func fast() invalidate.Options {
 }
 
 func TestKeysAreRetriedUntilTheCacheIsBack(t *testing.T) {
-	cache := &fakes.Cache{Fail: func(_ string, attempt int) error {
+	cache := &cachetest.Cache{Fail: func(_ string, attempt int) error {
 		if attempt <= 20 { // well past the five attempts of old
-			return fakes.ErrRefused
+			return cachetest.ErrRefused
 		}
 		return nil
 	}}
@@ -55,14 +55,14 @@ func TestKeysAreRetriedUntilTheCacheIsBack(t *testing.T) {
 // is that second exactly, and a retry's pause adds to it.
 func TestLagRunsFromTheChangeToItsInvalidation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rep := invalidate.New(&fakes.Cache{}, fast()).Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{user("1")}))
+		rep := invalidate.New(&cachetest.Cache{}, fast()).Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{user("1")}))
 		if lag := rep.Metrics.MaxLag; lag != time.Second {
 			t.Fatalf("max lag %v, want the 1 s the change is old", lag)
 		}
 
-		cache := &fakes.Cache{Fail: func(_ string, attempt int) error {
+		cache := &cachetest.Cache{Fail: func(_ string, attempt int) error {
 			if attempt == 1 {
-				return fakes.ErrRefused
+				return cachetest.ErrRefused
 			}
 			return nil
 		}}
@@ -75,7 +75,7 @@ func TestLagRunsFromTheChangeToItsInvalidation(t *testing.T) {
 }
 
 func TestTransientFailuresLastUntilTheDeadline(t *testing.T) {
-	cache := &fakes.Cache{Fail: func(string, int) error { return fakes.ErrRefused }}
+	cache := &cachetest.Cache{Fail: func(string, int) error { return cachetest.ErrRefused }}
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -98,9 +98,9 @@ func TestTransientFailuresLastUntilTheDeadline(t *testing.T) {
 func TestTheDeadlineKeepsWhyTheKeyWasRetried(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	cache := &fakes.Cache{Fail: func(_ string, attempt int) error {
+	cache := &cachetest.Cache{Fail: func(_ string, attempt int) error {
 		if attempt == 1 {
-			return fakes.ErrRefused
+			return cachetest.ErrRefused
 		}
 		cancel() // the time runs out during the second attempt
 		return ctx.Err()
@@ -151,9 +151,9 @@ func (s *stuckOnce) Unlink(ctx context.Context, keys []string, status []invalida
 
 func TestWhatFailsForGoodIsNotRetried(t *testing.T) {
 	decodeErr := &events.DecodeError{Record: "bad-json", Reason: "malformed JSON"}
-	cache := &fakes.Cache{Fail: func(key string, _ int) error {
+	cache := &cachetest.Cache{Fail: func(key string, _ int) error {
 		if strings.HasPrefix(key, "cache:down:") {
-			return fakes.ErrRefused
+			return cachetest.ErrRefused
 		}
 		return nil
 	}}
@@ -247,9 +247,9 @@ func TestNoPermissionFailsForGood(t *testing.T) {
 // its deadline, as failed for now with the cause; the key that passed is
 // deleted all the same.
 func TestABatchRetriesForItsRetryFor(t *testing.T) {
-	cache := &fakes.Cache{Fail: func(key string, _ int) error {
+	cache := &cachetest.Cache{Fail: func(key string, _ int) error {
 		if key == "cache:user:down" {
-			return fakes.ErrRefused
+			return cachetest.ErrRefused
 		}
 		return nil
 	}}

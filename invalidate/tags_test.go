@@ -11,7 +11,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 )
 
 func tagged(id string, tags ...string) invalidate.Record {
@@ -19,7 +19,7 @@ func tagged(id string, tags ...string) invalidate.Record {
 }
 
 // entries registers n keys in the tag at key, in the fake.
-func entries(cache *fakes.Cache, key string, n int) []string {
+func entries(cache *cachetest.Cache, key string, n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%s:entry:%04d", key, i) // in the fake's order
@@ -29,7 +29,7 @@ func entries(cache *fakes.Cache, key string, n int) []string {
 }
 
 func TestATagDeletesItsEntriesPageByPage(t *testing.T) {
-	cache := &fakes.Cache{}
+	cache := &cachetest.Cache{}
 	entries(cache, "cache:tag:big", 2500) // three pages
 	entries(cache, "cache:tag:small", 3)
 	opts := fast()
@@ -61,37 +61,37 @@ func TestATagThatFailsIsReadAgain(t *testing.T) {
 	}{
 		{"an entry that cannot be deleted for now stays registered", func(key string, _ int) error {
 			if key == "cache:tag:t:entry:1500" {
-				return fakes.ErrRefused
+				return cachetest.ErrRefused
 			}
 			return nil
 		}, true, 501}, // it, and the third page, not read
 		{"an entry refused to the user stays registered, the pages after it are read", func(key string, _ int) error {
 			if key == "cache:tag:t:entry:1500" {
-				return fakes.ErrNoPerm
+				return cachetest.ErrNoPerm
 			}
 			return nil
 		}, false, 1}, // it alone: the others are deleted, not left to their TTL
 		{"the tag's node down for now", func(key string, _ int) error {
 			if key == "cache:tag:t" {
-				return fakes.ErrRefused
+				return cachetest.ErrRefused
 			}
 			return nil
 		}, true, 2500},
 		{"the tag refused to the user", func(key string, _ int) error {
 			if key == "cache:tag:t" {
-				return fakes.ErrNoPerm
+				return cachetest.ErrNoPerm
 			}
 			return nil
 		}, false, 2500},
 		{"the tag down a while", func(key string, attempt int) error {
 			if key == "cache:tag:t" && attempt < 4 {
-				return fakes.ErrRefused
+				return cachetest.ErrRefused
 			}
 			return nil
 		}, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cache := &fakes.Cache{Fail: tc.fail}
+			cache := &cachetest.Cache{Fail: tc.fail}
 			entries(cache, "cache:tag:t", 2500)
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
@@ -117,7 +117,7 @@ func TestATagThatFailsIsReadAgain(t *testing.T) {
 // service; the others stay registered, fail the record for good, and the
 // rest of the tag goes.
 func TestATagEntryOutsideTheAllowedKeysIsKept(t *testing.T) {
-	cache := &fakes.Cache{}
+	cache := &cachetest.Cache{}
 	cache.Tag("cache:tag:t", "cache:a", "session:b", "cache:c")
 	rules, err := invalidate.NewRules(invalidate.RulesConfig{AllowedKeys: []string{"cache:*"}})
 	if err != nil {
@@ -138,9 +138,9 @@ func TestATagEntryOutsideTheAllowedKeysIsKept(t *testing.T) {
 // TestATransientTagOutranksAPlan: a record whose key cannot be planned and
 // whose tag fails for now is retried, as with keys.
 func TestATransientTagOutranksAPlan(t *testing.T) {
-	cache := &fakes.Cache{Fail: func(key string, _ int) error {
+	cache := &cachetest.Cache{Fail: func(key string, _ int) error {
 		if strings.HasPrefix(key, "cache:tag:") {
-			return fakes.ErrRefused
+			return cachetest.ErrRefused
 		}
 		return nil
 	}}
@@ -157,9 +157,9 @@ func TestATransientTagOutranksAPlan(t *testing.T) {
 // down are retried in the same window, RetryFor, not one after the other:
 // a batch's answer does not wait for each in turn.
 func TestKeysAndTagsShareTheBatchsRetries(t *testing.T) {
-	cache := &fakes.Cache{Fail: func(key string, _ int) error {
+	cache := &cachetest.Cache{Fail: func(key string, _ int) error {
 		if key == "cache:user:1" || key == "cache:tag:t" {
-			return fakes.ErrRefused
+			return cachetest.ErrRefused
 		}
 		return nil
 	}}

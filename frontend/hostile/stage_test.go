@@ -19,6 +19,7 @@ import (
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/internal/tagset"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
@@ -91,7 +92,7 @@ func openFakes(t *testing.T, ns string, watch []string) *env {
 	for role, name := range names {
 		maxSize[name] = sizes[role]
 	}
-	c := &fakeCache{Cache: &fakes.Cache{}, prepared: map[string]bool{}, fail: map[string]error{}, gone: map[string]bool{},
+	c := &fakeCache{Cache: &cachetest.Cache{}, prepared: map[string]bool{}, fail: map[string]error{}, gone: map[string]bool{},
 		watch: set(watch), touched: map[string]bool{}, tags: map[string]*fakeTag{}}
 	url := func(name string) string { return "https://sqs.us-east-1.amazonaws.com/123456789012/" + name }
 	return &env{
@@ -112,14 +113,14 @@ func set(keys []string) map[string]bool {
 	return m
 }
 
-// fakeCache is fakes.Cache for the keys a row put in it; every other key
+// fakeCache is cachetest.Cache for the keys a row put in it; every other key
 // is absent, as in an empty cache, and not kept: a row of 128 MiB of keys
 // would otherwise count them as retained. Its tags are its own, sorted
-// once: fakes.Cache sorts a tag's members at each page, which for a tag
+// once: cachetest.Cache sorts a tag's members at each page, which for a tag
 // of 100,000 entries costs more than the worker. A key with a fake reply
 // fails with it, whatever is asked of it.
 type fakeCache struct {
-	*fakes.Cache
+	*cachetest.Cache
 	mu                             sync.Mutex
 	prepared, gone, watch, touched map[string]bool
 	fail                           map[string]error
@@ -138,7 +139,7 @@ func (c *fakeCache) put(_ *testing.T, facts []fact) {
 	for _, f := range facts {
 		switch {
 		case f.fake != "":
-			c.fail[f.key] = fakes.Reply(f.fake)
+			c.fail[f.key] = cachetest.Reply(f.fake)
 		case f.kind == "tag":
 			tag := &fakeTag{keys: slices.Sorted(slices.Values(f.values)), reg: map[string]string{}}
 			for _, k := range f.values {

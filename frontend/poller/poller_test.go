@@ -18,6 +18,7 @@ import (
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
@@ -55,7 +56,7 @@ type cacheSwitch struct{ down atomic.Bool }
 
 func (c *cacheSwitch) fail(string, int) error {
 	if c.down.Load() {
-		return fakes.ErrRefused
+		return cachetest.ErrRefused
 	}
 	return nil
 }
@@ -81,7 +82,7 @@ func (c *concurrency) Handle(ctx context.Context, source events.Source, batch in
 
 func run(t *testing.T, sqs *fakes.SQS, cache *cacheSwitch, opts Options) (h *concurrency, stop func()) {
 	t.Helper()
-	inv := invalidate.New(&fakes.Cache{Fail: cache.fail}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	inv := invalidate.New(&cachetest.Cache{Fail: cache.fail}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
 	w := worker.New(inv, worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard,
 		Park: parking.Queue{Client: sqs, URL: failures}})
 	h = &concurrency{Handler: w}
@@ -109,9 +110,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestPollerDeletesWhatIsDoneOrParkedAndHandsBackTheRest(t *testing.T) {
 	sqs := &fakes.SQS{}
 	good, poison, later := sqs.Send(queue, `{"entity":"user","id":"1"}`), sqs.Send(queue, `{"entity":`), sqs.Send(queue, `{"entity":"down","id":"2"}`)
-	inv := invalidate.New(&fakes.Cache{Fail: func(key string, _ int) error {
+	inv := invalidate.New(&cachetest.Cache{Fail: func(key string, _ int) error {
 		if strings.HasPrefix(key, "cache:down:") {
-			return fakes.ErrRefused
+			return cachetest.ErrRefused
 		}
 		return nil
 	}}, invalidate.Options{})
@@ -200,9 +201,9 @@ func TestOneNodeDownStopsNothing(t *testing.T) {
 	for i := range 20 {
 		sqs.Send(queue, `{"entity":"down","id":"`+strconv.Itoa(i)+`"}`)
 	}
-	inv := invalidate.New(&fakes.Cache{Fail: func(key string, _ int) error {
+	inv := invalidate.New(&cachetest.Cache{Fail: func(key string, _ int) error {
 		if strings.HasPrefix(key, "cache:down:") {
-			return fakes.ErrRefused // the keys of a node that is down; the probe's key answers
+			return cachetest.ErrRefused // the keys of a node that is down; the probe's key answers
 		}
 		return nil
 	}}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})

@@ -17,7 +17,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/announce"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 )
 
 // channel is a fake of the announcements' channel: what was published,
@@ -56,7 +56,7 @@ func (c *channel) announcedKeys() []string {
 }
 
 // announcingWorker is testWorker's, announcing on ch; its log is logs.
-func announcingWorker(ch *channel, cache *fakes.Cache, logs io.Writer) *Worker {
+func announcingWorker(ch *channel, cache *cachetest.Cache, logs io.Writer) *Worker {
 	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	return New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
 		Announce: announce.NewPublisher(ch, "test")})
@@ -64,7 +64,7 @@ func announcingWorker(ch *channel, cache *fakes.Cache, logs io.Writer) *Worker {
 
 func TestEveryDeleteIsAnnouncedOnceItSucceeded(t *testing.T) {
 	ch := &channel{}
-	w := announcingWorker(ch, &fakes.Cache{Fail: down}, io.Discard)
+	w := announcingWorker(ch, &cachetest.Cache{Fail: down}, io.Discard)
 	defer w.Close()
 	records := []invalidate.Record{
 		{ID: "1", Changes: []events.Change{{Entity: "user", ID: "1"}, {Entity: "user", ID: "2"}}},
@@ -93,7 +93,7 @@ func TestAKeyNotAnnouncedFailsItsRecordForNow(t *testing.T) {
 		return nil
 	}}
 	var logs bytes.Buffer
-	w := announcingWorker(ch, &fakes.Cache{}, &logs)
+	w := announcingWorker(ch, &cachetest.Cache{}, &logs)
 	defer w.Close()
 	rep := w.Handle(deadline(t), events.SourceSQS, invalidate.Decoded([]invalidate.Record{
 		{ID: "1", Changes: []events.Change{{Entity: "user", ID: "2"}}},
@@ -108,7 +108,7 @@ func TestAKeyNotAnnouncedFailsItsRecordForNow(t *testing.T) {
 
 func TestReDeletesAreAnnounced(t *testing.T) {
 	ch := &channel{}
-	w := announcingWorker(ch, &fakes.Cache{}, io.Discard)
+	w := announcingWorker(ch, &cachetest.Cache{}, io.Discard)
 	defer w.Close()
 	w.opts.Recent = NewRecent(time.Minute, 1<<20, false)
 	w.opts.Recent.add([]string{"cache:user:7"}, false)

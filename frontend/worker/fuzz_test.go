@@ -9,6 +9,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
@@ -27,7 +28,7 @@ func fuzzFrontEnd(f *testing.F, glob string, handle func(w *Worker, ctx context.
 	f.Add([]byte(`{"Records":[{}]}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		queues := &fakes.SQS{}
-		w := againWorker(queues, &fakes.Cache{Fail: down}, nilWriter{})
+		w := againWorker(queues, &cachetest.Cache{Fail: down}, nilWriter{})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		failed, err := handle(w, ctx, payload)

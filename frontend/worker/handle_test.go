@@ -21,6 +21,7 @@ import (
 	"github.com/invalidator-go/invalidator/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
@@ -33,7 +34,7 @@ const (
 // down fails, for now, every key of entity "down".
 func down(key string, _ int) error {
 	if strings.HasPrefix(key, "cache:down:") {
-		return fakes.ErrRefused
+		return cachetest.ErrRefused
 	}
 	return nil
 }
@@ -41,7 +42,7 @@ func down(key string, _ int) error {
 // testWorker invalidates through a fake cache, parks in and hands back to
 // a fake SQS.
 func testWorker(fail func(string, int) error, queues *fakes.SQS) *Worker {
-	inv := invalidate.New(&fakes.Cache{Fail: fail}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	inv := invalidate.New(&cachetest.Cache{Fail: fail}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	return New(inv, Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
 		Park: parking.Queue{Client: queues, URL: failureURL}, Queues: queues})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
@@ -108,7 +109,7 @@ func TestAFullWindowSaysSo(t *testing.T) {
 
 // reconnecting is a worker on cache with a re-delete window, its connection
 // started; handle has it take one SQS message of body.
-func reconnecting(t *testing.T, cache *fakes.Cache, logs io.Writer) (*Recent, func(body string)) {
+func reconnecting(t *testing.T, cache *cachetest.Cache, logs io.Writer) (*Recent, func(body string)) {
 	recent := NewRecent(time.Minute, 1<<20, true)
 	started(recent)
 	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
@@ -129,9 +130,9 @@ func reconnecting(t *testing.T, cache *fakes.Cache, logs io.Writer) (*Recent, fu
 func TestABatchAfterAReconnectDeletesAgain(t *testing.T) {
 	var logs bytes.Buffer
 	down := false
-	cache := &fakes.Cache{Fail: func(key string, _ int) error {
+	cache := &cachetest.Cache{Fail: func(key string, _ int) error {
 		if down && key == "cache:user:1" {
-			return fakes.ErrRefused
+			return cachetest.ErrRefused
 		}
 		return nil
 	}}
@@ -164,9 +165,9 @@ func TestABatchAfterAReconnectDeletesAgain(t *testing.T) {
 func TestARedeleteThatFailsForGoodIsNotAskedAgain(t *testing.T) {
 	var logs bytes.Buffer
 	refused := false
-	cache := &fakes.Cache{Fail: func(key string, _ int) error {
+	cache := &cachetest.Cache{Fail: func(key string, _ int) error {
 		if refused && key == "cache:user:1" {
-			return fakes.ErrNoPerm
+			return cachetest.ErrNoPerm
 		}
 		return nil
 	}}
@@ -193,7 +194,7 @@ func TestARedeleteThatFailsForGoodIsNotAskedAgain(t *testing.T) {
 // invalidation the failover lost, registered in them, goes.
 func TestAReconnectInvalidatesTagsAgain(t *testing.T) {
 	var logs logLines
-	cache := &fakes.Cache{}
+	cache := &cachetest.Cache{}
 	cache.Tag("cache:tag:category:a", "cache:list:1")
 	recent, handle := reconnecting(t, cache, &logs)
 	handle(`{"tags":["category:a"]}`)
@@ -247,7 +248,7 @@ func TestTheWindowIsBoundedInBytes(t *testing.T) {
 // TestAFullWindowIsDeletedAgainInChunks: a re-delete of more keys than a
 // chunk, and tags, deletes each once.
 func TestAFullWindowIsDeletedAgainInChunks(t *testing.T) {
-	cache := &fakes.Cache{}
+	cache := &cachetest.Cache{}
 	recent := NewRecent(time.Minute, 16<<20, true)
 	started(recent)
 	inv := invalidate.New(cache, invalidate.Options{})

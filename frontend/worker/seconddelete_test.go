@@ -18,6 +18,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
@@ -25,7 +26,7 @@ const delayURL = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalid
 
 // againWorker is testWorker with second deletes through the fake SQS, its
 // batch log lines in logs.
-func againWorker(queues *fakes.SQS, cache *fakes.Cache, logs io.Writer) *Worker {
+func againWorker(queues *fakes.SQS, cache *cachetest.Cache, logs io.Writer) *Worker {
 	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	return New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
 		Park: parking.Queue{Client: queues, URL: failureURL}, Queues: queues,
@@ -59,7 +60,7 @@ func delayedTags(t *testing.T, queues *fakes.SQS) (msgs []fakes.Message, keys, t
 
 func TestKeysAreDeletedAgainLater(t *testing.T) {
 	queues := &fakes.SQS{}
-	w := againWorker(queues, &fakes.Cache{}, io.Discard)
+	w := againWorker(queues, &cachetest.Cache{}, io.Discard)
 	payload, _ := received(t, queues, `{"entity":"user","id":"1"}`, `{"keys":["cache:a","cache:b"]}`, `{"entity":"user","id":"1"}`)
 	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v: want every message done", resp, err)
@@ -76,7 +77,7 @@ func TestKeysAreDeletedAgainLater(t *testing.T) {
 func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
 	queues := &fakes.SQS{}
 	var logs logLines
-	w := againWorker(queues, &fakes.Cache{}, &logs)
+	w := againWorker(queues, &cachetest.Cache{}, &logs)
 	// Two paths scheduled cache:a: it counts once.
 	payload, _ := received(t, queues, `{"keys":["cache:a","cache:b"],"secondDelete":true}`, `{"keys":["cache:a"],"secondDelete":true}`)
 	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
@@ -95,7 +96,7 @@ func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
 // second time, later, and the entries filled since count as refills.
 func TestTagsAreInvalidatedAgainLater(t *testing.T) {
 	queues := &fakes.SQS{}
-	cache := &fakes.Cache{}
+	cache := &cachetest.Cache{}
 	cache.Tag("cache:tag:product:1", "cache:list:a", "cache:list:b")
 	var logs logLines
 	w := againWorker(queues, cache, &logs)
@@ -123,7 +124,7 @@ func TestTagsAreInvalidatedAgainLater(t *testing.T) {
 
 func TestARecordWhoseSecondDeleteCannotBeSentIsRetried(t *testing.T) {
 	queues := &fakes.SQS{}
-	w := againWorker(queues, &fakes.Cache{}, io.Discard)
+	w := againWorker(queues, &cachetest.Cache{}, io.Discard)
 	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"user","id":"2"}`)
 	queues.Fail = func(op string) error {
 		if op == "SendMessage" {
@@ -167,7 +168,7 @@ func TestSecondDeletesFitTheirQueueOnceEncoded(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			queues := &fakes.SQS{MaxBytes: map[string]int{delayURL: templateDelayBytes}}
-			w := againWorker(queues, &fakes.Cache{}, io.Discard)
+			w := againWorker(queues, &cachetest.Cache{}, io.Discard)
 			want := make([]string, c.keys)
 			for i := range want {
 				want[i] = c.key(i)

@@ -14,7 +14,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 )
 
 func TestEMFLine(t *testing.T) {
@@ -97,7 +97,7 @@ func TestEMFLine(t *testing.T) {
 // its log lines: one per failed record, one per batch, no bodies.
 func TestSQSHandlerInProcess(t *testing.T) {
 	var logs, metrics bytes.Buffer
-	w := New(invalidate.New(&fakes.Cache{}, invalidate.Options{}), Options{
+	w := New(invalidate.New(&cachetest.Cache{}, invalidate.Options{}), Options{
 		Name: "sqs-invalidate", Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: &metrics,
 	})
 	secret := "do-not-log-this-body"
@@ -129,7 +129,7 @@ func TestSQSHandlerInProcess(t *testing.T) {
 // TestSQSPayloads: a payload that is not an SQS event fails the invoke, to
 // be retried whole; a record that is broken fails alone, by its message ID.
 func TestSQSPayloads(t *testing.T) {
-	w := New(invalidate.New(&fakes.Cache{}, invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
+	w := New(invalidate.New(&cachetest.Cache{}, invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 	for _, payload := range []string{``, `[]`, `{"Records":{}}`, `{"Records":[{"messageId":"1","body":"{}"}]`} {
 		if resp, err := w.Lambda(t.Context(), events.SourceSQS, []byte(payload)); err == nil {
 			t.Errorf("payload %q: response %+v, want an error", payload, resp)
@@ -148,7 +148,7 @@ func TestSQSPayloads(t *testing.T) {
 
 // deadlineSpy records the deadline the deletes were sent under.
 type deadlineSpy struct {
-	*fakes.Cache
+	*cachetest.Cache
 	deadline *time.Time
 }
 
@@ -165,7 +165,7 @@ func TestHandleStopsBeforeTheDeadline(t *testing.T) {
 		{left: 400 * time.Millisecond, margin: time.Second, want: 200 * time.Millisecond}, // never more than half
 	} {
 		var seen time.Time
-		inv := invalidate.New(deadlineSpy{&fakes.Cache{}, &seen}, invalidate.Options{})
+		inv := invalidate.New(deadlineSpy{&cachetest.Cache{}, &seen}, invalidate.Options{})
 		w := New(inv, Options{DeadlineMargin: tc.margin, Metrics: &bytes.Buffer{}, Logger: slog.New(slog.DiscardHandler)})
 		deadline := time.Now().Add(tc.left)
 		ctx, cancel := context.WithDeadline(t.Context(), deadline)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
@@ -26,14 +27,14 @@ func TestFakeCache(t *testing.T) {
 	contract.Cache(t, func(t *testing.T) contract.CacheUnderTest {
 		var mu sync.Mutex
 		down := map[string]bool{}
-		cache := &fakes.Cache{Fail: func(key string, _ int) error {
+		cache := &cachetest.Cache{Fail: func(key string, _ int) error {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case down[key]:
-				return fakes.ErrRefused
+				return cachetest.ErrRefused
 			case !strings.HasPrefix(key, "cache:"):
-				return fakes.ErrNoPerm
+				return cachetest.ErrNoPerm
 			}
 			return nil
 		}}
