@@ -171,3 +171,51 @@ func TestPackageCommentsNameTheirPackage(t *testing.T) {
 		}
 	}
 }
+
+// The budget a newcomer reads in minutes: bench/README.md, which make
+// bench-record fills, and the reference pages with it.
+const (
+	benchReadmeMaxBytes = 20_000
+	docsMaxBytes        = 130_000
+)
+
+// docsSize is the bytes of bench/README.md, and of docs/*.md with bench/*.md
+// together.
+func docsSize(t *testing.T) (bench, total int64) {
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := filepath.Glob("bench/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range append(pages, more...) {
+		fi, err := os.Stat(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += fi.Size()
+		if page == filepath.Join("bench", "README.md") {
+			bench = fi.Size()
+		}
+	}
+	if bench == 0 {
+		t.Fatal("no bench/README.md")
+	}
+	return bench, total
+}
+
+// TestDocsSize: bench/README.md stays the latest figures and the analyses
+// that still decide, at most 20,000 bytes, and docs/*.md with bench/*.md at
+// most 130,000 together. History goes to git, not to the pages.
+func TestDocsSize(t *testing.T) {
+	bench, total := docsSize(t)
+	if bench > benchReadmeMaxBytes {
+		t.Errorf("bench/README.md is %d bytes, over %d: keep the latest figures and what still decides, cut the rest", bench, benchReadmeMaxBytes)
+	}
+	if total > docsMaxBytes {
+		t.Errorf("docs/*.md and bench/*.md are %d bytes together, over %d", total, docsMaxBytes)
+	}
+	t.Logf("bench/README.md %d bytes, docs/*.md and bench/*.md %d", bench, total)
+}
