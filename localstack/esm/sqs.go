@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -185,7 +186,7 @@ func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, 
 	}
 	out, err := fn.Invoke(ictx, ev)
 	cancel()
-	var resp shape.BatchResponse
+	var resp lambdaevents.SQSEventResponse
 	if err == nil {
 		err = json.Unmarshal(out, &resp)
 	}

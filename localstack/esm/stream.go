@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"log/slog"
 	"time"
 
@@ -195,7 +196,7 @@ func (m *StreamMapping) deliver(ctx context.Context, log *slog.Logger, records [
 		ev.Records[i] = lambdaRecord(r, m.StreamARN)
 	}
 	out, err := m.Function.Invoke(ctx, ev)
-	var resp shape.BatchResponse
+	var resp lambdaevents.DynamoDBEventResponse
 	if err == nil {
 		err = json.Unmarshal(out, &resp)
 	}

@@ -65,30 +65,3 @@ type DynamoDBStreamRecord struct {
 	SizeBytes                   int64  `json:",omitempty"`
 	StreamViewType              string `json:",omitempty"`
 }
-
-// BatchResponse is the answer of an SQS- or Streams-triggered function:
-// the records to retry, by message ID or sequence number. An empty list,
-// never null, says every record is done.
-type BatchResponse struct {
-	BatchItemFailures []BatchItemFailure `json:"batchItemFailures"`
-	named             map[string]bool
-}
-
-// Retry adds the record id to those to retry, once: Lambda may refuse a
-// response that names one twice, and a record two deliveries share fails
-// once.
-func (r *BatchResponse) Retry(id string) {
-	if r.named[id] {
-		return
-	}
-	if r.named == nil {
-		r.named = map[string]bool{}
-	}
-	r.named[id] = true
-	r.BatchItemFailures = append(r.BatchItemFailures, BatchItemFailure{ItemIdentifier: id})
-}
-
-// BatchItemFailure names one record to retry.
-type BatchItemFailure struct {
-	ItemIdentifier string `json:"itemIdentifier"`
-}
