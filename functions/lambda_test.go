@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,7 +234,7 @@ func TestStreamFunctionAnswersBeforeItsTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("invoke with a node down: %v after %v (want a response, not a timeout)", err, took)
 	}
-	var resp shape.BatchResponse
+	var resp lambdaevents.DynamoDBEventResponse
 	if err := json.Unmarshal(out, &resp); err != nil {
 		t.Fatal(err)
 	}
