@@ -194,7 +194,7 @@ func TestSecondDeletes(t *testing.T) {
 		t.Error("second deletes that cannot be delivered must go to the failure queue, for replay")
 	}
 	if v := queue.get("MaximumMessageSize").value(); v != strconv.Itoa(worker.DefaultDelayMaxBytes) {
-		t.Errorf("the delay queue takes messages of %q bytes, the worker sizes them to %d (SECOND_DELETE_MAX_BYTES's default)", v, worker.DefaultDelayMaxBytes)
+		t.Errorf("the delay queue takes messages of %q bytes, the worker sizes them to %d (worker.DefaultDelayMaxBytes)", v, worker.DefaultDelayMaxBytes)
 	}
 	for name, fn := range functions(t, tpl) {
 		if v := fn.get("Properties", "Environment", "Variables", "SECOND_DELETE_QUEUE_URL").text(); !strings.Contains(v, "SecondDeleteQueue") {
@@ -488,12 +488,12 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for variable, want := range map[string]string{
-		"MAX_RECEIVE_COUNT":       tpl.get("Parameters", "QueueMaxReceiveCount", "Default").value(),
-		"VISIBILITY_TIMEOUT":      tpl.get("Mappings", "VisibilityTimeouts", tpl.get("Parameters", "FunctionTimeout", "Default").value(), "Seconds").value(),
-		"SECOND_DELETE_MAX_BYTES": tpl.get("Resources", "SecondDeleteQueue", "Properties", "MaximumMessageSize").value(),
-		"QUEUE_MAX_BYTES":         tpl.get("Resources", "Queue", "Properties", "MaximumMessageSize").value(),
+		"MAX_RECEIVE_COUNT":             tpl.get("Parameters", "QueueMaxReceiveCount", "Default").value(),
+		"VISIBILITY_TIMEOUT":            tpl.get("Mappings", "VisibilityTimeouts", tpl.get("Parameters", "FunctionTimeout", "Default").value(), "Seconds").value(),
+		"SECOND_DELETE_QUEUE_MAX_BYTES": tpl.get("Resources", "SecondDeleteQueue", "Properties", "MaximumMessageSize").value(),
+		"QUEUE_MAX_BYTES":               tpl.get("Resources", "Queue", "Properties", "MaximumMessageSize").value(),
 	} {
-		m := regexp.MustCompile(variable + `:-(\d+)`).FindStringSubmatch(string(resources))
+		m := regexp.MustCompile(`\{` + variable + `:-(\d+)`).FindStringSubmatch(string(resources))
 		if m == nil || m[1] != want {
 			t.Errorf("%s is %v locally, want the template's %s", variable, m, want)
 		}

@@ -48,7 +48,7 @@ const (
 	lambdaIdlePollers = 5
 	longPollSeconds   = 20
 	// The poller's receive loops on each of its two queues
-	// (POLLER_RECEIVERS), each long-polling 20 s (POLLER_WAIT_TIME).
+	// (poller.Options.Receivers), each long-polling 20 s (POLLER_WAIT_TIME).
 	pollerReceivers = 2
 	// The poller's task: 0.25 vCPU and 0.5 GB on arm64, run at most this
 	// busy before another task is added.

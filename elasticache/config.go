@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/invalidator-go/invalidator/internal/env"
 )
 
 // ErrConfig marks a configuration that cannot work; start-up stops on it.
@@ -61,50 +63,35 @@ type Config struct {
 // (os.Getenv in production) and validates it.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
-		Endpoint: getenv("CACHE_ENDPOINT"),
-		TLS:      true,
-		CAFile:   getenv("CACHE_CA_FILE"),
-		Username: getenv("CACHE_USERNAME"),
-		Password: getenv("CACHE_PASSWORD"),
+		Endpoint: env.String(getenv, "CACHE_ENDPOINT"),
+		CAFile:   env.String(getenv, "CACHE_CA_FILE"),
+		Username: env.String(getenv, "CACHE_USERNAME"),
+		Password: env.String(getenv, "CACHE_PASSWORD"),
 	}
-	if arn := getenv("CACHE_PASSWORD_SECRET_ARN"); arn != "" {
+	if arn := env.String(getenv, "CACHE_PASSWORD_SECRET_ARN"); arn != "" {
 		c.PasswordSecret = &PasswordSecret{ARN: arn}
 	}
 	var err error
-	if c.TLS, err = boolEnv(getenv, "CACHE_TLS", true); err != nil {
-		return Config{}, err
+	if c.TLS, err = env.Bool(getenv, "CACHE_TLS", true); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if c.ReplicaReads, err = boolEnv(getenv, "CACHE_REPLICA_READS", false); err != nil {
-		return Config{}, err
+	if c.ReplicaReads, err = env.Bool(getenv, "CACHE_REPLICA_READS", false); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	iam, err := boolEnv(getenv, "CACHE_IAM_AUTH", false)
+	iam, err := env.Bool(getenv, "CACHE_IAM_AUTH", false)
 	if err != nil {
-		return Config{}, err
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if iam {
-		c.IAM = &IAM{CacheName: getenv("CACHE_NAME")}
-		if c.IAM.NodeBased, err = boolEnv(getenv, "CACHE_NODE_BASED", false); err != nil {
-			return Config{}, err
+		c.IAM = &IAM{CacheName: env.String(getenv, "CACHE_NAME")}
+		if c.IAM.NodeBased, err = env.Bool(getenv, "CACHE_NODE_BASED", false); err != nil {
+			return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
-	if v := getenv("CACHE_CONN_LIFETIME"); v != "" {
-		if c.ConnLifetime, err = time.ParseDuration(v); err != nil || c.ConnLifetime <= 0 {
-			return Config{}, fmt.Errorf("%w: CACHE_CONN_LIFETIME=%q is not a positive duration like 6h", ErrConfig, v)
-		}
+	if c.ConnLifetime, err = env.Duration(getenv, "CACHE_CONN_LIFETIME", 0, time.Second, 0); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return c, c.Validate()
-}
-
-func boolEnv(getenv func(string) string, key string, def bool) (bool, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	on, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("%w: %s=%q is not true or false", ErrConfig, key, v)
-	}
-	return on, nil
 }
 
 // Env is the environment that ConfigFromEnv reads back as this configuration,

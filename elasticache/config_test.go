@@ -19,7 +19,7 @@ import (
 	"github.com/invalidator-go/invalidator/internal/cacheerr"
 )
 
-func env(m map[string]string) func(string) string {
+func getenvOf(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
@@ -80,7 +80,7 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ConfigFromEnv(env(tt.env))
+			got, err := ConfigFromEnv(getenvOf(tt.env))
 			if tt.wantErr != "" {
 				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want ErrConfig containing %q", err, tt.wantErr)
@@ -133,7 +133,7 @@ func TestClientOptionTLS(t *testing.T) {
 func TestIAMConfig(t *testing.T) {
 	good := map[string]string{"CACHE_ENDPOINT": "c.serverless.use1.cache.amazonaws.com:6379", "CACHE_IAM_AUTH": "true",
 		"CACHE_NAME": "orders", "CACHE_USERNAME": "invalidator"}
-	c, err := ConfigFromEnv(env(good))
+	c, err := ConfigFromEnv(getenvOf(good))
 	if err != nil || c.IAM == nil || c.IAM.CacheName != "orders" {
 		t.Fatalf("config = %+v, %v", c, err)
 	}
@@ -143,7 +143,7 @@ func TestIAMConfig(t *testing.T) {
 	for key, value := range map[string]string{"CACHE_NAME": "", "CACHE_USERNAME": "", "CACHE_TLS": "false", "CACHE_PASSWORD": "p", "CACHE_IAM_AUTH": "sure"} {
 		bad := maps.Clone(good)
 		bad[key] = value
-		if _, err := ConfigFromEnv(env(bad)); !errors.Is(err, ErrConfig) {
+		if _, err := ConfigFromEnv(getenvOf(bad)); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s=%q: err = %v, want ErrConfig", key, value, err)
 		}
 	}
@@ -216,7 +216,7 @@ func TestEnvRoundTrip(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
 	}
-	if got, err := ConfigFromEnv(env(vars)); err != nil || got != want {
+	if got, err := ConfigFromEnv(getenvOf(vars)); err != nil || got != want {
 		t.Fatalf("ConfigFromEnv(Env()) = %+v, %v; want %+v", got, err, want)
 	}
 }
@@ -238,7 +238,7 @@ func TestRootsByEndpoint(t *testing.T) {
 
 func TestPasswordSecretFromEnv(t *testing.T) {
 	base := map[string]string{"CACHE_ENDPOINT": "h:1", "CACHE_USERNAME": "app", "CACHE_PASSWORD_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:1:secret:pw"}
-	c, err := ConfigFromEnv(env(base))
+	c, err := ConfigFromEnv(getenvOf(base))
 	if err != nil || c.PasswordSecret == nil || c.PasswordSecret.ARN != base["CACHE_PASSWORD_SECRET_ARN"] || c.Password != "" {
 		t.Fatalf("config %+v, %v: want the secret's ARN, no password", c, err)
 	}
@@ -248,7 +248,7 @@ func TestPasswordSecretFromEnv(t *testing.T) {
 	for key, value := range map[string]string{"CACHE_USERNAME": "", "CACHE_PASSWORD": "p", "CACHE_IAM_AUTH": "true"} {
 		e := maps.Clone(base)
 		e[key], e["CACHE_NAME"] = value, "c"
-		if _, err := ConfigFromEnv(env(e)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "CACHE_PASSWORD_SECRET_ARN") {
+		if _, err := ConfigFromEnv(getenvOf(e)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "CACHE_PASSWORD_SECRET_ARN") {
 			t.Errorf("%s=%q: %v, want ErrConfig naming CACHE_PASSWORD_SECRET_ARN", key, value, err)
 		}
 	}

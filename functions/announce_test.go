@@ -19,7 +19,7 @@ func TestThePollerAnnouncesItsDeletes(t *testing.T) {
 	t.Cleanup(service.Close)
 	tier := local.New[string](service, local.Options{})
 	q := newQueue(t, 30*time.Second, 5)
-	startPoller(t, q, testenv.WorkerCacheConfig(t), "ANNOUNCE_HEARTBEAT=100ms")
+	startPoller(t, q, testenv.WorkerCacheConfig(t))
 	eventually(t, 10*time.Second, "the service's channel did not subscribe", service.Subscribed)
 	key := "cache:user:" + rand.Text()
 	tier.Reserve(key)("old", false, 3, time.Now().Add(time.Hour))

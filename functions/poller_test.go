@@ -48,7 +48,7 @@ func startPoller(t *testing.T, q queue, cfg elasticache.Config, env ...string) *
 	// No second deletes unless env names a delay queue: the stack's own is
 	// shared.
 	p.cmd.Env = append(append(append(os.Environ(), "SECOND_DELETE_QUEUE_URL="), append(cfg.Env(), env...)...),
-		"QUEUE_URL="+q.URL, "HEALTH_ADDR="+health, "POLLER_VISIBILITY_TIMEOUT=2s", "POLLER_WAIT_TIME=1s")
+		"QUEUE_URL="+q.URL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=1s")
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestPollerKeepsMessagesWhileTheCacheIsDown(t *testing.T) {
 	cluster := testenv.StartCluster(t, "poller-outage", 7221)
 	q := newQueue(t, 2*time.Second, 10)
 	failures, env := failureQueue(t)
-	p := startPoller(t, q, cluster.Config, append(env, "POLLER_BATCH_TIMEOUT=3s")...)
+	p := startPoller(t, q, cluster.Config, env...)
 	for _, port := range cluster.Ports {
 		cluster.StopNode(t, port)
 	}

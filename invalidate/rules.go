@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/env"
 	"github.com/invalidator-go/invalidator/internal/tagset"
 )
 
@@ -238,7 +239,7 @@ func ParseRules(data []byte) (*Rules, error) {
 // INVALIDATION_RULES_FILE (a path) through getenv; with neither it returns
 // DefaultRules. Setting both is an error.
 func RulesFromEnv(getenv func(string) string) (*Rules, error) {
-	inline, file := getenv("INVALIDATION_RULES"), getenv("INVALIDATION_RULES_FILE")
+	inline, file := env.String(getenv, "INVALIDATION_RULES"), env.String(getenv, "INVALIDATION_RULES_FILE")
 	switch {
 	case inline != "" && file != "":
 		return nil, fmt.Errorf("%w: set INVALIDATION_RULES or INVALIDATION_RULES_FILE, not both", ErrRules)

@@ -1,6 +1,7 @@
 package function
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -50,11 +51,11 @@ func Start[R any](name string, handle func(*worker.Worker, context.Context, []by
 		os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN"))
 	cfg.Cache.SignWith(os.Getenv("AWS_REGION"), creds)
 	transport := awshttp.NewBuildableClient().GetTransport() // the SDK's defaults, closable at shutdown
-	queues := sqs.New(sqs.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds, BaseEndpoint: endpoint("SQS"),
+	queues := sqs.New(sqs.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds, BaseEndpoint: endpoint(os.Getenv("AWS_ENDPOINT_URL_SQS")),
 		HTTPClient: &http.Client{Transport: transport}})
 	if s := cfg.Cache.PasswordSecret; s != nil {
 		s.Read = worker.SecretPassword(secretsmanager.New(secretsmanager.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds,
-			BaseEndpoint: endpoint("SECRETS_MANAGER"), HTTPClient: &http.Client{Transport: transport}}))
+			BaseEndpoint: endpoint(os.Getenv("AWS_ENDPOINT_URL_SECRETS_MANAGER")), HTTPClient: &http.Client{Transport: transport}}))
 	}
 	w, err := worker.Start(name, cfg, queues)
 	if err != nil {
@@ -101,14 +102,12 @@ func invocation(ctx context.Context) worker.Invocation {
 	return inv
 }
 
-// endpoint is the endpoint the environment names for service, for local
-// stacks (AWS_ENDPOINT_URL_<service>, else AWS_ENDPOINT_URL, as the AWS SDK
-// reads them); nil in AWS.
-func endpoint(service string) *string {
-	for _, key := range []string{"AWS_ENDPOINT_URL_" + service, "AWS_ENDPOINT_URL"} {
-		if v := os.Getenv(key); v != "" {
-			return aws.String(v)
-		}
+// endpoint is the endpoint the environment names for a service, for local
+// stacks: its own, AWS_ENDPOINT_URL_<service>, else AWS_ENDPOINT_URL, as
+// the AWS SDK reads them; nil in AWS.
+func endpoint(own string) *string {
+	if v := cmp.Or(own, os.Getenv("AWS_ENDPOINT_URL")); v != "" {
+		return aws.String(v)
 	}
 	return nil
 }

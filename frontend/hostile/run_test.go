@@ -268,13 +268,10 @@ func newWorker(e *env, rules string, secondDelete bool, name string, logs io.Wri
 		return nil, err
 	}
 	cache := e.cache
-	opts := worker.Options{Name: name, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, Namespace: cfg.Namespace,
-		RetryFor: cfg.RetryFor, Queues: e.sqs, Park: parking.Queue{Client: e.sqs, URL: cfg.FailureQueueURL}}
-	if cfg.RedeleteWindow > 0 {
-		opts.Recent = worker.NewRecent(cfg.RedeleteWindow, cfg.RedeleteMaxBytes, cfg.RedeleteOnNewNodes)
-	}
+	opts := worker.Options{Name: name, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard,
+		Queues: e.sqs, Park: parking.Queue{Client: e.sqs, URL: cfg.FailureQueueURL}, Recent: worker.DefaultRecent()}
 	if cfg.SecondDeleteDelay > 0 && cfg.SecondDeleteQueueURL != "" {
-		opts.SecondDelete = worker.DelayQueue{Client: e.sqs, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: cfg.SecondDeleteMaxBytes}
+		opts.SecondDelete = worker.DelayQueue{Client: e.sqs, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: worker.DefaultDelayMaxBytes}
 	}
 	return worker.New(invalidate.New(cache, invalidate.Options{Rules: cfg.Rules}), opts), nil
 }

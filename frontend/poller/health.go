@@ -7,11 +7,13 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/invalidator-go/invalidator/internal/env"
 )
 
 // healthAddr reads HEALTH_ADDR: ":8080" when unset, "" when "off".
 func healthAddr(getenv func(string) string) string {
-	switch v := getenv("HEALTH_ADDR"); v {
+	switch v := env.String(getenv, "HEALTH_ADDR"); v {
 	case "":
 		return ":8080"
 	case "off":

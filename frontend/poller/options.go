@@ -2,24 +2,27 @@ package poller
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
+
+	"github.com/invalidator-go/invalidator/internal/env"
 )
 
 // Options configure a poller. QueueURL is required; the rest have defaults.
+// The environment gives what a deployment chooses (OptionsFromEnv); the
+// rest are constants, with their reasons, which in-process tests set here.
 type Options struct {
 	// QueueURL is the queue to consume (QUEUE_URL). Required.
 	QueueURL string
-	// Receivers is how many receive loops always run (POLLER_RECEIVERS).
-	// Default 2.
+	// Receivers is how many receive loops always run. Default 2: a task's
+	// throughput grows with more tasks, which the template scales on the
+	// queue's backlog, and with MaxReceivers while a backlog lasts.
 	Receivers int
-	// MaxReceivers is how many may run while a backlog lasts
-	// (POLLER_MAX_RECEIVERS): a receive that brings a full batch starts
-	// one more, and one beyond Receivers ends at a receive that does not.
-	// So an outage's backlog drains fast, and a fresh change does not wait
-	// long behind it; once it is drained, receives are full again. Default 8.
+	// MaxReceivers is how many may run while a backlog lasts: a receive
+	// that brings a full batch starts one more, and one beyond Receivers
+	// ends at a receive that does not. So an outage's backlog drains fast,
+	// and a fresh change does not wait long behind it; once it is drained,
+	// receives are full again. Default 8.
 	MaxReceivers int
 	// WaitTime is the long-polling wait of each receive (POLLER_WAIT_TIME,
 	// 1-20 s). A stop signal lets the receives in flight end, so that the
@@ -27,20 +30,23 @@ type Options struct {
 	// takes up to this long, plus the batches in flight. Default 20 s.
 	WaitTime time.Duration
 	// MaxMessages is the most messages one receive asks for, and so one
-	// batch holds (POLLER_MAX_MESSAGES, 1-10). Default 10.
+	// batch holds (POLLER_MAX_MESSAGES, 1-10). Default 10, SQS's most and
+	// the cheapest (bench/README.md, "Cost").
 	MaxMessages int32
 	// VisibilityTimeout is how long received messages stay hidden; while a
-	// batch runs it is extended by as much every half of it
-	// (POLLER_VISIBILITY_TIMEOUT). Default 30 s.
+	// batch runs it is extended by as much every half of it. Default 30 s:
+	// it bounds only how long the messages of a task that died stay
+	// hidden.
 	VisibilityTimeout time.Duration
-	// BatchTimeout bounds one batch's processing (POLLER_BATCH_TIMEOUT).
-	// Default 60 s.
+	// BatchTimeout bounds one batch's processing. Default 60 s
+	// (DefaultBatchTimeout).
 	BatchTimeout time.Duration
 	// HealthAddr serves GET /healthz (HEALTH_ADDR, "off" turns it off).
 	// Default ":8080"; empty in Options means off.
 	HealthAddr string
 	// StatsEvery is how often a line of the process's goroutines and memory
-	// is logged (POLLER_STATS_INTERVAL); negative: never. Default a minute.
+	// is logged; negative: never. Default a minute: a poller runs for
+	// weeks, and a leak shows over hours.
 	StatsEvery time.Duration
 	// Backoff is the first pause after SQS fails, doubled up to
 	// MaxBackoff, with jitter (wait.Backoff). Defaults 200 ms and 20 s.
@@ -50,61 +56,29 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// OptionsFromEnv reads the poller's variables through getenv.
+// DefaultBatchTimeout bounds a batch: stopping, a task waits out its long
+// poll (up to 20 s), then the batches in flight and their deletes and
+// hand-backs (10 s each), all within ECS's stopTimeout, 120 s at most on
+// Fargate (template.yaml's, which template_poller_test.go checks).
+const DefaultBatchTimeout = 60 * time.Second
+
+// OptionsFromEnv reads the poller's variables through getenv; the rest of
+// Options are their defaults.
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
-	o := Options{QueueURL: getenv("QUEUE_URL"), HealthAddr: healthAddr(getenv)}
+	o := Options{QueueURL: env.String(getenv, "QUEUE_URL"), HealthAddr: healthAddr(getenv)}
 	if o.QueueURL == "" {
 		return o, errors.New("QUEUE_URL is required: the URL of the queue to consume")
 	}
-	var err error
-	if o.Receivers, err = intEnv(getenv, "POLLER_RECEIVERS", 2, 1, 100); err != nil {
-		return o, err
-	}
-	if o.MaxReceivers, err = intEnv(getenv, "POLLER_MAX_RECEIVERS", max(8, o.Receivers), o.Receivers, 100); err != nil {
-		return o, err
-	}
-	most, err := intEnv(getenv, "POLLER_MAX_MESSAGES", 10, 1, 10)
+	most, err := env.Int(getenv, "POLLER_MAX_MESSAGES", 10, 1, 10)
 	if err != nil {
 		return o, err
 	}
 	o.MaxMessages = int32(most)
-	if o.VisibilityTimeout, err = durationEnv(getenv, "POLLER_VISIBILITY_TIMEOUT", 30*time.Second); err != nil {
+	if o.WaitTime, err = env.Duration(getenv, "POLLER_WAIT_TIME", 20*time.Second, time.Second, 20*time.Second); err != nil {
 		return o, err
 	}
-	if o.BatchTimeout, err = durationEnv(getenv, "POLLER_BATCH_TIMEOUT", 60*time.Second); err != nil {
-		return o, err
-	}
-	if o.StatsEvery, err = durationEnv(getenv, "POLLER_STATS_INTERVAL", time.Minute); err != nil {
-		return o, err
-	}
-	if o.WaitTime, err = durationEnv(getenv, "POLLER_WAIT_TIME", 20*time.Second); err == nil && o.WaitTime > 20*time.Second {
-		err = fmt.Errorf("POLLER_WAIT_TIME=%q: want 1s to 20s, SQS's longest poll", getenv("POLLER_WAIT_TIME"))
-	}
-	return o, err
-}
-
-func intEnv(getenv func(string) string, key string, def, lo, hi int) (int, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		return 0, fmt.Errorf("%s=%q: want a whole number from %d to %d", key, v, lo, hi)
-	}
-	return n, nil
-}
-
-func durationEnv(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Second || d > 12*time.Hour {
-		return 0, fmt.Errorf("%s=%q: want a duration from 1s to 12h, like 30s", key, v)
-	}
-	return d, nil
+	o.defaults()
+	return o, nil
 }
 
 func (o *Options) defaults() {
@@ -127,7 +101,7 @@ func (o *Options) defaults() {
 	}
 	o.VisibilityTimeout = max(o.VisibilityTimeout, time.Second) // SQS counts in seconds
 	if o.BatchTimeout <= 0 {
-		o.BatchTimeout = 60 * time.Second
+		o.BatchTimeout = DefaultBatchTimeout
 	}
 	if o.StatsEvery == 0 {
 		o.StatsEvery = time.Minute

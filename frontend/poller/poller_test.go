@@ -26,19 +26,21 @@ import (
 func TestOptionsFromEnv(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	o, err := OptionsFromEnv(env(map[string]string{"QUEUE_URL": "https://sqs/q"}))
-	if err != nil || o.Receivers != 2 || o.MaxMessages != 10 || o.VisibilityTimeout != 30*time.Second || o.BatchTimeout != time.Minute || o.HealthAddr != ":8080" {
+	if err != nil || o.Receivers != 2 || o.MaxReceivers != 8 || o.MaxMessages != 10 || o.WaitTime != 20*time.Second ||
+		o.VisibilityTimeout != 30*time.Second || o.BatchTimeout != time.Minute || o.StatsEvery != time.Minute || o.HealthAddr != ":8080" {
 		t.Fatalf("defaults = %+v, %v", o, err)
 	}
-	o, err = OptionsFromEnv(env(map[string]string{"QUEUE_URL": "q", "HEALTH_ADDR": "off", "POLLER_RECEIVERS": "5", "POLLER_VISIBILITY_TIMEOUT": "2m", "POLLER_MAX_MESSAGES": "1"}))
-	if err != nil || o.HealthAddr != "" || o.Receivers != 5 || o.MaxMessages != 1 || o.VisibilityTimeout != 2*time.Minute {
+	// What a deployment does not choose is not read: the defaults stand.
+	o, err = OptionsFromEnv(env(map[string]string{"QUEUE_URL": "q", "HEALTH_ADDR": "off", "POLLER_WAIT_TIME": "5s", "POLLER_MAX_MESSAGES": "1",
+		"POLLER_RECEIVERS": "5", "POLLER_VISIBILITY_TIMEOUT": "2m", "POLLER_BATCH_TIMEOUT": "3s"}))
+	if err != nil || o.HealthAddr != "" || o.WaitTime != 5*time.Second || o.MaxMessages != 1 ||
+		o.Receivers != 2 || o.VisibilityTimeout != 30*time.Second || o.BatchTimeout != DefaultBatchTimeout {
 		t.Fatalf("options = %+v, %v", o, err)
 	}
 	for name, vars := range map[string]map[string]string{
-		"QUEUE_URL":                 {},
-		"POLLER_RECEIVERS":          {"QUEUE_URL": "q", "POLLER_RECEIVERS": "0"},
-		"POLLER_MAX_MESSAGES":       {"QUEUE_URL": "q", "POLLER_MAX_MESSAGES": "11"},
-		"POLLER_VISIBILITY_TIMEOUT": {"QUEUE_URL": "q", "POLLER_VISIBILITY_TIMEOUT": "soon"},
-		"POLLER_BATCH_TIMEOUT":      {"QUEUE_URL": "q", "POLLER_BATCH_TIMEOUT": "10ms"},
+		"QUEUE_URL":           {},
+		"POLLER_MAX_MESSAGES": {"QUEUE_URL": "q", "POLLER_MAX_MESSAGES": "11"},
+		"POLLER_WAIT_TIME":    {"QUEUE_URL": "q", "POLLER_WAIT_TIME": "21s"},
 	} {
 		if _, err := OptionsFromEnv(env(vars)); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("bad %s: err = %v, want it named", name, err)

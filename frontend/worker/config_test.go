@@ -16,11 +16,6 @@ func TestConfigFromEnv(t *testing.T) {
 		{"defaults", "", "", ""},
 		{"log level", "LOG_LEVEL", "warn", ""},
 		{"bad log level", "LOG_LEVEL", "loud", "LOG_LEVEL"},
-		{"namespace", "METRICS_NAMESPACE", "Team/Cache #1: invalidator_v2.0", ""},
-		{"namespace of AWS", "METRICS_NAMESPACE", "AWS/Lambda", "METRICS_NAMESPACE"},
-		{"namespace with a quote", "METRICS_NAMESPACE", `Cache"s`, "METRICS_NAMESPACE"},
-		{"blank namespace", "METRICS_NAMESPACE", "   ", "METRICS_NAMESPACE"},
-		{"long namespace", "METRICS_NAMESPACE", strings.Repeat("n", 256), "METRICS_NAMESPACE"},
 		{"no endpoint", "CACHE_ENDPOINT", "", "CACHE_ENDPOINT"},
 		{"bad rules", "INVALIDATION_RULES", "entities: {user: [\"\"]}", "INVALIDATION_RULES"},
 		{"second delete queue", "SECOND_DELETE_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/again", ""},
@@ -29,24 +24,14 @@ func TestConfigFromEnv(t *testing.T) {
 		{"second delete later", "SECOND_DELETE_DELAY", "15m", ""},
 		{"second delete too late", "SECOND_DELETE_DELAY", "16m", "SECOND_DELETE_DELAY"},
 		{"second delete in milliseconds", "SECOND_DELETE_DELAY", "1500ms", "SECOND_DELETE_DELAY"},
-		{"second delete messages", "SECOND_DELETE_MAX_BYTES", "1048576", ""},
-		{"second delete messages too large", "SECOND_DELETE_MAX_BYTES", "1048577", "SECOND_DELETE_MAX_BYTES"},
-		{"second delete messages too small for a key", "SECOND_DELETE_MAX_BYTES", "4096", "SECOND_DELETE_MAX_BYTES"},
 		{"replica reads", "CACHE_REPLICA_READS", "true", "CACHE_REPLICA_READS"},
-		{"retry for", "RETRY_FOR", "500ms", ""},
-		{"retry for nothing", "RETRY_FOR", "0s", "RETRY_FOR"},
-		{"retry for a while", "RETRY_FOR", "soon", "RETRY_FOR"},
-		{"re-delete off", "REDELETE_WINDOW", "0s", ""},
-		{"re-delete a while", "REDELETE_WINDOW", "-1s", "REDELETE_WINDOW"},
-		{"re-delete window size", "REDELETE_MAX_BYTES", "67108864", ""},
-		{"re-delete window too small", "REDELETE_MAX_BYTES", "1000", "REDELETE_MAX_BYTES"},
-		{"keys too long for a second delete", "INVALIDATION_RULES", "maxKeyBytes: 50000", "SECOND_DELETE_MAX_BYTES"},
-		{"re-delete on new nodes", "REDELETE_ON_NEW_NODES", "maybe", "REDELETE_ON_NEW_NODES"},
+		{"keys too long for a second delete", "INVALIDATION_RULES", "maxKeyBytes: 50000", "maxKeyBytes"},
+		// Left set by an old deployment, a variable no longer read stops
+		// nothing.
+		{"no longer read", "REDELETE_MAX_KEYS", "1000000", ""},
 		{"announce channel", "ANNOUNCE_CHANNEL", "invalidator:near", ""},
 		{"announce channel pattern", "ANNOUNCE_CHANNEL", "invalidator:*", "ANNOUNCE_CHANNEL"},
 		{"announce channel with a space", "ANNOUNCE_CHANNEL", "near cache", "ANNOUNCE_CHANNEL"},
-		{"heartbeat off", "ANNOUNCE_HEARTBEAT", "0s", ""},
-		{"heartbeat backwards", "ANNOUNCE_HEARTBEAT", "-1s", "ANNOUNCE_HEARTBEAT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{tc.key: tc.value}
@@ -63,17 +48,6 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Fatalf("error = %v, want one naming %s", err, tc.wantErr)
 			}
 		})
-	}
-}
-
-// TestAVariableNoLongerReadIsWarnedOf: REDELETE_MAX_KEYS, left set by an
-// update, starts the worker all the same, and says what replaced it.
-func TestAVariableNoLongerReadIsWarnedOf(t *testing.T) {
-	cfg, err := ConfigFromEnv(func(k string) string {
-		return map[string]string{"CACHE_ENDPOINT": "cache.example:6379", "REDELETE_MAX_KEYS": "1000000"}[k]
-	})
-	if err != nil || len(cfg.Unread) != 1 || !strings.Contains(cfg.Unread[0], "REDELETE_MAX_BYTES") {
-		t.Fatalf("config %v, err %v: want it read, and REDELETE_MAX_KEYS named unread", cfg.Unread, err)
 	}
 }
 

@@ -298,7 +298,7 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 	}
 	attrs := []any{"cause", rd.cause, "since", rd.since.UTC(), "keys", len(rd.keys), "tags", len(tags), "deleted_again", n.keys, "present", n.present}
 	if rd.truncated {
-		attrs = append(attrs, "truncated", "the window was full: it held less than its length; raise REDELETE_MAX_BYTES")
+		attrs = append(attrs, "truncated", "the window was full: it held less than its length")
 	}
 	switch {
 	case retry != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -19,6 +20,27 @@ type SQS interface {
 	parking.SQS
 	Queues
 }
+
+// RedeleteWindow is how far back, from the last time the cache answered,
+// the keys deleted are deleted again after a reconnect: at least the
+// cache's replication lag, which ElastiCache bounds nowhere ("typically
+// within milliseconds"); 30 s is thousands of times the lag measured
+// (docs/operations.md, "Deletes that survive a failover"), and the window
+// is bounded in bytes besides (defaultRedeleteMaxBytes).
+const RedeleteWindow = 30 * time.Second
+
+// AnnounceHeartbeat is how often, while it runs, the worker publishes its
+// sequence number on ANNOUNCE_CHANNEL, which shows the local tiers an
+// announcement of its they missed: the second of a service process's own
+// heartbeat (writethrough/local's ChannelOptions.Heartbeat).
+const AnnounceHeartbeat = time.Second
+
+// DefaultRecent is the re-delete window Start gives a Worker: the keys
+// deleted in the last RedeleteWindow, up to defaultRedeleteMaxBytes of
+// them, deleted again after a reconnect, and after a connection to a node
+// that was not in the cluster at the start (a node-based cluster's
+// promoted replica; ElastiCache Serverless shows none).
+func DefaultRecent() *Recent { return NewRecent(RedeleteWindow, defaultRedeleteMaxBytes, true) }
 
 // Start builds, once per process, the logger and the Worker named name,
 // and starts connecting to the cache in the background: the process
@@ -36,20 +58,17 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 		return nil, err
 	}
 	tune(&opt)
-	for _, msg := range cfg.Unread {
-		logger.Warn(msg)
-	}
 	if patterns, derived := cfg.Rules.AllowedKeys(); derived {
 		logger.Info("the rules name no allowedKeys: only keys matching the templates' literal prefixes are deleted; give the cache user the same patterns",
 			"allowed_keys", patterns)
 	} else {
 		logger.Info("allowed keys", "allowed_keys", patterns)
 	}
-	opts := Options{Name: name, Logger: logger, Namespace: cfg.Namespace, Queues: queues, RetryFor: cfg.RetryFor}
-	if cfg.RedeleteWindow > 0 {
-		opts.Recent = NewRecent(cfg.RedeleteWindow, cfg.RedeleteMaxBytes, cfg.RedeleteOnNewNodes)
-		opt.DialCtxFn = noteConnections(opts.Recent)
-	}
+	// The metrics' namespace and how long a batch retries its keys are
+	// Options' defaults: "Invalidator", which the template's alarms and
+	// dashboards name, and RetryFor's 1 s.
+	opts := Options{Name: name, Logger: logger, Queues: queues, Recent: DefaultRecent()}
+	opt.DialCtxFn = noteConnections(opts.Recent)
 	conn := newConnection(cfg.Cache, opt, logger, opts.Recent)
 	if cfg.FailureQueueURL != "" {
 		opts.Park = parking.Queue{Client: queues, URL: cfg.FailureQueueURL}
@@ -59,14 +78,14 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	switch {
 	case cfg.SecondDeleteDelay == 0:
 	case cfg.SecondDeleteQueueURL != "":
-		opts.SecondDelete = DelayQueue{Client: queues, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: cfg.SecondDeleteMaxBytes}
+		opts.SecondDelete = DelayQueue{Client: queues, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: DefaultDelayMaxBytes}
 	default:
 		logger.Warn("no SECOND_DELETE_QUEUE_URL: keys are deleted once, and a fill that read the source before a change may outlive its invalidation")
 	}
 	var beat *heartbeat
 	if cfg.AnnounceChannel != "" {
 		opts.Announce = announce.NewPublisher(conn, cfg.AnnounceChannel)
-		beat = startHeartbeat(opts.Announce, cfg.AnnounceChannel, cfg.AnnounceHeartbeat, logger)
+		beat = startHeartbeat(opts.Announce, cfg.AnnounceChannel, AnnounceHeartbeat, logger)
 	}
 	w := New(invalidate.New(conn, invalidate.Options{Rules: cfg.Rules}), opts)
 	w.conn, w.heartbeat = conn, beat

@@ -110,12 +110,11 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 		}
 		sh = &copied
 	}
-	// Only a reconnect sets a re-delete off, as on ElastiCache Serverless,
-	// whose failover shows no new node: the failovers show it fires so.
 	// The poller and the functions read the password by the ARN of the
-	// secret that holds it, as in AWS.
+	// secret that holds it, as in AWS; the rest is as deployed but for the
+	// log level, the queues and the delay.
 	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=", "CACHE_PASSWORD_SECRET_ARN=" + os.Getenv("WORKER_PASSWORD_SECRET_ARN"),
-		"LOG_LEVEL=debug", "REDELETE_ON_NEW_NODES=false", "POLLER_STATS_INTERVAL=10s",
+		"LOG_LEVEL=debug",
 		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table),
 		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String()}
 	s := &stack{env: e, shard: sh,

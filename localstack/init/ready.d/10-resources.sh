@@ -25,8 +25,9 @@ secret="${WORKER_PASSWORD_SECRET_NAME:-invalidator-worker-password}"
 # As template.yaml: QueueMaxReceiveCount, and 6 x the function timeout.
 max_receive_count="${MAX_RECEIVE_COUNT:-1000}"
 visibility_timeout="${VISIBILITY_TIMEOUT:-180}"
-# As template.yaml's SecondDeleteQueue, and the worker's SECOND_DELETE_MAX_BYTES.
-second_delete_max_bytes="${SECOND_DELETE_MAX_BYTES:-262144}"
+# As template.yaml's SecondDeleteQueue, to which the worker sizes its messages
+# (worker.DefaultDelayMaxBytes).
+second_delete_max_bytes="${SECOND_DELETE_QUEUE_MAX_BYTES:-262144}"
 # As template.yaml's Queue: room for a parked record's attributes below 1 MiB.
 queue_max_bytes="${QUEUE_MAX_BYTES:-1040384}"
 
