@@ -16,23 +16,27 @@ var layers = [][]string{
 	{"events"},
 	{"invalidate", "elasticache"},
 	{"writethrough", "recipes/"},
-	{"frontend/"},
+	{"internal/frontend/"},
 	{"functions", "cmd/"},
 	{"localstack", ""}, // "": the root package, the template's tests
 }
 
 const module = "github.com/invalidator-go/invalidator"
 
+// layerOf is the layer of the longest prefix that path has: the front
+// ends sit under internal/, above the helpers.
 func layerOf(path string) int {
 	rel := strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
+	found, longest := len(layers)-1, -1
 	for i, layer := range layers {
 		for _, prefix := range layer {
-			if rel == strings.TrimSuffix(prefix, "/") || (prefix != "" && strings.HasPrefix(rel, strings.TrimSuffix(prefix, "/")+"/")) {
-				return i
+			p := strings.TrimSuffix(prefix, "/")
+			if (rel == p || (prefix != "" && strings.HasPrefix(rel, p+"/"))) && len(p) > longest {
+				found, longest = i, len(p)
 			}
 		}
 	}
-	return len(layers) - 1
+	return found
 }
 
 // TestImportsRunDownTheLayers: no package imports one of a layer above its

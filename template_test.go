@@ -13,9 +13,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/invalidator-go/invalidator/frontend/inspect"
-	"github.com/invalidator-go/invalidator/frontend/parking"
-	"github.com/invalidator-go/invalidator/frontend/worker"
+	"github.com/invalidator-go/invalidator/internal/frontend/inspect"
+	"github.com/invalidator-go/invalidator/internal/frontend/parking"
+	"github.com/invalidator-go/invalidator/internal/frontend/worker"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 

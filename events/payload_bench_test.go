@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
 )
 
 // BenchmarkSQSPayload splits the payload of a batch as Lambda delivers it

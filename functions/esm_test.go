@@ -16,7 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/frontend/parking"
+	"github.com/invalidator-go/invalidator/internal/frontend/parking"
 	"github.com/invalidator-go/invalidator/localstack/esm"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 	"github.com/invalidator-go/invalidator/localstack/testenv"

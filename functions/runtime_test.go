@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/invalidator-go/invalidator/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"

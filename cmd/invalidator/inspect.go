@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/frontend/inspect"
+	"github.com/invalidator-go/invalidator/internal/frontend/inspect"
 )
 
 // findings is how many inconsistent keys the report lists at each delay.

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/frontend/replay"
+	"github.com/invalidator-go/invalidator/internal/frontend/replay"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 

@@ -3,7 +3,7 @@
 package main
 
 import (
-	"github.com/invalidator-go/invalidator/frontend/function"
+	"github.com/invalidator-go/invalidator/internal/frontend/function"
 )
 
 func main() { function.Start("stream-invalidate", function.DynamoDB) }

@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/frontend/function/shape"
-	"github.com/invalidator-go/invalidator/frontend/streams"
+	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/internal/frontend/streams"
 	"github.com/invalidator-go/invalidator/internal/wait"
 )
 

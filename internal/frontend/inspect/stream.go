@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/streams"
+	"github.com/invalidator-go/invalidator/internal/frontend/streams"
 	"github.com/invalidator-go/invalidator/internal/wait"
 )
 

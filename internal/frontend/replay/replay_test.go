@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/function/shape"
-	"github.com/invalidator-go/invalidator/frontend/parking"
-	"github.com/invalidator-go/invalidator/frontend/streams"
+	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/internal/frontend/parking"
+	"github.com/invalidator-go/invalidator/internal/frontend/streams"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"

@@ -7,7 +7,7 @@ import (
 	"os"
 	"reflect"
 
-	"github.com/invalidator-go/invalidator/frontend/worker"
+	"github.com/invalidator-go/invalidator/internal/frontend/worker"
 )
 
 // initError stops a function that cannot start: one line in its log, and

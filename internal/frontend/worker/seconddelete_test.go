@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/parking"
+	"github.com/invalidator-go/invalidator/internal/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"

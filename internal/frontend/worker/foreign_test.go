@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/parking"
+	"github.com/invalidator-go/invalidator/internal/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 	"github.com/invalidator-go/invalidator/localstack/testenv"

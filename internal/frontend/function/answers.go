@@ -7,7 +7,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/worker"
+	"github.com/invalidator-go/invalidator/internal/frontend/worker"
 )
 
 // SQS answers an invoke of an SQS event source with ReportBatchItemFailures:

@@ -20,10 +20,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/frontend/function"
-	"github.com/invalidator-go/invalidator/frontend/parking"
-	"github.com/invalidator-go/invalidator/frontend/poller"
-	"github.com/invalidator-go/invalidator/frontend/worker"
+	"github.com/invalidator-go/invalidator/internal/frontend/function"
+	"github.com/invalidator-go/invalidator/internal/frontend/parking"
+	"github.com/invalidator-go/invalidator/internal/frontend/poller"
+	"github.com/invalidator-go/invalidator/internal/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
