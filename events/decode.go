@@ -17,7 +17,7 @@ func Decode(source Source, raw []byte, keep Attributes) (id string, changes []Ch
 	case SourceSNS:
 		var rec SNSRecord
 		if err := json.Unmarshal(raw, &rec); err != nil {
-			return "", nil, receipt, &DecodeError{Reason: "not an SNS record", Err: err}
+			return "", nil, receipt, &decodeError{Reason: "not an SNS record", Err: err}
 		}
 		id = rec.SNS.MessageID
 		changes, err = DecodeSNS(rec)
@@ -27,7 +27,7 @@ func Decode(source Source, raw []byte, keep Attributes) (id string, changes []Ch
 			changes = []Change{c}
 		}
 	default:
-		err = &DecodeError{Reason: fmt.Sprintf("records from %q are not decoded here", source)}
+		err = &decodeError{Reason: fmt.Sprintf("records from %q are not decoded here", source)}
 	}
 	return id, changes, receipt, err
 }

@@ -16,6 +16,6 @@
 // string) or in an EventBridge envelope ("detail-type", "detail": the change
 // as an object); an SNS message may carry an EventBridge envelope too.
 //
-// A record that cannot be decoded yields a *DecodeError naming the record
-// and the reason, which wraps ErrInvalid; decoders never panic.
+// A record that cannot be decoded yields an error naming the record
+// and the reason; decoders never panic.
 package events

@@ -26,12 +26,12 @@ type StreamRecord struct {
 func DecodeDynamoDB(rec StreamRecord) (Change, error) {
 	seq := rec.SequenceNumber
 	fail := func(reason string) (Change, error) {
-		return Change{}, &DecodeError{Record: seq, Reason: reason}
+		return Change{}, &decodeError{Record: seq, Reason: reason}
 	}
 	if seq == "" {
 		return fail("no SequenceNumber")
 	}
-	table, ok := TableName(rec.EventSourceARN)
+	table, ok := tableName(rec.EventSourceARN)
 	if !ok {
 		return fail("eventSourceARN " + truncate([]byte(rec.EventSourceARN)) + " names no table")
 	}
@@ -64,9 +64,9 @@ func DecodeDynamoDB(rec StreamRecord) (Change, error) {
 	}, nil
 }
 
-// TableName returns the table of a stream or table ARN
+// tableName returns the table of a stream or table ARN
 // (arn:aws:dynamodb:region:account:table/NAME/stream/LABEL).
-func TableName(arn string) (string, bool) {
+func tableName(arn string) (string, bool) {
 	_, rest, ok := strings.Cut(arn, ":table/")
 	if !ok || !strings.HasPrefix(arn, "arn:") {
 		return "", false

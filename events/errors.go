@@ -5,18 +5,18 @@ import (
 	"strconv"
 )
 
-// ErrInvalid is wrapped by every decoding error: the record can never be
+// errInvalid is wrapped by every decoding error: the record can never be
 // handled as it is, and belongs in a dead-letter queue once retries end.
-var ErrInvalid = errors.New("invalid change event")
+var errInvalid = errors.New("invalid change event")
 
-// DecodeError says which record could not be decoded and why.
-type DecodeError struct {
+// decodeError says which record could not be decoded and why.
+type decodeError struct {
 	Record string // message ID or sequence number
 	Reason string
 	Err    error // the underlying error, if any
 }
 
-func (e *DecodeError) Error() string {
+func (e *decodeError) Error() string {
 	msg := "record " + strconv.Quote(e.Record) + ": " + e.Reason
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -24,16 +24,16 @@ func (e *DecodeError) Error() string {
 	return msg
 }
 
-// Unwrap exposes ErrInvalid and the underlying error to errors.Is and As.
-func (e *DecodeError) Unwrap() []error {
+// Unwrap exposes errInvalid and the underlying error to errors.Is and As.
+func (e *decodeError) Unwrap() []error {
 	if e.Err == nil {
-		return []error{ErrInvalid}
+		return []error{errInvalid}
 	}
-	return []error{ErrInvalid, e.Err}
+	return []error{errInvalid, e.Err}
 }
 
 // fieldError is a reason found deep in a body; the record decoder turns it
-// into a DecodeError naming the record.
+// into a decodeError naming the record.
 type fieldError struct {
 	reason string
 	err    error
@@ -55,7 +55,7 @@ func isPastLimit(err error) bool {
 
 func recordError(record string, err error) error {
 	if fe := (*fieldError)(nil); errors.As(err, &fe) {
-		return &DecodeError{Record: record, Reason: fe.reason, Err: fe.err}
+		return &decodeError{Record: record, Reason: fe.reason, Err: fe.err}
 	}
-	return &DecodeError{Record: record, Reason: "malformed JSON", Err: err}
+	return &decodeError{Record: record, Reason: "malformed JSON", Err: err}
 }

@@ -28,8 +28,8 @@ type decoded struct {
 func outcome(id string, changes []Change, err error) decoded {
 	d := decoded{Record: id, Changes: changes}
 	if err != nil {
-		if !errors.Is(err, ErrInvalid) {
-			panic("decode error does not wrap ErrInvalid: " + err.Error())
+		if !errors.Is(err, errInvalid) {
+			panic("decode error does not wrap errInvalid: " + err.Error())
 		}
 		d.Error = err.Error()
 	}
@@ -215,7 +215,7 @@ func TestSplitRecordsLeavesBrokenRecordsToTheirDecoder(t *testing.T) {
 	}
 	for i, want := range []string{"a", "b", "c"} {
 		id, _, err := DecodeSQSJSON(raws[i])
-		if id != want || (want == "b") != errors.Is(err, ErrInvalid) {
+		if id != want || (want == "b") != errors.Is(err, errInvalid) {
 			t.Errorf("record %d: id %q, err %v; want %q, failing only if b", i, id, err, want)
 		}
 	}
@@ -228,14 +228,14 @@ func TestDynamoDBJSONLimits(t *testing.T) {
 	}
 	raw := `{"eventName":"INSERT","eventSourceARN":"arn:aws:dynamodb:us-east-1:1:table/T/stream/s","dynamodb":{"Keys":{"id":{"S":"1"}},"NewImage":{"deep":` + deep + `},"SequenceNumber":"42"}}`
 	seq, _, err := DecodeDynamoDBJSON([]byte(raw), nil)
-	if seq != "42" || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "32 levels") {
+	if seq != "42" || !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "32 levels") {
 		t.Fatalf("deep nesting: seq %q, err %v", seq, err)
 	}
 	// Deeper than JSON itself may nest (10,000, as encoding/json): the record
 	// is refused, and still named.
 	deeper := strings.Repeat(`[`, 10_001) + strings.Repeat(`]`, 10_001)
 	raw = `{"eventName":"INSERT","dynamodb":{"Keys":{"id":{"S":"1"}},"NewImage":{"deep":{"L":` + deeper + `}},"SequenceNumber":"44"}}`
-	if seq, _, err := DecodeDynamoDBJSON([]byte(raw), nil); seq != "44" || !errors.Is(err, ErrInvalid) {
+	if seq, _, err := DecodeDynamoDBJSON([]byte(raw), nil); seq != "44" || !errors.Is(err, errInvalid) {
 		t.Fatalf("nesting past JSON's limit: seq %q, err %v; want the record refused under its sequence number", seq, err)
 	}
 	// A field broken before SequenceNumber still names its record, so that
@@ -250,7 +250,7 @@ func TestDynamoDBJSONLimits(t *testing.T) {
 // event, and fails its invoke; an empty batch is one.
 func TestSplitRecordsRefusesWhatIsNoEvent(t *testing.T) {
 	for _, payload := range []string{`{}`, `{"detail-type":"Object Created","detail":{}}`, `{"records":[]}`} {
-		if _, err := SplitRecords([]byte(payload)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no Records") {
+		if _, err := SplitRecords([]byte(payload)); !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "no Records") {
 			t.Errorf("%s: err %v, want no Records", payload, err)
 		}
 	}
@@ -293,7 +293,7 @@ func TestChangeTags(t *testing.T) {
 	} {
 		changes, err := DecodeSQSBody("m", tc.body, "")
 		if tc.reason != "" {
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.reason) {
+			if !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("%s: err %v, want %q", tc.body, err, tc.reason)
 			}
 			continue
@@ -336,7 +336,7 @@ func TestRecordLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := DecodeSQSBody("m1", tc.body, "")
 			if len(got) != tc.kept || tc.reason == "" && err != nil ||
-				tc.reason != "" && (!errors.Is(err, ErrInvalid) || err.Error() != `record "m1": `+tc.reason) {
+				tc.reason != "" && (!errors.Is(err, errInvalid) || err.Error() != `record "m1": `+tc.reason) {
 				t.Fatalf("%d changes, err %v; want %d and %q", len(got), err, tc.kept, tc.reason)
 			}
 		})
@@ -369,10 +369,10 @@ func TestDecodeKeepsOnlyWhatIsRead(t *testing.T) {
 	if c.ID != "1#2" || len(c.ItemKey) != 2 {
 		t.Errorf("key %q %v, want both key attributes", c.ID, c.ItemKey)
 	}
-	if _, _, err := DecodeDynamoDBJSON([]byte(raw), nil); !errors.Is(err, ErrInvalid) {
+	if _, _, err := DecodeDynamoDBJSON([]byte(raw), nil); !errors.Is(err, errInvalid) {
 		t.Errorf("everything kept: %v, want the broken attributes to fail the record", err)
 	}
-	if _, _, err := DecodeDynamoDBJSON([]byte(strings.Replace(raw, `"odd":{"X":1}`, `"odd":{"X":1`, 1)), keep); !errors.Is(err, ErrInvalid) {
+	if _, _, err := DecodeDynamoDBJSON([]byte(strings.Replace(raw, `"odd":{"X":1}`, `"odd":{"X":1`, 1)), keep); !errors.Is(err, errInvalid) {
 		t.Errorf("an attribute kept out that is not JSON: %v, want the record to fail", err)
 	}
 }
@@ -397,7 +397,7 @@ func TestNumericIDs(t *testing.T) {
 	} {
 		changes, err := DecodeSQSBody("m", `{"entity":"product","id":`+tc.id+`}`, "")
 		if tc.reason != "" {
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.reason) {
+			if !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("id %s: %v, want %q", tc.id, err, tc.reason)
 			}
 			continue

@@ -10,7 +10,7 @@ import (
 )
 
 // The fuzzers hold every decoder to its promise: any input gives changes or
-// an error wrapping ErrInvalid, never a panic. Their corpora start from the
+// an error wrapping errInvalid, never a panic. Their corpora start from the
 // records in testdata.
 
 // sqsEvent and snsEvent read fixtures with encoding/json, the reference
@@ -58,8 +58,8 @@ func rawRecords(f *testing.F, glob string) {
 }
 
 func checkDecoded(t *testing.T, changes []Change, err error) {
-	if err != nil && !errors.Is(err, ErrInvalid) {
-		t.Fatalf("error does not wrap ErrInvalid: %v", err)
+	if err != nil && !errors.Is(err, errInvalid) {
+		t.Fatalf("error does not wrap errInvalid: %v", err)
 	}
 	if err == nil && len(changes) == 0 {
 		t.Fatal("no changes and no error")

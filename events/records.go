@@ -24,7 +24,7 @@ func SplitRecords(payload []byte) ([][]byte, error) {
 		return nil
 	})
 	if errors.Is(err, jsonscan.ErrNoMember) {
-		return nil, &DecodeError{Reason: "not a Lambda event: no Records"}
+		return nil, &decodeError{Reason: "not a Lambda event: no Records"}
 	}
 	if err != nil {
 		return nil, recordError("", err)

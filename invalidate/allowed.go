@@ -19,7 +19,7 @@ type allowed struct {
 // chars, signed on x86 and unsigned on ARM.
 func checkPattern(p string) error {
 	if p == "" {
-		return fmt.Errorf("%w: allowedKeys holds an empty pattern", ErrRules)
+		return fmt.Errorf("%w: allowedKeys holds an empty pattern", errRules)
 	}
 	for i := 0; i < len(p); i++ {
 		switch p[i] {
@@ -29,7 +29,7 @@ func checkPattern(p string) error {
 			var bad bool
 			_, rest := readClass(p[i+1:], func(lo, hi byte) { bad = bad || lo != hi && (lo >= 0x80 || hi >= 0x80) })
 			if bad {
-				return fmt.Errorf("%w: allowedKeys pattern %q: a range in [] between bytes that are not both ASCII means one thing to Valkey on x86 and another on ARM", ErrRules, p)
+				return fmt.Errorf("%w: allowedKeys pattern %q: a range in [] between bytes that are not both ASCII means one thing to Valkey on x86 and another on ARM", errRules, p)
 			}
 			i = len(p) - len(rest) - 1
 		}

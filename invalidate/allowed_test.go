@@ -83,7 +83,7 @@ func TestDerivedAllowedKeys(t *testing.T) {
 	if keys, err := r.Keys(&events.Change{Entity: "user", ID: "1"}, nil); err != nil || strings.Join(keys, " ") != "{user:1}:profile" {
 		t.Errorf("{user:{id}}:profile planned %q, %v", keys, err)
 	}
-	if _, err := r.Keys(&events.Change{Entity: "user", Keys: []string{"session:abc", "lock:orders"}}, nil); !errors.Is(err, ErrPlan) {
+	if _, err := r.Keys(&events.Change{Entity: "user", Keys: []string{"session:abc", "lock:orders"}}, nil); !errors.Is(err, errPlan) {
 		t.Errorf("explicit keys outside {user:*: %v, want ErrPlan", err)
 	}
 }
@@ -93,7 +93,7 @@ func TestDerivedAllowedKeys(t *testing.T) {
 // give allowedKeys.
 func TestEveryKeyIsNeverDerived(t *testing.T) {
 	for _, rules := range []string{`default: ["{entity}:{id}"]`, `entities: {p: ["cache:p:{id}", "{id}"]}`, `tables: {T: ["{key.id}"]}`} {
-		if _, err := ParseRules([]byte(rules)); !errors.Is(err, ErrRules) || !strings.Contains(err.Error(), "begins with a placeholder") {
+		if _, err := ParseRules([]byte(rules)); !errors.Is(err, errRules) || !strings.Contains(err.Error(), "begins with a placeholder") {
 			t.Errorf("%s: %v, want refused", rules, err)
 		}
 		if _, err := ParseRules([]byte(rules + "\nallowedKeys: [\"cache:*\"]")); err != nil {

@@ -23,13 +23,13 @@ func TestBadRecordsFailAlone(t *testing.T) {
 	cache := &cachetest.Cache{}
 	rep := invalidate.New(cache, fast()).Invalidate(ctx, invalidate.Decoded([]invalidate.Record{
 		{ID: "ok", Changes: []events.Change{{Entity: "user", ID: "1"}}},
-		{ID: "bad-json", Err: &events.DecodeError{Record: "bad-json", Reason: "malformed JSON"}},
+		{ID: "bad-json", Err: errMalformed},
 		{ID: "no-id", Changes: []events.Change{{Entity: "user", ID: "2"}, {Entity: "user"}}},
 	}))
 	if got := fmt.Sprint(rep.ToRetry()); got != "[bad-json no-id]" {
 		t.Fatalf("failed = %s, want [bad-json no-id]", got)
 	}
-	if !errors.Is(rep.Results[1].Err, events.ErrInvalid) || !errors.Is(rep.Results[2].Err, invalidate.ErrPlan) {
+	if !errors.Is(rep.Results[1].Err, errMalformed) || !errors.Is(rep.Results[2].Err, invalidate.ErrPlan) {
 		t.Fatalf("errors = %v / %v", rep.Results[1].Err, rep.Results[2].Err)
 	}
 	if rep.Results[1].Transient || rep.Results[2].Transient {
@@ -75,3 +75,6 @@ func TestInputsDecodeInChunksAndDeleteEachKeyOnce(t *testing.T) {
 		}
 	}
 }
+
+// errMalformed is a record's decoding error: it fails the record for good.
+var errMalformed = errors.New("malformed JSON")

@@ -77,7 +77,7 @@ func (c valkeyCache) Unlink(ctx context.Context, keys []string, status []KeyStat
 // retrying and failing for good asks it.
 func permanentKeyError(err error) bool {
 	switch {
-	case errors.Is(err, ErrInternal), errors.Is(err, ErrPlan):
+	case errors.Is(err, errInternal), errors.Is(err, errPlan):
 		return true
 	case errors.Is(err, errNotAttempted):
 		return false

@@ -7,32 +7,32 @@ import (
 	"runtime/debug"
 )
 
-// ErrInternal is wrapped by the errors of a bug caught while decoding or
+// errInternal is wrapped by the errors of a bug caught while decoding or
 // sending: the record fails for good, so that it is parked, not retried
 // forever.
-var ErrInternal = errors.New("internal error")
+var errInternal = errors.New("internal error")
 
 // PanicError is the error of a panic p caught while doing what: it wraps
-// ErrInternal, and carries the stack where it happened to the logs and the
+// errInternal, and carries the stack where it happened to the logs and the
 // failure queue.
 func PanicError(what string, p any) error {
-	return fmt.Errorf("%w %s: %v\n%s", ErrInternal, what, p, debug.Stack())
+	return fmt.Errorf("%w %s: %v\n%s", errInternal, what, p, debug.Stack())
 }
 
 // errNotAttempted fails the keys that the deadline left unsent.
 var errNotAttempted = errors.New("not attempted before the deadline")
 
-// KeyError says which keys of a record could not be deleted and why.
-type KeyError struct {
+// keyError says which keys of a record could not be deleted and why.
+type keyError struct {
 	Failed int   // keys of the record not deleted
 	Err    error // the error of one of them: one that may pass, when any may
 }
 
-func (e *KeyError) Error() string {
+func (e *keyError) Error() string {
 	return fmt.Sprintf("%d key(s) not deleted: %v", e.Failed, e.Err)
 }
 
-func (e *KeyError) Unwrap() error { return e.Err }
+func (e *keyError) Unwrap() error { return e.Err }
 
 // lastError is a key's latest failure. When the deadline cut short the
 // attempt, the failure that kept the key retrying until then says more, and
@@ -48,14 +48,14 @@ func isContextError(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
-// TagError says which tag of a record could not be invalidated and why.
-type TagError struct {
+// tagError says which tag of a record could not be invalidated and why.
+type tagError struct {
 	Tag string
 	Err error // one that may pass, when any may
 }
 
-func (e *TagError) Error() string {
+func (e *tagError) Error() string {
 	return fmt.Sprintf("tag %q not invalidated: %v", e.Tag, e.Err)
 }
 
-func (e *TagError) Unwrap() error { return e.Err }
+func (e *tagError) Unwrap() error { return e.Err }

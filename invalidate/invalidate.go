@@ -367,7 +367,7 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 		// The error that decides what becomes of the record comes first:
 		// keys to retry, then why it can never pass.
 		if failed > 0 && (res.Transient || res.Err == nil) {
-			res.Err = &KeyError{Failed: failed, Err: keyErr}
+			res.Err = &keyError{Failed: failed, Err: keyErr}
 		}
 		b.tagResults(r, res, tags)
 		if res.Err == nil {

@@ -113,7 +113,7 @@ func TestInvalidateFailsOnlyBadRecords(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	c := testenv.Cache(t)
-	decodeErr := &events.DecodeError{Record: "bad-json", Reason: "malformed JSON"}
+	decodeErr := errMalformed
 	rep := New(Valkey(c), Options{}).Invalidate(ctx, Decoded([]Record{
 		{ID: "ok", Changes: []events.Change{{Entity: "user", ID: "1"}}},
 		{ID: "bad-json", Err: decodeErr},
@@ -122,7 +122,7 @@ func TestInvalidateFailsOnlyBadRecords(t *testing.T) {
 	if got := fmt.Sprint(rep.ToRetry()); got != "[bad-json no-id]" {
 		t.Fatalf("failed = %s, want [bad-json no-id]", got)
 	}
-	if !errors.Is(rep.Results[1].Err, events.ErrInvalid) || !errors.Is(rep.Results[2].Err, ErrPlan) {
+	if !errors.Is(rep.Results[1].Err, errMalformed) || !errors.Is(rep.Results[2].Err, errPlan) {
 		t.Fatalf("errors = %v / %v", rep.Results[1].Err, rep.Results[2].Err)
 	}
 	// The planned key of the failing record is deleted all the same.
@@ -258,7 +258,7 @@ func TestInvalidateInputs(t *testing.T) {
 	for i, res := range rep.Results {
 		switch {
 		case i%97 == 0:
-			if !errors.Is(res.Err, ErrInternal) || !strings.Contains(res.Err.Error(), "internal error decoding a record: decoder bug") {
+			if !errors.Is(res.Err, errInternal) || !strings.Contains(res.Err.Error(), "internal error decoding a record: decoder bug") {
 				t.Fatalf("input %d: err = %v, want the decoder's panic", i, res.Err)
 			}
 		case res.Err != nil || res.Record != strconv.Itoa(i) || len(res.Keys) != 1 || res.Keys[0].Key != keys[i%500]:
@@ -273,3 +273,6 @@ func TestInvalidateInputs(t *testing.T) {
 		t.Fatalf("keys left: %q", left)
 	}
 }
+
+// errMalformed is a record's decoding error: it fails the record for good.
+var errMalformed = errors.New("malformed JSON")

@@ -150,7 +150,7 @@ func (s *stuckOnce) Unlink(ctx context.Context, keys []string, status []invalida
 }
 
 func TestWhatFailsForGoodIsNotRetried(t *testing.T) {
-	decodeErr := &events.DecodeError{Record: "bad-json", Reason: "malformed JSON"}
+	decodeErr := errMalformed
 	cache := &cachetest.Cache{Fail: func(key string, _ int) error {
 		if strings.HasPrefix(key, "cache:down:") {
 			return cachetest.ErrRefused
@@ -170,7 +170,7 @@ func TestWhatFailsForGoodIsNotRetried(t *testing.T) {
 	want := []struct {
 		err       error
 		transient bool
-	}{{events.ErrInvalid, false}, {syscall.ECONNREFUSED, true}, {invalidate.ErrPlan, false}, {nil, false}}
+	}{{errMalformed, false}, {syscall.ECONNREFUSED, true}, {invalidate.ErrPlan, false}, {nil, false}}
 	for i, w := range want {
 		res := rep.Results[i]
 		if !errors.Is(res.Err, w.err) || (w.err == nil) != (res.Err == nil) || res.Transient != w.transient {

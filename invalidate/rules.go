@@ -16,13 +16,13 @@ import (
 	"github.com/invalidator-go/invalidator/internal/tagset"
 )
 
-// DefaultTemplate is the key of a change without a rule of its own.
-const DefaultTemplate = "cache:{entity}:{id}"
+// defaultTemplate is the key of a change without a rule of its own.
+const defaultTemplate = "cache:{entity}:{id}"
 
-// DefaultMaxKeyBytes is the longest key planned unless the rules say
+// defaultMaxKeyBytes is the longest key planned unless the rules say
 // otherwise. Valkey allows far longer keys, but a key this long is almost
 // always a template or data bug, better caught than deleted.
-const DefaultMaxKeyBytes = 1024
+const defaultMaxKeyBytes = 1024
 
 // RulesConfig is the rules as written in INVALIDATION_RULES or
 // INVALIDATION_RULES_FILE, in YAML or JSON:
@@ -103,13 +103,13 @@ func DefaultRules() *Rules {
 func NewRules(cfg RulesConfig) (*Rules, error) {
 	r := &Rules{maxKeyBytes: cfg.MaxKeyBytes}
 	if r.maxKeyBytes == 0 {
-		r.maxKeyBytes = DefaultMaxKeyBytes
+		r.maxKeyBytes = defaultMaxKeyBytes
 	}
 	if r.maxKeyBytes < 1 || r.maxKeyBytes > 512<<20 {
-		return nil, fmt.Errorf("%w: maxKeyBytes %d is not between 1 and 512 MiB", ErrRules, cfg.MaxKeyBytes)
+		return nil, fmt.Errorf("%w: maxKeyBytes %d is not between 1 and 512 MiB", errRules, cfg.MaxKeyBytes)
 	}
 	if cfg.Default == nil {
-		cfg.Default = []string{DefaultTemplate}
+		cfg.Default = []string{defaultTemplate}
 	}
 	var err error
 	if r.defaults, err = compile("default", cfg.Default, false); err != nil {
@@ -140,7 +140,7 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 			for _, t := range set {
 				p := prefixOf("", t)
 				if p == (prefix{wild: true}) {
-					return nil, fmt.Errorf("%w: template %q begins with a placeholder, so that the allowedKeys derived from it would allow every key: give allowedKeys", ErrRules, t.raw)
+					return nil, fmt.Errorf("%w: template %q begins with a placeholder, so that the allowedKeys derived from it would allow every key: give allowedKeys", errRules, t.raw)
 				}
 				prefixes = append(prefixes, p)
 			}
@@ -149,7 +149,7 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 		return r, nil
 	}
 	if len(cfg.AllowedKeys) == 0 {
-		return nil, fmt.Errorf("%w: allowedKeys is empty: no key could ever be deleted", ErrRules)
+		return nil, fmt.Errorf("%w: allowedKeys is empty: no key could ever be deleted", errRules)
 	}
 	for _, p := range cfg.AllowedKeys {
 		if err := checkPattern(p); err != nil {
@@ -158,7 +158,7 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 	}
 	r.allowed = allowed{patterns: cfg.AllowedKeys}
 	if len(r.tagEntities)+len(r.tagTables) > 0 && !r.allowed.permits(r.TagClock()) {
-		return nil, fmt.Errorf("%w: the tag clock %q is outside allowedKeys: no tag could be invalidated", ErrRules, r.TagClock())
+		return nil, fmt.Errorf("%w: the tag clock %q is outside allowedKeys: no tag could be invalidated", errRules, r.TagClock())
 	}
 	return r, nil
 }
@@ -212,7 +212,7 @@ func (r *Rules) AllowedKeys() (patterns []string, derived bool) {
 
 func compile(where string, raws []string, allowImages bool) ([]template, error) {
 	if len(raws) == 0 {
-		return nil, fmt.Errorf("%w: %s has no templates", ErrRules, where)
+		return nil, fmt.Errorf("%w: %s has no templates", errRules, where)
 	}
 	templates := make([]template, len(raws))
 	for i, raw := range raws {
@@ -230,7 +230,7 @@ func compile(where string, raws []string, allowImages bool) ([]template, error) 
 func ParseRules(data []byte) (*Rules, error) {
 	var cfg RulesConfig
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRules, err)
+		return nil, fmt.Errorf("%w: %w", errRules, err)
 	}
 	return NewRules(cfg)
 }
@@ -242,7 +242,7 @@ func RulesFromEnv(getenv func(string) string) (*Rules, error) {
 	inline, file := env.String(getenv, "INVALIDATION_RULES"), env.String(getenv, "INVALIDATION_RULES_FILE")
 	switch {
 	case inline != "" && file != "":
-		return nil, fmt.Errorf("%w: set INVALIDATION_RULES or INVALIDATION_RULES_FILE, not both", ErrRules)
+		return nil, fmt.Errorf("%w: set INVALIDATION_RULES or INVALIDATION_RULES_FILE, not both", errRules)
 	case inline != "":
 		r, err := ParseRules([]byte(inline))
 		if err != nil {
@@ -252,7 +252,7 @@ func RulesFromEnv(getenv func(string) string) (*Rules, error) {
 	case file != "":
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("%w: INVALIDATION_RULES_FILE: %w", ErrRules, err)
+			return nil, fmt.Errorf("%w: INVALIDATION_RULES_FILE: %w", errRules, err)
 		}
 		r, err := ParseRules(data)
 		if err != nil {
@@ -311,7 +311,7 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 		}
 	}
 	if len(dst) > start && !r.allowed.permits(r.TagClock()) && first == nil {
-		first = &PlanError{Reason: "the tag clock " + strconv.Quote(r.TagClock()) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
+		first = &planError{Reason: "the tag clock " + strconv.Quote(r.TagClock()) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
 	}
 	return r.keep(dst, start, r.TagKey, r.room("tag key", len(r.tagPrefix)), first)
 }
@@ -338,14 +338,14 @@ func (r *Rules) keep(dst []string, start int, key func(string) string, room keyR
 	for _, v := range dst[start:] {
 		if reason := room.over(len(v)); reason != "" {
 			if first == nil {
-				first = &PlanError{Reason: reason}
+				first = &planError{Reason: reason}
 			}
 			continue
 		}
 		switch k := key(v); {
 		case !r.allowed.permits(k):
 			if first == nil {
-				first = &PlanError{Reason: room.what + " " + strconv.Quote(truncateKey(k)) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
+				first = &planError{Reason: room.what + " " + strconv.Quote(truncateKey(k)) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
 			}
 		default:
 			kept = append(kept, v)

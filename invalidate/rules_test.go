@@ -113,7 +113,7 @@ func TestKeysRefusesUnsafePlans(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			keys, err := r.Keys(tt.c, []string{"earlier"})
-			if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, errPlan) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want ErrPlan mentioning %q", err, tt.want)
 			}
 			if keys[0] != "earlier" || slices.ContainsFunc(keys, func(k string) bool { return len(k) > 32 || strings.Contains(k, "category") }) {
@@ -138,7 +138,7 @@ func TestRulesValidation(t *testing.T) {
 	}
 	for name, yaml := range tests {
 		t.Run(name, func(t *testing.T) {
-			if _, err := ParseRules([]byte(yaml)); !errors.Is(err, ErrRules) {
+			if _, err := ParseRules([]byte(yaml)); !errors.Is(err, errRules) {
 				t.Fatalf("err = %v, want ErrRules", err)
 			}
 		})
@@ -167,7 +167,7 @@ func TestRulesFromEnv(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r, err := RulesFromEnv(env(tc.env))
 			if tc.wantErr {
-				if !errors.Is(err, ErrRules) {
+				if !errors.Is(err, errRules) {
 					t.Fatalf("err = %v, want ErrRules", err)
 				}
 				return
@@ -187,7 +187,7 @@ func TestKeysKeepWhatCanBePlanned(t *testing.T) {
 	c := &events.Change{Source: events.SourceDynamoDB, Table: "T", Entity: "T", ID: "1", Op: events.OpUpdate,
 		ItemKey: events.Image{"id": s("1")}, OldImage: events.Image{"tags": ss("a")}, NewImage: events.Image{"tags": ss("b")}}
 	keys, err := r.Keys(c, nil)
-	if !errors.Is(err, ErrPlan) || !slices.Equal(keys, []string{"cache:p:1", "cache:tag:a", "cache:tag:b"}) {
+	if !errors.Is(err, errPlan) || !slices.Equal(keys, []string{"cache:p:1", "cache:tag:a", "cache:tag:b"}) {
 		t.Fatalf("keys %q, err %v: want the plannable keys and the error", keys, err)
 	}
 }
@@ -203,10 +203,10 @@ func TestAbsentImagesAndEmptySets(t *testing.T) {
 	}
 	// A MODIFY without its old image: the stream view type lacks it, and
 	// planning nothing would skip the old category's key.
-	if _, err := r.Keys(change("T", events.OpUpdate, nil, events.Image{"category": s("x")}), nil); !errors.Is(err, ErrPlan) {
+	if _, err := r.Keys(change("T", events.OpUpdate, nil, events.Image{"category": s("x")}), nil); !errors.Is(err, errPlan) {
 		t.Fatalf("old. on MODIFY without OldImage: %v, want ErrPlan", err)
 	}
-	if _, err := r.Keys(change("S", events.OpCreate, nil, events.Image{"tags": ss()}), nil); !errors.Is(err, ErrPlan) {
+	if _, err := r.Keys(change("S", events.OpCreate, nil, events.Image{"tags": ss()}), nil); !errors.Is(err, errPlan) {
 		t.Fatalf("empty set: %v, want ErrPlan", err)
 	}
 }
@@ -244,16 +244,16 @@ func TestKeysOutsideTheAllowedOnesFail(t *testing.T) {
 	} {
 		kept, err := tc.rules.Keys(&events.Change{Entity: "product", Keys: tc.keys}, nil)
 		wantErr := len(kept) != len(tc.keys)
-		if !slices.Equal(kept, tc.kept) || wantErr != errors.Is(err, ErrPlan) || wantErr && !strings.Contains(err.Error(), "outside the allowed keys") {
+		if !slices.Equal(kept, tc.kept) || wantErr != errors.Is(err, errPlan) || wantErr && !strings.Contains(err.Error(), "outside the allowed keys") {
 			t.Errorf("%q: kept %q, %v; want %q", tc.keys, kept, err, tc.kept)
 		}
 	}
 	// A planned key is held to them too: {entity} may be anything.
-	if _, err := given.Keys(&events.Change{Entity: "session", ID: "1"}, nil); !errors.Is(err, ErrPlan) {
+	if _, err := given.Keys(&events.Change{Entity: "session", ID: "1"}, nil); !errors.Is(err, errPlan) {
 		t.Errorf("session:1 planned: %v, want ErrPlan", err)
 	}
 	for _, bad := range []string{`allowedKeys: []`, `allowedKeys: [""]`, `allowedKeys: ["cache:[a-é]*"]`} {
-		if _, err := ParseRules([]byte(bad)); !errors.Is(err, ErrRules) {
+		if _, err := ParseRules([]byte(bad)); !errors.Is(err, errRules) {
 			t.Errorf("%s: %v, want ErrRules", bad, err)
 		}
 	}
@@ -300,10 +300,10 @@ tags:
 	// A tag outside the allowed keys, too long, or unplannable fails the
 	// change; the others are still invalidated.
 	got, err := r.Tags(&events.Change{Entity: "product", Tags: []string{"session:1", strings.Repeat("x", 1024), "product:9"}}, nil)
-	if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), `tag key "cache:tag:session:1" is outside`) || !slices.Equal(got, []string{"product:9"}) {
+	if !errors.Is(err, errPlan) || !strings.Contains(err.Error(), `tag key "cache:tag:session:1" is outside`) || !slices.Equal(got, []string{"product:9"}) {
 		t.Errorf("bad tags: %q, %v", got, err)
 	}
-	if _, err := r.Tags(&events.Change{Entity: "product"}, nil); !errors.Is(err, ErrPlan) {
+	if _, err := r.Tags(&events.Change{Entity: "product"}, nil); !errors.Is(err, errPlan) {
 		t.Errorf("a tag without its id: %v, want a plan error", err)
 	}
 
@@ -311,11 +311,11 @@ tags:
 	if got, err := prefixed.Tags(&events.Change{Entity: "a", ID: "1"}, nil); err != nil || prefixed.TagKey(got[0]) != "t:1" {
 		t.Errorf("under a prefix of its own: %q, %v", got, err)
 	}
-	if _, err := ParseRules([]byte(`{allowedKeys: ["cache:tag:product:*"], tags: {entities: {a: ["product:{id}"]}}}`)); !errors.Is(err, ErrRules) {
+	if _, err := ParseRules([]byte(`{allowedKeys: ["cache:tag:product:*"], tags: {entities: {a: ["product:{id}"]}}}`)); !errors.Is(err, errRules) {
 		t.Errorf("rules whose tag clock is not allowed: %v, want ErrRules", err)
 	}
 	untagged := mustRules(t, `{allowedKeys: ["cache:tag:product:*"]}`)
-	if _, err := untagged.Tags(&events.Change{Tags: []string{"product:1"}}, nil); !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), "tag clock") {
+	if _, err := untagged.Tags(&events.Change{Tags: []string{"product:1"}}, nil); !errors.Is(err, errPlan) || !strings.Contains(err.Error(), "tag clock") {
 		t.Errorf("an explicit tag whose clock is not allowed: %v", err)
 	}
 }
@@ -354,7 +354,7 @@ func TestSetsStopAtTheCap(t *testing.T) {
 			c := &events.Change{Source: events.SourceDynamoDB, Table: tc.table, Entity: tc.table, ID: "1", Op: tc.op,
 				ItemKey: events.Image{"id": s("1")}, OldImage: tc.old, NewImage: tc.new}
 			keys, err := r.Keys(c, nil)
-			if tc.want == "" && (err != nil || len(keys) != 0) || tc.want != "" && (!errors.Is(err, ErrPlan) || !strings.HasSuffix(err.Error(), tc.want)) {
+			if tc.want == "" && (err != nil || len(keys) != 0) || tc.want != "" && (!errors.Is(err, errPlan) || !strings.HasSuffix(err.Error(), tc.want)) {
 				t.Fatalf("keys %q, err %v; want %q", keys, err, tc.want)
 			}
 		})
@@ -416,7 +416,7 @@ func TestLongKeysAreNotBuilt(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	keys, err := r.Keys(change, nil)
 	runtime.ReadMemStats(&after)
-	if !errors.Is(err, ErrPlan) || !strings.HasSuffix(err.Error(), "key of 102404 bytes is longer than the maximum of 1024") || len(keys) != 0 {
+	if !errors.Is(err, errPlan) || !strings.HasSuffix(err.Error(), "key of 102404 bytes is longer than the maximum of 1024") || len(keys) != 0 {
 		t.Fatalf("keys %d, err %v", len(keys), err)
 	}
 	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 1<<20 {
@@ -425,7 +425,7 @@ func TestLongKeysAreNotBuilt(t *testing.T) {
 	// Those that fit are planned, in order.
 	change.Table = "U"
 	image["b"] = ss("short", strings.Repeat("y", 1100), "also")
-	if keys, err := r.Keys(change, nil); !errors.Is(err, ErrPlan) || strings.Join(keys, " ") != "cache:short cache:also" {
+	if keys, err := r.Keys(change, nil); !errors.Is(err, errPlan) || strings.Join(keys, " ") != "cache:short cache:also" {
 		t.Fatalf("keys %q, err %v", keys, err)
 	}
 }

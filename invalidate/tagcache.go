@@ -54,7 +54,7 @@ func members(res valkey.ValkeyResult) ([]Member, uint64, error) {
 		return nil, 0, err
 	}
 	if len(reply) != 2 {
-		return nil, 0, fmt.Errorf("%w: a page of a tag of %d parts", ErrInternal, len(reply))
+		return nil, 0, fmt.Errorf("%w: a page of a tag of %d parts", errInternal, len(reply))
 	}
 	text, err := reply[0].ToString()
 	if err != nil {
@@ -62,7 +62,7 @@ func members(res valkey.ValkeyResult) ([]Member, uint64, error) {
 	}
 	next, err := strconv.ParseUint(text, 10, 64)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: a tag's cursor %q", ErrInternal, text)
+		return nil, 0, fmt.Errorf("%w: a tag's cursor %q", errInternal, text)
 	}
 	fields, err := reply[1].AsStrSlice()
 	if err != nil {

@@ -90,7 +90,7 @@ func (inv *Invalidator) invalidateTag(ctx, retries context.Context, b *batch, ke
 			if a.derived || a.permits(m.Key) {
 				allowed = append(allowed, m)
 			} else {
-				out.err = worse(out.err, &PlanError{Reason: "tag entry " + strconv.Quote(truncateKey(m.Key)) + " is outside the allowed keys " + strings.Join(a.patterns, " ")})
+				out.err = worse(out.err, &planError{Reason: "tag entry " + strconv.Quote(truncateKey(m.Key)) + " is outside the allowed keys " + strings.Join(a.patterns, " ")})
 			}
 		}
 		members = allowed
@@ -180,7 +180,7 @@ func (b *batch) tagResults(r int, res *Result, tags []TagResult) {
 		o := b.tagOut[t]
 		res.Tags[i] = TagResult{Tag: b.tags[t], Deleted: o.deleted, Absent: o.absent, Entries: o.entries, Incomplete: o.incomplete, Err: o.err}
 		if o.err != nil && worse(tagErr, o.err) != tagErr {
-			tagErr = &TagError{Tag: b.tags[t], Err: o.err}
+			tagErr = &tagError{Tag: b.tags[t], Err: o.err}
 		}
 	}
 	if tagErr == nil {

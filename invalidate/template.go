@@ -8,13 +8,13 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 )
 
-// ErrRules marks invalid rules; start-up stops on it. (A bad cache setting is elasticache.ErrConfig.)
-var ErrRules = errors.New("invalid invalidation rules")
+// errRules marks invalid rules; start-up stops on it. (A bad cache setting is elasticache.ErrConfig.)
+var errRules = errors.New("invalid invalidation rules")
 
-// ErrPlan is wrapped by the errors of a change whose keys cannot be planned
+// errPlan is wrapped by the errors of a change whose keys cannot be planned
 // safely: a placeholder is missing or empty, or a key is too long. The
 // record fails rather than deleting a wrong key.
-var ErrPlan = errors.New("cannot plan cache keys")
+var errPlan = errors.New("cannot plan cache keys")
 
 // source says which part of a change a placeholder reads.
 type source uint8
@@ -142,22 +142,22 @@ func (e *configError) Error() string {
 	return "template " + strconv.Quote(e.template) + ": " + e.reason
 }
 
-func (e *configError) Unwrap() error { return ErrRules }
+func (e *configError) Unwrap() error { return errRules }
 
-// PlanError says why a change's keys could not be planned.
-type PlanError struct {
+// planError says why a change's keys could not be planned.
+type planError struct {
 	Template string // the template, or "" for an explicit key
 	Reason   string
 }
 
-func (e *PlanError) Error() string {
+func (e *planError) Error() string {
 	if e.Template == "" {
 		return e.Reason
 	}
 	return "template " + strconv.Quote(e.Template) + ": " + e.Reason
 }
 
-func (e *PlanError) Unwrap() error { return ErrPlan }
+func (e *planError) Unwrap() error { return errPlan }
 
 // expand appends the keys this template gives for the change, those that
 // fit in room: one too long is not built.
@@ -219,7 +219,7 @@ func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]strin
 		if reason := room.over(size); reason == "" {
 			dst = append(dst, join(key, size))
 		} else if first == nil {
-			first = &PlanError{t.raw, reason}
+			first = &planError{t.raw, reason}
 		}
 		i := len(pick) - 1
 		for ; i >= 0; i-- {
@@ -283,12 +283,12 @@ func (t *template) scalar(seg *segment, c *events.Change) (string, error) {
 		v = c.Table
 	case srcVersion:
 		if !c.HasVersion {
-			return "", &PlanError{t.raw, "placeholder {version}: the change has no version"}
+			return "", &planError{t.raw, "placeholder {version}: the change has no version"}
 		}
 		return strconv.FormatInt(c.Version, 10), nil
 	}
 	if v == "" {
-		return "", &PlanError{t.raw, "placeholder " + seg.text + " is missing or empty"}
+		return "", &planError{t.raw, "placeholder " + seg.text + " is missing or empty"}
 	}
 	return v, nil
 }
@@ -336,18 +336,18 @@ func (t *template) imageValues(seg *segment, c *events.Change, limit int) ([]str
 		found = true
 		texts, err := av.Text()
 		if err != nil {
-			return nil, &PlanError{t.raw, "placeholder " + seg.text + ": " + err.Error()}
+			return nil, &planError{t.raw, "placeholder " + seg.text + ": " + err.Error()}
 		}
 		for _, text := range texts {
 			switch {
 			case text == "":
-				return nil, &PlanError{t.raw, "placeholder " + seg.text + " is empty"}
+				return nil, &planError{t.raw, "placeholder " + seg.text + " is empty"}
 			case len(values) == 0:
 				values = append(values, text)
 			case seen[text] || len(values) == 1 && values[0] == text:
 				continue
 			case len(values) == limit:
-				return nil, &PlanError{t.raw, "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"}
+				return nil, &planError{t.raw, "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"}
 			default:
 				if seen == nil {
 					seen = map[string]bool{values[0]: true}
@@ -359,11 +359,11 @@ func (t *template) imageValues(seg *segment, c *events.Change, limit int) ([]str
 	}
 	switch {
 	case !present:
-		return nil, &PlanError{t.raw, "placeholder " + seg.text + ": the record carries no such image (is the stream NEW_AND_OLD_IMAGES?)"}
+		return nil, &planError{t.raw, "placeholder " + seg.text + ": the record carries no such image (is the stream NEW_AND_OLD_IMAGES?)"}
 	case !found:
-		return nil, &PlanError{t.raw, "placeholder " + seg.text + " is missing from the item"}
+		return nil, &planError{t.raw, "placeholder " + seg.text + " is missing from the item"}
 	case len(values) == 0:
-		return nil, &PlanError{t.raw, "placeholder " + seg.text + " is an empty set"}
+		return nil, &planError{t.raw, "placeholder " + seg.text + " is an empty set"}
 	}
 	return values, nil
 }

@@ -25,7 +25,7 @@ func TestMessageRoundTrip(t *testing.T) {
 
 func TestDecodeRefusesWhatItCannotRead(t *testing.T) {
 	for _, payload := range []string{"", "not json", `{"v":2,"pub":"p","seq":1}`, `{"v":1,"seq":1}`, `{"v":1,"pub":"p"}`, `{"v":1,"pub":"p","seq":1,"keys":"k"}`} {
-		if _, err := Decode(payload); !errors.Is(err, ErrFormat) {
+		if _, err := Decode(payload); !errors.Is(err, errFormat) {
 			t.Errorf("Decode(%q) = %v, want ErrFormat", payload, err)
 		}
 	}

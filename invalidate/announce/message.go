@@ -53,18 +53,18 @@ func (m Message) Encode() string {
 	return string(b)
 }
 
-// ErrFormat is Decode's error for a payload that is not a message this
+// errFormat is Decode's error for a payload that is not a message this
 // version reads.
-var ErrFormat = errors.New("announce: not an announcement of format 1")
+var errFormat = errors.New("announce: not an announcement of format 1")
 
 // Decode reads a published message.
 func Decode(payload string) (Message, error) {
 	var w wire
 	if err := json.Unmarshal([]byte(payload), &w); err != nil {
-		return Message{}, fmt.Errorf("%w: %w", ErrFormat, err)
+		return Message{}, fmt.Errorf("%w: %w", errFormat, err)
 	}
 	if w.V != version || w.Pub == "" || w.Seq == 0 {
-		return Message{}, fmt.Errorf("%w: version %d, publisher %q, sequence %d", ErrFormat, w.V, w.Pub, w.Seq)
+		return Message{}, fmt.Errorf("%w: version %d, publisher %q, sequence %d", errFormat, w.V, w.Pub, w.Seq)
 	}
 	return Message{Publisher: w.Pub, Since: time.UnixMilli(w.Since), Seq: w.Seq, At: time.UnixMicro(w.At), Keys: w.Keys, Tags: w.Tags}, nil
 }

@@ -44,7 +44,7 @@ func (c changes) Read(ctx context.Context, emit func([]events.Change, error), _ 
 	for _, r := range c {
 		emit(r, nil)
 	}
-	emit(nil, &events.DecodeError{Reason: "malformed JSON"})
+	emit(nil, errors.New("malformed JSON"))
 	<-ctx.Done()
 	return nil
 }

@@ -27,7 +27,7 @@ import (
 
 // streamTable makes a table with a stream, puts items, and returns the
 // stream's ARN and the records the puts made.
-func streamTable(t *testing.T, ids ...string) (string, []streamtypes.Record, string) {
+func streamTable(t *testing.T, ids ...string) (string, string, []streamtypes.Record, string) {
 	t.Helper()
 	db, st := awsenv.DynamoDB(t), awsenv.Streams(t)
 	name, arn := awsenv.Table(t)
@@ -64,7 +64,7 @@ func streamTable(t *testing.T, ids ...string) (string, []streamtypes.Record, str
 	if len(records) != len(ids) {
 		t.Fatalf("the stream holds records of %d items, want %d", len(records), len(ids))
 	}
-	return arn, records, shard
+	return name, arn, records, shard
 }
 
 // v1 is a record as versions before message attributes parked it: one
@@ -82,8 +82,7 @@ func TestReplayEveryKind(t *testing.T) {
 	cache := testenv.Cache(t)
 	ns := rand.Text()
 	key := func(what string) string { return "cache:replay:" + ns + what }
-	arn, records, shard := streamTable(t, ns+"range", ns+"truncated", ns+"truncated-v1", ns+"whole")
-	table, _ := events.TableName(arn)
+	table, arn, records, shard := streamTable(t, ns+"range", ns+"truncated", ns+"truncated-v1", ns+"whole")
 	rules, err := invalidate.ParseRules([]byte(`tables: {` + table + `: ["cache:replay:{key.id}"]}`))
 	if err != nil {
 		t.Fatal(err)

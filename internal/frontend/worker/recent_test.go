@@ -219,7 +219,7 @@ func TestTheWindowIsBoundedInBytes(t *testing.T) {
 		runtime.ReadMemStats(&m)
 		return m.HeapAlloc
 	}
-	for _, size := range []int{26, 100, 1000, invalidate.DefaultMaxKeyBytes, 1100} {
+	for _, size := range []int{26, 100, 1000, invalidate.DefaultRules().MaxKeyBytes(), 1100} {
 		before := heap()
 		r := NewRecent(time.Hour, budget, false)
 		status := make([]invalidate.KeyStatus, 500)
@@ -279,7 +279,7 @@ func TestAFullWindowIsDeletedAgainInChunks(t *testing.T) {
 // while the re-delete runs (sampled every millisecond; lower GOGC to see
 // what is live rather than what the collector lets grow).
 func BenchmarkRedeleteFullWindow(b *testing.B) {
-	for _, size := range []int{26, invalidate.DefaultMaxKeyBytes} {
+	for _, size := range []int{26, invalidate.DefaultRules().MaxKeyBytes()} {
 		b.Run(strconv.Itoa(size)+"B", func(b *testing.B) {
 			heap := func() runtime.MemStats {
 				runtime.GC()

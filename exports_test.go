@@ -1,0 +1,143 @@
+package invalidator
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// exportChecked are the packages whose every exported name something
+// outside them uses (tests aside): the decoders and the deleter. The
+// libraries services import keep their API; the front ends are internal/;
+// packages ending in "test" are the tests' support.
+var exportChecked = []string{"events", "invalidate", "invalidate/announce"}
+
+// TestEveryExportIsUsed: an exported name of exportChecked that nothing
+// outside its package uses — the mains, the CLI, the front ends, the tools,
+// bench — should not be exported.
+func TestEveryExportIsUsed(t *testing.T) {
+	fset := token.NewFileSet()
+	files := map[string][]*ast.File{} // by directory, relative to the module
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != "." || d.Name() == "testdata" || d.Name() == "bin") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files[filepath.ToSlash(filepath.Dir(p))] = append(files[filepath.ToSlash(filepath.Dir(p))], f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range exportChecked {
+		// A type named in the package's own exported signatures and fields
+		// is used where they are; a constant, where another of its block is
+		// (an enumeration is whole).
+		exported := map[string]bool{}
+		inSignature := map[string]bool{}
+		var blocks [][]string
+		names := func(n ast.Node) {
+			ast.Inspect(n, func(n ast.Node) bool {
+				if id, ok := n.(*ast.Ident); ok {
+					inSignature[id.Name] = true
+				}
+				return true
+			})
+		}
+		for _, f := range files[pkg] {
+			for _, decl := range f.Decls {
+				switch d := decl.(type) {
+				case *ast.FuncDecl:
+					if d.Name.IsExported() {
+						names(d.Type)
+					}
+					if d.Recv == nil && d.Name.IsExported() {
+						exported[d.Name.Name] = true
+					}
+				case *ast.GenDecl:
+					var block []string
+					for _, spec := range d.Specs {
+						switch s := spec.(type) {
+						case *ast.TypeSpec:
+							if s.Name.IsExported() {
+								exported[s.Name.Name] = true
+								names(s.Type)
+							}
+						case *ast.ValueSpec:
+							for _, n := range s.Names {
+								if n.IsExported() {
+									exported[n.Name] = true
+									block = append(block, n.Name)
+								}
+							}
+						}
+					}
+					if d.Tok == token.CONST {
+						blocks = append(blocks, block)
+					}
+				}
+			}
+		}
+		used := map[string]bool{}
+		for dir, fs := range files {
+			if dir == pkg {
+				continue
+			}
+			for _, f := range fs {
+				name := ""
+				for _, imp := range f.Imports {
+					if p, _ := strconv.Unquote(imp.Path.Value); p == module+"/"+pkg {
+						name = path.Base(p)
+						if imp.Name != nil {
+							name = imp.Name.Name
+						}
+					}
+				}
+				if name == "" {
+					continue
+				}
+				ast.Inspect(f, func(n ast.Node) bool {
+					if sel, ok := n.(*ast.SelectorExpr); ok {
+						if id, ok := sel.X.(*ast.Ident); ok && id.Name == name {
+							used[sel.Sel.Name] = true
+						}
+					}
+					return true
+				})
+			}
+		}
+		for _, block := range blocks {
+			if slices.ContainsFunc(block, func(n string) bool { return used[n] }) {
+				for _, n := range block {
+					used[n] = true
+				}
+			}
+		}
+		var unused []string
+		for name := range exported {
+			if !used[name] && !inSignature[name] {
+				unused = append(unused, name)
+			}
+		}
+		slices.Sort(unused)
+		if len(unused) > 0 {
+			t.Errorf("%s exports %d names nothing outside it uses: %s", pkg, len(unused), strings.Join(unused, ", "))
+		}
+	}
+}
