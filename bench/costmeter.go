@@ -33,8 +33,8 @@ type batchSums struct {
 	Failed          int `json:"failed"`
 	KeysDeleted     int `json:"keys_deleted"`
 	KeysAbsent      int `json:"keys_absent"`
-	Scheduled       int `json:"second_deletes_scheduled"`
-	SecondDeleteKey int `json:"second_delete_keys"`
+	Scheduled       int `json:"again_scheduled"`
+	SecondDeleteKey int `json:"again_delayed_keys"`
 }
 
 func (m *logMeter) Write(p []byte) (int, error) {

@@ -78,9 +78,9 @@ func run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return poller.Run(ctx, queues, w, opts) })
 	if cfg.SecondDeleteQueueURL != "" { // consumed even when off: what is left in it
-		again := opts
-		again.QueueURL, again.HealthAddr, again.StatsEvery = cfg.SecondDeleteQueueURL, "", -1 // one health endpoint, one stats line
-		g.Go(func() error { return poller.Run(ctx, queues, w, again) })
+		delayed := opts
+		delayed.QueueURL, delayed.HealthAddr, delayed.StatsEvery = cfg.SecondDeleteQueueURL, "", -1 // one health endpoint, one stats line
+		g.Go(func() error { return poller.Run(ctx, queues, w, delayed) })
 	}
 	return g.Wait()
 }

@@ -21,18 +21,15 @@ type figure struct {
 // Those of tags appear only when the batch had some, those of the
 // announcements only when the worker announces: each field is log bytes
 // that every invoke pays for.
-func figures(m invalidate.Metrics, parked int, second secondDeletes, again redeletes, announced announcements, announcing bool) []figure {
+func figures(m invalidate.Metrics, parked int, later scheduled, announced announcements, announcing bool) []figure {
 	out := []figure{
 		{"records", "Records", int64(m.Records)}, {"failed", "FailedRecords", int64(m.Failed)}, {"parked", "ParkedRecords", int64(parked)},
 		{"keys_deleted", "KeysDeleted", int64(m.KeysDeleted)}, {"keys_absent", "KeysAbsent", int64(m.KeysAbsent)}, {"keys_failed", "KeysFailed", int64(m.KeysFailed)},
-		{"second_deletes_scheduled", "SecondDeletesScheduled", int64(second.scheduled)}, {"second_delete_keys", "", int64(second.keys)},
-		{"second_delete_refills", "SecondDeleteRefills", int64(second.present)},
-		{"redeleted_keys", "RedeletedKeys", int64(again.keys)}, {"redelete_refills", "RedeleteRefills", int64(again.present)},
+		{"again_scheduled", "AgainScheduled", int64(later.keys)},
 	}
-	if m.TagsInvalidated+m.TagsFailed+second.tagsScheduled+second.tags > 0 {
+	if m.TagsInvalidated+m.TagsFailed+later.tags > 0 {
 		out = append(out, figure{"tags_invalidated", "TagsInvalidated", int64(m.TagsInvalidated)}, figure{"tags_failed", "TagsFailed", int64(m.TagsFailed)},
-			figure{"tag_entries_deleted", "TagEntriesDeleted", int64(m.TagEntriesDeleted)},
-			figure{"second_delete_tags_scheduled", "", int64(second.tagsScheduled)}, figure{"second_delete_tags", "", int64(second.tags)})
+			figure{"tag_entries_deleted", "TagEntriesDeleted", int64(m.TagEntriesDeleted)}, figure{"again_tags_scheduled", "", int64(later.tags)})
 	}
 	if announcing {
 		out = append(out, figure{"announcements", "Announcements", int64(announced.messages)}, figure{"announce_failed_keys", "AnnounceFailedKeys", int64(announced.failed)})
@@ -42,17 +39,22 @@ func figures(m invalidate.Metrics, parked int, second secondDeletes, again redel
 
 // writeEMF writes one CloudWatch Embedded Metric Format line of figs (those
 // with a metric name), with the invoke's request ID, if any, as a
-// property: CloudWatch Logs turns it into metrics without any API call
+// property, and the cause, if any, as a dimension beside the function and
+// the source: CloudWatch Logs turns it into metrics without any API call
 // from the function. Each metric declared is also a top-level member, or
 // CloudWatch drops it. The line is written directly: json.Marshal of maps
 // slowed the first invoke of every cold start (bench/README.md).
-func writeEMF(w io.Writer, namespace, function, requestID string, source events.Source, figs []figure, now time.Time) error {
+func writeEMF(w io.Writer, namespace, function, requestID string, source events.Source, cause string, figs []figure, now time.Time) error {
 	b := make([]byte, 0, 1024)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
 	b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)
 	b = appendString(b, namespace)
-	b = append(b, `,"Dimensions":[["Function","Source"]],"Metrics":[`...)
+	if cause == "" {
+		b = append(b, `,"Dimensions":[["Function","Source"]],"Metrics":[`...)
+	} else {
+		b = append(b, `,"Dimensions":[["Function","Source","Cause"]],"Metrics":[`...)
+	}
 	first := true
 	for _, f := range figs {
 		if f.metric == "" {
@@ -72,6 +74,10 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source events.
 	b = appendString(b, function)
 	b = append(b, `,"Source":`...)
 	b = appendString(b, string(source))
+	if cause != "" {
+		b = append(b, `,"Cause":`...)
+		b = appendString(b, cause)
+	}
 	if requestID != "" {
 		b = append(b, `,"request_id":`...)
 		b = appendString(b, requestID)

@@ -241,17 +241,12 @@ func b2i(b bool) int {
 	return 0
 }
 
-// redeletes counts a batch's re-deletes.
-type redeletes struct {
-	keys    int // keys deleted again after a reconnect
-	present int // of which were there again: brought back, or filled since
-}
-
 // redelete deletes again, before ctx ends, what a
 // reconnect asked for since the last batch; what it could not delete is
 // asked for again, for the next batch. A Lambda function does it within
 // the invoke that reconnected, before it may be frozen.
-func (w *Worker) redelete(ctx context.Context) (n redeletes) {
+func (w *Worker) redelete(ctx context.Context) (n again) {
+	n.cause = causeReconnect
 	if w.opts.Recent == nil {
 		return n
 	}
@@ -267,27 +262,17 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 	// logged, and the other chunks go on.
 	var retry, lost error
 	for i := 0; i < len(rd.keys)+len(tags) && retry == nil; i += redeleteChunk {
-		var again events.Change
+		var chunk events.Change
 		if i < len(rd.keys) {
-			again.Keys = rd.keys[i:min(i+redeleteChunk, len(rd.keys))]
+			chunk.Keys = rd.keys[i:min(i+redeleteChunk, len(rd.keys))]
 		}
-		if j := i + len(again.Keys) - len(rd.keys); j >= 0 {
-			again.Tags = tags[min(j, len(tags)):min(j+redeleteChunk-len(again.Keys), len(tags))]
+		if j := i + len(chunk.Keys) - len(rd.keys); j >= 0 {
+			chunk.Tags = tags[min(j, len(tags)):min(j+redeleteChunk-len(chunk.Keys), len(tags))]
 		}
-		rep := w.inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "redelete", Changes: []events.Change{again}}}))
+		rep := w.inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "redelete", Changes: []events.Change{chunk}}}))
 		w.announce(ctx, &rep, time.Now(), 0)
 		res := rep.Results[0]
-		for _, k := range res.Keys {
-			if k.Status != invalidate.KeyFailed {
-				n.keys++
-			}
-			if k.Status == invalidate.KeyDeleted {
-				n.present++
-			}
-		}
-		for _, t := range res.Tags {
-			n.present += t.Deleted // filled since, or brought back
-		}
+		n.add(&res)
 		switch {
 		case res.Err == nil:
 		case res.Transient:
@@ -296,7 +281,7 @@ func (w *Worker) redelete(ctx context.Context) (n redeletes) {
 			lost = res.Err
 		}
 	}
-	attrs := []any{"cause", rd.cause, "since", rd.since.UTC(), "keys", len(rd.keys), "tags", len(tags), "deleted_again", n.keys, "present", n.present}
+	attrs := []any{"cause", rd.cause, "since", rd.since.UTC(), "keys", len(rd.keys), "tags", len(tags), "deleted_again", n.keys, "refills", n.refills}
 	if rd.truncated {
 		attrs = append(attrs, "truncated", "the window was full: it held less than its length")
 	}

@@ -153,7 +153,7 @@ func TestABatchAfterAReconnectDeletesAgain(t *testing.T) {
 	logs.Reset()
 	handle(`{"entity":"user","id":"3"}`)
 	// Again: the key that failed, and the two deleted since.
-	if cache.Attempts("cache:user:1") == before || !strings.Contains(logs.String(), `"redeleted_keys":3`) {
+	if cache.Attempts("cache:user:1") == before || !strings.Contains(logs.String(), `"again_reconnect_keys":3`) {
 		t.Fatalf("the failed re-delete was not tried again with the next batch:\n%s", logs.String())
 	}
 }

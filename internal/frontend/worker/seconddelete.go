@@ -131,43 +131,17 @@ func delayMessages(names []string, tags bool, limit int) iter.Seq[delayMessage] 
 	}
 }
 
-// secondDeletes counts a batch's second deletes, in distinct keys and
-// tags.
-type secondDeletes struct {
-	scheduled     int // keys sent to be deleted again
-	tagsScheduled int // tags sent to be invalidated again
-	keys          int // keys of second deletes deleted now
-	tags          int // tags of second deletes invalidated now
-	present       int // of their keys, those there again, and their tags' entries: refills caught
-}
+// scheduled counts the distinct keys and tags a batch sent to be deleted
+// again later.
+type scheduled struct{ keys, tags int }
 
 // scheduleSecondDeletes schedules the keys and tags of the records done,
 // but for second deletes themselves, and fails for now the records whose
 // keys or tags could not be scheduled.
-func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Report) (n secondDeletes) {
+func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Report) (n scheduled) {
 	var keys, tags owned
-	seen := map[string]bool{} // a key or tag two second deletes share counts once
 	for i, res := range rep.Results {
-		if res.SecondDelete {
-			for _, k := range res.Keys {
-				if !seen[k.Key] {
-					seen[k.Key] = true
-					n.keys++
-					if k.Status == invalidate.KeyDeleted {
-						n.present++
-					}
-				}
-			}
-			for _, t := range res.Tags {
-				if !seen["\x00"+t.Tag] {
-					seen["\x00"+t.Tag] = true
-					n.tags++
-					n.present += t.Deleted
-				}
-			}
-			continue
-		}
-		if res.Err != nil || w.opts.SecondDelete == nil {
+		if res.SecondDelete || res.Err != nil || w.opts.SecondDelete == nil {
 			continue
 		}
 		for _, k := range res.Keys {
@@ -181,7 +155,7 @@ func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Repo
 		return n
 	}
 	failedKeys, failedTags := w.opts.SecondDelete.Schedule(ctx, keys.names, tags.names)
-	n.scheduled, n.tagsScheduled = len(keys.names)-len(failedKeys), len(tags.names)-len(failedTags)
+	n.keys, n.tags = len(keys.names)-len(failedKeys), len(tags.names)-len(failedTags)
 	keys.fail(rep, failedKeys, ErrSecondDelete, true)
 	tags.fail(rep, failedTags, ErrSecondDelete, true)
 	return n

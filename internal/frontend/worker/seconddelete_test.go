@@ -87,7 +87,7 @@ func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
 		t.Fatalf("%d messages delayed, want none: a second delete is the last", len(msgs))
 	}
 	// The fake cache finds every key: both were filled again.
-	if line := logs.batch(t); line["second_delete_keys"] != 2.0 || line["second_delete_refills"] != 2.0 {
+	if line := logs.batch(t); line["again_delayed_keys"] != 2.0 || line["again_delayed_refills"] != 2.0 {
 		t.Fatalf("batch line %v: want 2 keys deleted again, both refills", line)
 	}
 }
@@ -104,7 +104,7 @@ func TestTagsAreInvalidatedAgainLater(t *testing.T) {
 	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
-	if line := logs.batch(t); line["tags_invalidated"] != 1.0 || line["tag_entries_deleted"] != 2.0 || line["second_delete_tags_scheduled"] != 1.0 {
+	if line := logs.batch(t); line["tags_invalidated"] != 1.0 || line["tag_entries_deleted"] != 2.0 || line["again_tags_scheduled"] != 1.0 {
 		t.Fatalf("batch line %v: want the tag and its 2 entries, its second delete scheduled", line)
 	}
 	msgs, keys, tags := delayedTags(t, queues)
@@ -117,7 +117,7 @@ func TestTagsAreInvalidatedAgainLater(t *testing.T) {
 	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
-	if line := logs.batch(t); line["second_delete_tags"] != 1.0 || line["second_delete_refills"] != 1.0 {
+	if line := logs.batch(t); line["again_delayed_tags"] != 1.0 || line["again_delayed_refills"] != 1.0 {
 		t.Fatalf("batch line %v: want the tag invalidated again, its refill caught", line)
 	}
 }

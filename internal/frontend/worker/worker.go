@@ -170,11 +170,11 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	if w.opts.Recent != nil {
 		w.opts.Recent.remember(rep)
 	}
-	second := w.scheduleSecondDeletes(ctx, &rep)
-	redeleted := w.redelete(inTime)
+	later := w.scheduleSecondDeletes(ctx, &rep)
+	reconnect := w.redelete(inTime)
 	w.parkFailed(ctx, source, &rep, content)
 	st := stagesOf(start, deleted, time.Now(), rep.Metrics, announced.took)
-	w.log(ctx, source, rep, second, redeleted, announced, st)
+	w.log(ctx, source, rep, later, []again{delayedAgain(rep), reconnect}, announced, st)
 	return rep
 }
 
@@ -261,7 +261,7 @@ func failAll(batch invalidate.Batch, err error) invalidate.Report {
 	return rep
 }
 
-func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, second secondDeletes, again redeletes, announced announcements, st stages) {
+func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, later scheduled, agains []again, announced announcements, st stages) {
 	m := rep.Metrics
 	parked := 0
 	debug := w.opts.Logger.Enabled(ctx, slog.LevelDebug)
@@ -291,14 +291,26 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 		}
 	}
 	announcing := w.opts.Announce != nil
-	figs := append(figures(m, parked, second, again, announced, announcing), st.figures(announcing)...)
-	attrs := make([]any, 0, 2*len(figs)+4)
+	figs := append(figures(m, parked, later, announced, announcing), st.figures(announcing)...)
+	attrs := make([]any, 0, 2*len(figs)+10)
 	attrs = append(attrs, "source", source)
 	for _, f := range figs {
 		attrs = append(attrs, f.field, f.value)
 	}
+	for _, a := range agains {
+		for _, f := range a.figures() {
+			attrs = append(attrs, f.field, f.value)
+		}
+	}
 	w.opts.Logger.InfoContext(ctx, "batch", append(attrs, "duration_ms", time.Since(st.started).Milliseconds())...)
-	if err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, InvocationOf(ctx).RequestID, source, figs, time.Now()); err != nil {
+	requestID, now := InvocationOf(ctx).RequestID, time.Now()
+	err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, requestID, source, "", figs, now)
+	for _, a := range agains {
+		if figs := a.figures(); figs != nil && err == nil {
+			err = writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, requestID, source, a.cause, figs, now)
+		}
+	}
+	if err != nil {
 		w.opts.Logger.ErrorContext(ctx, "cannot write metrics", "error", err.Error())
 	}
 }

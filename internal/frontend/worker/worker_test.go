@@ -26,8 +26,8 @@ func TestEMFLine(t *testing.T) {
 	announced := announcements{messages: 1, failed: 2, took: 20 * time.Millisecond}
 	started := time.UnixMilli(1795953600000)
 	st := stagesOf(started, started.Add(100*time.Millisecond), started.Add(250*time.Millisecond), m, announced.took)
-	figs := append(figures(m, 1, secondDeletes{scheduled: 5, present: 2}, redeletes{keys: 4, present: 3}, announced, true), st.figures(true)...)
-	if err := writeEMF(&buf, "Invalidator", function, "req-1", events.SourceSQS, figs, time.UnixMilli(1795953600000)); err != nil {
+	figs := append(figures(m, 1, scheduled{keys: 5}, announced, true), st.figures(true)...)
+	if err := writeEMF(&buf, "Invalidator", function, "req-1", events.SourceSQS, "", figs, time.UnixMilli(1795953600000)); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {
@@ -42,7 +42,7 @@ func TestEMFLine(t *testing.T) {
 		Function, Source                                                                   string
 		RequestID                                                                          string `json:"request_id"`
 		Records, FailedRecords, ParkedRecords, KeysDeleted, KeysAbsent, KeysFailed, MaxLag int64
-		SecondDeletesScheduled, SecondDeleteRefills, RedeletedKeys, RedeleteRefills        int64
+		AgainScheduled                                                                     int64
 		Announcements, AnnounceFailedKeys                                                  int64
 		TagsInvalidated, TagsFailed, TagEntriesDeleted                                     int64
 		MaxAge, PlanTime, DeleteTime, AnnounceTime, AnswerTime                             int64
@@ -77,19 +77,34 @@ func TestEMFLine(t *testing.T) {
 		t.Errorf("stages = age %d, plan %d, delete %d, announce %d, answer %d ms", line.MaxAge, line.PlanTime, line.DeleteTime, line.AnnounceTime, line.AnswerTime)
 	}
 	if line.Records != 10 || line.FailedRecords != 2 || line.ParkedRecords != 1 || line.KeysDeleted != 7 || line.KeysAbsent != 3 || line.KeysFailed != 1 ||
-		line.MaxLag != 1500 || line.SecondDeletesScheduled != 5 || line.SecondDeleteRefills != 2 ||
-		line.RedeletedKeys != 4 || line.RedeleteRefills != 3 || line.Announcements != 1 || line.AnnounceFailedKeys != 2 ||
+		line.MaxLag != 1500 || line.AgainScheduled != 5 || line.Announcements != 1 || line.AnnounceFailedKeys != 2 ||
 		line.Function != function || line.Source != "sqs" ||
 		line.RequestID != "req-1" || line.TagsInvalidated != 6 || line.TagsFailed != 1 || line.TagEntriesDeleted != 900 {
 		t.Fatalf("values = %+v", line)
 	}
 	// Without tags in the batch nor announcements, their figures take no bytes.
 	buf.Reset()
-	if err := writeEMF(&buf, "Invalidator", "f", "", events.SourceSQS, figures(invalidate.Metrics{Records: 1}, 0, secondDeletes{}, redeletes{}, announcements{}, false), time.Now()); err != nil {
+	if err := writeEMF(&buf, "Invalidator", "f", "", events.SourceSQS, "", figures(invalidate.Metrics{Records: 1}, 0, scheduled{}, announcements{}, false), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(buf.String(), "Tag") || strings.Contains(buf.String(), "Announce") {
 		t.Fatalf("a line of a batch without tags or announcements: %s", buf.String())
+	}
+	// What is deleted again has a line per cause, the cause a dimension.
+	buf.Reset()
+	if err := writeEMF(&buf, "Invalidator", "f", "", events.SourceSQS, causeReconnect, again{cause: causeReconnect, keys: 4, refills: 3}.figures(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var again struct {
+		AWS struct {
+			CloudWatchMetrics []struct{ Dimensions [][]string }
+		} `json:"_aws"`
+		Cause                           string
+		KeysDeletedAgain, RefillsCaught int64
+	}
+	if err := json.Unmarshal(buf.Bytes(), &again); err != nil || again.Cause != "reconnect" || again.KeysDeletedAgain != 4 || again.RefillsCaught != 3 ||
+		len(again.AWS.CloudWatchMetrics) != 1 || !slices.Equal(again.AWS.CloudWatchMetrics[0].Dimensions[0], []string{"Function", "Source", "Cause"}) {
+		t.Fatalf("the line of a re-delete: %s (%v)", buf.String(), err)
 	}
 }
 
