@@ -271,6 +271,17 @@ func checkValidates(product, d decoder) {
 			mustRefuse(product.keys, d.keys, d.name, bad, "a stream "+where+" (keys only)", p)
 		}
 	}
+	// And in the strings that are decoded, not skipped: the body, the
+	// Message in it, a key attribute.
+	for _, bad := range []string{`\q`, `\u12G4`, "\x01"} {
+		inMessage := msg
+		inMessage.Body = strings.Replace(msg.Body, `"Message":"{`, `"Message":"`+bad+`{`, 1)
+		mustRefuse(product.sqs, d.sqs, d.name, bad, "an SQS body string", strings.Replace(payload(msg), `"body":"{`, `"body":"`+bad+`{`, 1))
+		mustRefuse(product.sqs, d.sqs, d.name, bad, "an SNS Message string", payload(inMessage))
+		inKey := strings.Replace(stream, `"Keys":{"id":{"S":"`, `"Keys":{"id":{"S":"`+bad, 1)
+		mustRefuse(product.stream, d.stream, d.name, bad, "a key attribute", inKey)
+		mustRefuse(product.keys, d.keys, d.name, bad, "a key attribute (keys only)", inKey)
+	}
 }
 
 // mustRefuse fails the run unless both the product and the library
