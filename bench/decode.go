@@ -28,8 +28,8 @@ import (
 // decodeRounds alternate the decoders, each timed for decodeWindow; the
 // median of the rounds' ratios counts, as the machine's speed drifts.
 const (
-	decodeRounds = 9
-	decodeWindow = 200 * time.Millisecond
+	decodeRounds = 15
+	decodeWindow = 100 * time.Millisecond
 )
 
 // decoder is one way of decoding the three corpora.
@@ -116,41 +116,47 @@ func decodeGroup() {
 		checkSame(c, ds[0], d)
 		checkValidates(ds[0], d)
 	}
-	// rates[corpus][decoder] are messages (records) per second, a round each.
-	corpora := []string{"sqs", "sqs_body", "stream", "stream_keys"}
-	rates := make([][][]float64, len(corpora))
-	for i := range rates {
-		rates[i] = make([][]float64, len(ds))
+	// work[corpus](d) decodes the corpus once with d: n messages
+	// (records).
+	type work struct {
+		name string
+		n    int
+		run  func(d decoder)
 	}
-	for round := range decodeRounds {
-		for k := range ds {
-			d := ds[(round+k)%len(ds)] // each goes first in turn
-			j := (round + k) % len(ds)
-			rates[0][j] = append(rates[0][j], rate(len(c.msgs), func() {
-				for _, p := range c.payloads {
-					if _, err := d.sqs(p); err != nil {
-						log.Fatal(err)
-					}
-				}
-			}))
-			rates[1][j] = append(rates[1][j], rate(len(c.msgs), func() {
-				for _, m := range c.msgs {
-					if _, err := d.body(m.Body, m.Attributes["SentTimestamp"]); err != nil {
-						log.Fatal(err)
-					}
-				}
-			}))
-			for i, stream := range []func([]byte) ([]sqsResult, error){d.stream, d.keys} {
-				rates[2+i][j] = append(rates[2+i][j], rate(c.streamN, func() {
-					if _, err := stream(c.stream); err != nil {
-						log.Fatal(err)
-					}
-				}))
+	must := func(_ any, err error) {
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	corpora := []work{
+		{"sqs", len(c.msgs), func(d decoder) {
+			for _, p := range c.payloads {
+				must(d.sqs(p))
+			}
+		}},
+		{"sqs_body", len(c.msgs), func(d decoder) {
+			for _, m := range c.msgs {
+				must(d.body(m.Body, m.Attributes["SentTimestamp"]))
+			}
+		}},
+		{"stream", c.streamN, func(d decoder) { must(d.stream(c.stream)) }},
+		{"stream_keys", c.streamN, func(d decoder) { must(d.keys(c.stream)) }},
+	}
+	// rates[corpus][decoder] are messages (records) per CPU second, a
+	// round each. A corpus's rounds run back to back, so that the
+	// decoders' windows lie close together.
+	rates := make([][][]float64, len(corpora))
+	for i, w := range corpora {
+		rates[i] = make([][]float64, len(ds))
+		for round := range decodeRounds {
+			for k := range ds {
+				j := (round + k) % len(ds) // each goes first in turn
+				rates[i][j] = append(rates[i][j], rate(w.n, func() { w.run(ds[j]) }))
 			}
 		}
 	}
-	for i, corpus := range corpora {
-		unit := "_messages_per_sec"
+	for i, w := range corpora {
+		corpus, unit := w.name, "_messages_per_sec"
 		if strings.HasPrefix(corpus, "stream") {
 			unit = "_records_per_sec"
 		}
