@@ -32,34 +32,26 @@ func main() {
 	var (
 		bin      = flag.String("bin", "bin", "directory of the built functions (make build)")
 		coldRuns = flag.Int("cold-starts", 101, "cold-start pairs (hello, sqs-invalidate) measured; the median counts")
-		only     = flag.String("only", "", "comma-separated groups to run (coldstart, throughput, memory, reads, near, tags, hostile, cost); all when empty")
+		only     = flag.String("only", "", "comma-separated groups to run (coldstart, decode, throughput, memory, reads, near, tags, hostile, cost); all when empty")
 		costCell = flag.String("cost-cell", "", "the one cell of the cost group to run, e.g. sqs_b10_sd; its tables are not written")
 		outDir   = flag.String("out", "../.local/bench", "where to write this run's results: latest.md, cost.md (the cost group's tables) and throughput.svg")
 		readme   = flag.Bool("readme", false, "also write them into README.md's sections and throughput.svg here, the tracked ones (make bench-record)")
 	)
 	flag.Parse()
 	log.SetFlags(0)
-	run := func(group string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), group) }
-	cfg, err := elasticache.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		log.Fatal(err)
-	}
-	client, err := elasticache.New(cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer client.Close()
+	groups := strings.Split(*only, ",")
+	run := func(group string) bool { return *only == "" || slices.Contains(groups, group) }
 	out := results{dir: *outDir, readme: *readme}
 	if err := os.MkdirAll(out.dir, 0o755); err != nil {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	if serverName, err = serverinfo.Of(ctx, client); err != nil {
-		log.Fatal(err)
+	// The decode group needs no cache: run alone, it runs without one.
+	var s server
+	if *only == "" || slices.ContainsFunc(groups, func(g string) bool { return g != "decode" }) {
+		s = connect(ctx)
+		defer s.client.Close()
 	}
-	fmt.Printf("BENCH server %s\n", serverName)
-	s := server{cfg: cfg, client: client}
-	s.used, s.local = serverCPU(ctx, client)
 
 	// Cold starts first, while this process is small and idle: on two
 	// CPUs its garbage collector, sweeping after the throughput runs,
@@ -67,6 +59,9 @@ func main() {
 	// server's TLS handshake, and with hello less than with the function.
 	if run("coldstart") {
 		coldstartGroup(s, *bin, *coldRuns)
+	}
+	if run("decode") {
+		decodeGroup()
 	}
 	if run("throughput") {
 		throughputGroup(ctx, s, tp, out)
@@ -87,9 +82,28 @@ func main() {
 		hostileGroup(ctx)
 	}
 	if run("cost") {
-		costGroup(ctx, client, *bin, *costCell, out)
+		costGroup(ctx, s.client, *bin, *costCell, out)
 	}
 	if err := out.writeLatest(); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// connect opens the cache server the groups measure.
+func connect(ctx context.Context) server {
+	cfg, err := elasticache.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := elasticache.New(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if serverName, err = serverinfo.Of(ctx, client); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("BENCH server %s\n", serverName)
+	s := server{cfg: cfg, client: client}
+	s.used, s.local = serverCPU(ctx, client)
+	return s
 }

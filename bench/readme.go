@@ -96,8 +96,12 @@ var serverName string
 
 // machine says when and on what this run ran.
 func machine() string {
-	return fmt.Sprintf("%s on %s (%d CPUs), %s, %s",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuModel(), runtime.NumCPU(), runtime.Version(), serverName)
+	m := fmt.Sprintf("%s on %s (%d CPUs), %s",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuModel(), runtime.NumCPU(), runtime.Version())
+	if serverName != "" { // none when only the decode group ran
+		m += ", " + serverName
+	}
+	return m
 }
 
 // replaceSection puts body between the lines begin and end of the file at
