@@ -15,7 +15,7 @@ import (
 	"github.com/valyala/fastjson"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
