@@ -43,7 +43,7 @@ func cli(t *testing.T) string {
 			return
 		}
 		cliPath = filepath.Join(dir, "invalidator")
-		out, err := exec.Command("go", "build", "-o", cliPath, "../../cmd/invalidator").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", cliPath, "../../../cmd/invalidator").CombinedOutput()
 		if err != nil {
 			cliErr = fmt.Errorf("%w\n%s", err, out)
 		}
@@ -76,7 +76,7 @@ func keysPrintedQuoted(t *testing.T) {
 // accessStringsNameKeys: the access strings docs/deploy.md gives services
 // name their keys and their channels (finding 7).
 func accessStringsNameKeys(t *testing.T) {
-	page, err := os.ReadFile("../../docs/deploy.md")
+	page, err := os.ReadFile("../../../docs/deploy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func accessStringsNameKeys(t *testing.T) {
 
 // template is template.yaml's resources, with the globals.
 func template(t *testing.T) (globals *yaml.Node, resources map[string]*yaml.Node) {
-	data, err := os.ReadFile("../../template.yaml")
+	data, err := os.ReadFile("../../../template.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

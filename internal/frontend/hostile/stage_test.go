@@ -55,7 +55,7 @@ var (
 // by role, read from template.yaml.
 func queueSizes(t *testing.T) map[string]int {
 	templateSizesOnce.Do(func() {
-		data, err := os.ReadFile("../../template.yaml")
+		data, err := os.ReadFile("../../../template.yaml")
 		if err != nil {
 			t.Fatal(err)
 		}
