@@ -28,7 +28,6 @@ type Recent struct {
 	window    time.Duration
 	maxBytes  int
 	newNodes  bool
-	now       func() time.Time
 	mu        sync.Mutex
 	done      []done // the keys and tags done, oldest first from head
 	head      int
@@ -69,7 +68,7 @@ const slotBytes = int(unsafe.Sizeof(done{}))
 // its keys and its slots, every slot of its capacity. newNodes says whether a connection to an address
 // new since the start sets a re-delete off too.
 func NewRecent(window time.Duration, maxBytes int, newNodes bool) *Recent {
-	return &Recent{window: window, maxBytes: maxBytes, newNodes: newNodes, now: time.Now, dialed: map[string]bool{}}
+	return &Recent{window: window, maxBytes: maxBytes, newNodes: newNodes, dialed: map[string]bool{}}
 }
 
 // remember adds to the window what a batch deleted or found absent —
@@ -109,7 +108,7 @@ func (r *Recent) add(keys []string, tags bool) {
 	if len(keys) == 0 {
 		return
 	}
-	now := r.now()
+	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, k := range keys {

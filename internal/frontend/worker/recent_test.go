@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
@@ -20,16 +21,9 @@ import (
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
-// clock is a time the test moves by hand.
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time          { return c.t }
-func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
-func newRecent(c *clock, maxBytes int) *Recent {
-	r := NewRecent(10*time.Second, maxBytes, false)
-	r.now = c.now
-	return r
-}
+// newRecent is a window of 10 s; the tests that move its time run in a
+// synctest bubble, where time.Sleep moves the clock at once.
+func newRecent(maxBytes int) *Recent { return NewRecent(10*time.Second, maxBytes, false) }
 
 // failedKeys remembers a batch whose keys failed.
 func failedKeys(r *Recent, keys ...string) { remembered(r, invalidate.KeyFailed, keys...) }
@@ -55,19 +49,22 @@ func started(r *Recent) {
 // keys done within the window before the cache last answered — not those
 // before, not failed ones — however long the process was frozen since.
 func TestARecentWindowRedeletesWhatItsReplicaMayLack(t *testing.T) {
-	c := &clock{time.Unix(1_800_000_000, 0)}
-	r := newRecent(c, 1<<20)
+	synctest.Test(t, testRecentWindow)
+}
+
+func testRecentWindow(t *testing.T) {
+	r := newRecent(1 << 20)
 	started(r)
 	if _, ok := r.take(); ok {
 		t.Fatal("the first connections asked for a re-delete")
 	}
 	succeeded(r, "old")
-	c.advance(15 * time.Second)
+	time.Sleep(15 * time.Second)
 	succeeded(r, "a", "b")
 	failedKeys(r, "failed")
-	c.advance(5 * time.Second)
+	time.Sleep(5 * time.Second)
 	succeeded(r, "c", "a")
-	c.advance(time.Hour) // frozen, the cache gone and back
+	time.Sleep(time.Hour) // frozen, the cache gone and back
 	r.Connected("127.0.0.1:7001")
 	rd, ok := r.take()
 	if !ok || !slices.Equal(rd.keys, []string{"a", "b", "c"}) || !strings.Contains(rd.cause, "reconnected to 127.0.0.1:7001") {
@@ -82,9 +79,7 @@ func TestARecentWindowRedeletesWhatItsReplicaMayLack(t *testing.T) {
 // of the start asks for nothing; one to a new node only when told to.
 func TestOnlyReconnectsAndNewNodesAskForARedelete(t *testing.T) {
 	for _, newNodes := range []bool{false, true} {
-		c := &clock{time.Unix(1_800_000_000, 0)}
 		r := NewRecent(10*time.Second, 1<<20, newNodes)
-		r.now = c.now
 		started(r)
 		succeeded(r, "k")
 		r.Connected("127.0.0.1:7003") // a promoted replica of a node-based cluster
@@ -97,8 +92,7 @@ func TestOnlyReconnectsAndNewNodesAskForARedelete(t *testing.T) {
 // TestAFullWindowSaysSo: keys that leave the window for its size before
 // their time are reported.
 func TestAFullWindowSaysSo(t *testing.T) {
-	c := &clock{time.Unix(1_800_000_000, 0)}
-	r := newRecent(c, 2*keyBytes("a")+4*slotBytes) // two keys, in a slice grown to four slots
+	r := newRecent(2*keyBytes("a") + 4*slotBytes) // two keys, in a slice grown to four slots
 	started(r)
 	succeeded(r, "a", "b", "c")
 	r.Connected("127.0.0.1:7001")
