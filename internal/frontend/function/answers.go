@@ -8,6 +8,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/internal/frontend/worker"
+	"github.com/invalidator-go/invalidator/invalidate"
 )
 
 // SQS answers an invoke of an SQS event source with ReportBatchItemFailures:
@@ -16,22 +17,28 @@ import (
 // retries it.
 func SQS(w *worker.Worker, ctx context.Context, payload []byte) (lambdaevents.SQSEventResponse, error) {
 	rep, err := w.Lambda(ctx, events.SourceSQS, payload)
-	resp := lambdaevents.SQSEventResponse{BatchItemFailures: []lambdaevents.SQSBatchItemFailure{}}
-	for _, id := range rep.ToRetry() {
-		resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: id})
-	}
-	return resp, err
+	return lambdaevents.SQSEventResponse{BatchItemFailures: failures(rep, func(id string) lambdaevents.SQSBatchItemFailure {
+		return lambdaevents.SQSBatchItemFailure{ItemIdentifier: id}
+	})}, err
 }
 
 // DynamoDB answers an invoke of a DynamoDB stream: the sequence numbers to
 // retry as batch item failures; Lambda retries from the lowest.
 func DynamoDB(w *worker.Worker, ctx context.Context, payload []byte) (lambdaevents.DynamoDBEventResponse, error) {
 	rep, err := w.Lambda(ctx, events.SourceDynamoDB, payload)
-	resp := lambdaevents.DynamoDBEventResponse{BatchItemFailures: []lambdaevents.DynamoDBBatchItemFailure{}}
+	return lambdaevents.DynamoDBEventResponse{BatchItemFailures: failures(rep, func(id string) lambdaevents.DynamoDBBatchItemFailure {
+		return lambdaevents.DynamoDBBatchItemFailure{ItemIdentifier: id}
+	})}, err
+}
+
+// failures are the batch item failures of the records to retry, each once;
+// an empty list, never null, when there are none.
+func failures[F any](rep invalidate.Report, failure func(id string) F) []F {
+	out := []F{}
 	for _, id := range rep.ToRetry() {
-		resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.DynamoDBBatchItemFailure{ItemIdentifier: id})
+		out = append(out, failure(id))
 	}
-	return resp, err
+	return out
 }
 
 // SNS answers an SNS-triggered invoke: it fails when its message is to be
