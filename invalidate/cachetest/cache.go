@@ -47,13 +47,18 @@ func Reply(msg string) error {
 // attempt (counted from 1 per key), ErrRefused for a node down, ErrNoPerm
 // for a key refused to the user.
 type Cache struct {
-	Fail     func(key string, attempt int) error
-	mu       sync.Mutex
-	attempts map[string]int
-	deleted  map[string]bool              // since last Set
-	tags     map[string]map[string]string // tag key → member → registration
-	cursors  map[uint64]string            // a page's cursor → the last key before it
-	clock    int64
+	Fail func(key string, attempt int) error
+	// Unlinked, when set, is told of every Unlink: its context and keys.
+	Unlinked func(ctx context.Context, keys []string)
+	// Forgetful deletes every key and remembers nothing, in constant
+	// memory however many keys it is sent.
+	Forgetful bool
+	mu        sync.Mutex
+	attempts  map[string]int
+	deleted   map[string]bool              // since last Set
+	tags      map[string]map[string]string // tag key → member → registration
+	cursors   map[uint64]string            // a page's cursor → the last key before it
+	clock     int64
 }
 
 // Tag stores keys and registers them in the tag at key, as fills of
@@ -147,6 +152,15 @@ func (f *Cache) Set(keys ...string) {
 
 // Unlink is invalidate.Cache's.
 func (f *Cache) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
+	if f.Unlinked != nil {
+		f.Unlinked(ctx, keys)
+	}
+	if f.Forgetful {
+		for i := range status {
+			status[i] = invalidate.KeyDeleted
+		}
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.attempts == nil {

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -285,7 +284,7 @@ func BenchmarkRedeleteFullWindow(b *testing.B) {
 				base := heap().HeapAlloc
 				recent := NewRecent(time.Hour, defaultRedeleteMaxBytes, true)
 				started(recent)
-				w := New(invalidate.New(nopCache{}, invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Recent: recent})
+				w := New(invalidate.New(&cachetest.Cache{Forgetful: true}, invalidate.Options{}), Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Recent: recent})
 				keys, status := make([]string, 1000), make([]invalidate.KeyStatus, 1000)
 				for n := 0; recent.keyBytes+cap(recent.done)*slotBytes < defaultRedeleteMaxBytes-2*len(keys)*(size+64); {
 					for i := range keys {
@@ -322,14 +321,4 @@ func BenchmarkRedeleteFullWindow(b *testing.B) {
 			}
 		})
 	}
-}
-
-// nopCache deletes every key and keeps nothing; it has no tags.
-type nopCache struct{ invalidate.Cache }
-
-func (nopCache) Unlink(_ context.Context, _ []string, status []invalidate.KeyStatus) []error {
-	for i := range status {
-		status[i] = invalidate.KeyDeleted
-	}
-	return nil
 }

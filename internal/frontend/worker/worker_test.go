@@ -161,17 +161,6 @@ func TestSQSPayloads(t *testing.T) {
 	}
 }
 
-// deadlineSpy records the deadline the deletes were sent under.
-type deadlineSpy struct {
-	*cachetest.Cache
-	deadline *time.Time
-}
-
-func (s deadlineSpy) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
-	*s.deadline, _ = ctx.Deadline()
-	return s.Cache.Unlink(ctx, keys, status)
-}
-
 func TestHandleStopsBeforeTheDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		left, margin, want time.Duration
@@ -180,7 +169,8 @@ func TestHandleStopsBeforeTheDeadline(t *testing.T) {
 		{left: 400 * time.Millisecond, margin: time.Second, want: 200 * time.Millisecond}, // never more than half
 	} {
 		var seen time.Time
-		inv := invalidate.New(deadlineSpy{&cachetest.Cache{}, &seen}, invalidate.Options{})
+		// The deadline the deletes were sent under.
+		inv := invalidate.New(&cachetest.Cache{Unlinked: func(ctx context.Context, _ []string) { seen, _ = ctx.Deadline() }}, invalidate.Options{})
 		w := New(inv, Options{DeadlineMargin: tc.margin, Metrics: &bytes.Buffer{}, Logger: slog.New(slog.DiscardHandler)})
 		deadline := time.Now().Add(tc.left)
 		ctx, cancel := context.WithDeadline(t.Context(), deadline)
