@@ -141,3 +141,45 @@ func TestEveryExportIsUsed(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyTheConnectionIsACacheOutsideInvalidate: a cache outside
+// invalidate/ — a wrapper, a test's own fake — is a second path to the
+// deletes; the worker's reconnecting connection is the one the product
+// needs, and the tests' fakes live in invalidate/cachetest.
+func TestOnlyTheConnectionIsACacheOutsideInvalidate(t *testing.T) {
+	fset := token.NewFileSet()
+	var found []string
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != "." || d.Name() == "testdata" || p == "invalidate") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv != nil && fn.Name.Name == "Unlink" {
+				recv := fn.Recv.List[0].Type
+				if star, ok := recv.(*ast.StarExpr); ok {
+					recv = star.X
+				}
+				if id, ok := recv.(*ast.Ident); ok {
+					found = append(found, filepath.ToSlash(filepath.Dir(p))+"."+id.Name)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(found, []string{"internal/frontend/worker.connection"}) {
+		t.Errorf("types with an Unlink outside invalidate/: %v, want the worker's connection alone", found)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,8 +91,7 @@ func openFakes(t *testing.T, ns string, watch []string) *env {
 	for role, name := range names {
 		maxSize[name] = sizes[role]
 	}
-	c := &fakeCache{Cache: &cachetest.Cache{}, prepared: map[string]bool{}, fail: map[string]error{}, gone: map[string]bool{},
-		watch: set(watch), touched: map[string]bool{}, tags: map[string]*fakeTag{}}
+	c := cachetest.NewSparse(watch...)
 	url := func(name string) string { return "https://sqs.us-east-1.amazonaws.com/123456789012/" + name }
 	return &env{
 		stage: "fakes",
@@ -101,7 +99,9 @@ func openFakes(t *testing.T, ns string, watch []string) *env {
 		sqs:      newLimited(back, maxSize, func(name string) bool { return name == names["main"] }),
 		producer: back, main: url(names["main"]), failure: url(names["failure"]), delay: url(names["delay"]),
 		mainARN: "arn:aws:sqs:us-east-1:123456789012:" + names["main"], cacheEndpoint: "127.0.0.1:1",
-		cache: c, put: c.put, present: c.present, touched: c.seen, cacheTrouble: func() []string { return nil },
+		cache: c, put: func(_ *testing.T, facts []fact) { putFacts(c, facts) },
+		present: func(_ *testing.T, keys []string) []string { return c.Present(keys) }, touched: c.Touched,
+		cacheTrouble: func() []string { return nil },
 	}
 }
 
@@ -113,168 +113,19 @@ func set(keys []string) map[string]bool {
 	return m
 }
 
-// fakeCache is cachetest.Cache for the keys a row put in it; every other key
-// is absent, as in an empty cache, and not kept: a row of 128 MiB of keys
-// would otherwise count them as retained. Its tags are its own, sorted
-// once: cachetest.Cache sorts a tag's members at each page, which for a tag
-// of 100,000 entries costs more than the worker. A key with a fake reply
-// fails with it, whatever is asked of it.
-type fakeCache struct {
-	*cachetest.Cache
-	mu                             sync.Mutex
-	prepared, gone, watch, touched map[string]bool
-	fail                           map[string]error
-	tags                           map[string]*fakeTag
-	clock                          int64
-}
-
-// fakeTag is a tag's entries, in key order, and the registration of each
-// still registered.
-type fakeTag struct {
-	keys []string
-	reg  map[string]string
-}
-
-func (c *fakeCache) put(_ *testing.T, facts []fact) {
+// putFacts stores what a row puts in the cache in the fake one: the
+// facts' keys, their tags' entries, their fake replies.
+func putFacts(c *cachetest.Sparse, facts []fact) {
 	for _, f := range facts {
 		switch {
 		case f.fake != "":
-			c.fail[f.key] = cachetest.Reply(f.fake)
+			c.Reply(f.key, f.fake)
 		case f.kind == "tag":
-			tag := &fakeTag{keys: slices.Sorted(slices.Values(f.values)), reg: map[string]string{}}
-			for _, k := range f.values {
-				c.clock++
-				tag.reg[k] = strconv.FormatInt(c.clock, 10)
-			}
-			c.tags[f.key] = tag
+			c.Tag(f.key, f.values...)
 		default:
-			c.Set(f.key)
-			c.prepared[f.key] = true
+			c.Put(f.key)
 		}
 	}
-}
-
-func (c *fakeCache) present(_ *testing.T, keys []string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, k := range keys {
-		if c.prepared[k] && !c.gone[k] {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-func (c *fakeCache) seen() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for k := range c.touched {
-		out = append(out, k)
-	}
-	return out
-}
-
-// Unlink is invalidate.Cache's.
-func (c *fakeCache) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
-	errs := make([]error, len(keys))
-	var held []string
-	var at []int
-	c.mu.Lock()
-	for i, k := range keys {
-		if c.watch[k] {
-			c.touched[k] = true
-		}
-		switch err := c.fail[k]; {
-		case ctx.Err() != nil:
-			status[i], errs[i] = invalidate.KeyFailed, ctx.Err()
-		case err != nil:
-			status[i], errs[i] = invalidate.KeyFailed, err
-		case c.prepared[k]:
-			held, at = append(held, k), append(at, i)
-		default:
-			status[i] = invalidate.KeyAbsent
-		}
-	}
-	c.mu.Unlock()
-	if len(held) > 0 {
-		st := make([]invalidate.KeyStatus, len(held))
-		heldErrs := c.Cache.Unlink(ctx, held, st)
-		c.mu.Lock()
-		for j, i := range at {
-			status[i] = st[j]
-			if heldErrs != nil {
-				errs[i] = heldErrs[j]
-			}
-			if st[j] == invalidate.KeyDeleted {
-				c.gone[held[j]] = true
-			}
-		}
-		c.mu.Unlock()
-	}
-	for _, err := range errs {
-		if err != nil {
-			return errs
-		}
-	}
-	return nil
-}
-
-func (c *fakeCache) failure(key string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.fail[key]
-}
-
-// Tick is invalidate.TagCache's.
-func (c *fakeCache) Tick(ctx context.Context, clock string) (int64, error) {
-	if err := c.failure(clock); err != nil {
-		return 0, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.clock++
-	return c.clock, ctx.Err()
-}
-
-// Page is invalidate.TagCache's: the cursor is where the page starts.
-func (c *fakeCache) Page(ctx context.Context, key string, _ int64, cursor uint64, count int) ([]invalidate.Member, uint64, error) {
-	if err := c.failure(key); err != nil {
-		return nil, 0, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tag := c.tags[key]
-	if tag == nil || cursor >= uint64(len(tag.keys)) {
-		return nil, 0, ctx.Err()
-	}
-	end := min(int(cursor)+max(count, 1), len(tag.keys))
-	var page []invalidate.Member
-	for _, k := range tag.keys[cursor:end] {
-		if reg, ok := tag.reg[k]; ok {
-			page = append(page, invalidate.Member{Key: k, Registration: reg})
-		}
-	}
-	next := uint64(end)
-	if end == len(tag.keys) {
-		next = 0
-	}
-	return page, next, ctx.Err()
-}
-
-// Forget is invalidate.TagCache's.
-func (c *fakeCache) Forget(ctx context.Context, key string, members []invalidate.Member) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if tag := c.tags[key]; tag != nil {
-		for _, m := range members {
-			if tag.reg[m.Key] == m.Registration {
-				delete(tag.reg, m.Key)
-			}
-		}
-	}
-	return ctx.Err()
 }
 
 // stack is what every run on the local stack shares: moto's SQS and the
