@@ -166,7 +166,12 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	defer cancel()
 	rep := w.invalidate(inTime, source, batch)
 	deleted := time.Now()
-	announced := w.announce(inTime, &rep, start, batch.RetryFor)
+	// The announcement finishes the invalidation, and the deletes may have
+	// spent all of their time retrying the keys of a node that is down: it
+	// has until half of the margin.
+	announceIn, cancelAnnounce := wait.BeforeDeadline(ctx, w.opts.DeadlineMargin/2)
+	defer cancelAnnounce()
+	announced := w.announce(announceIn, &rep, start, batch.RetryFor)
 	if w.opts.Recent != nil {
 		w.opts.Recent.remember(rep)
 	}
