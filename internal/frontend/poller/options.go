@@ -19,10 +19,11 @@ type Options struct {
 	// queue's backlog, and with MaxReceivers while a backlog lasts.
 	Receivers int
 	// MaxReceivers is how many may run while a backlog lasts: a receive
-	// that brings a full batch starts one more, and one beyond Receivers
-	// ends at a receive that does not. So an outage's backlog drains fast,
-	// and a fresh change does not wait long behind it; once it is drained,
-	// receives are full again. Default 8.
+	// that brings a full batch starts one more, and so does a batch held
+	// past heldBatch (a node down); one beyond Receivers ends at a
+	// receive that is not full. So an outage's backlog drains fast, and a
+	// fresh change does not wait long behind it or behind a held batch.
+	// Default 8.
 	MaxReceivers int
 	// WaitTime is the long-polling wait of each receive (POLLER_WAIT_TIME,
 	// 1-20 s). A stop signal lets the receives in flight end, so that the

@@ -83,8 +83,8 @@ func (p *poller) receive(ctx context.Context, steady bool) {
 	failures := 0
 	for p.gate.pass(ctx) {
 		msgs, err := p.receiveOnce(ctx)
-		if err == nil {
-			p.scale(ctx, len(msgs))
+		if err == nil && len(msgs) == int(p.opts.MaxMessages) {
+			p.scale(ctx)
 		}
 		switch {
 		case err != nil:
@@ -104,8 +104,13 @@ func (p *poller) receive(ctx context.Context, steady bool) {
 			failures = 0
 		default:
 			failures = 0
+			// A batch held past heldBatch (its keys on a node that is down,
+			// retried for RetryFor) lets another loop receive meanwhile: the
+			// changes behind it must not wait for that node.
+			held := time.AfterFunc(heldBatch, func() { p.scale(ctx) })
 			// The batch finishes even when a stop signal arrives meanwhile.
 			p.gate.saw(ctx, p.handle(context.WithoutCancel(ctx), msgs))
+			held.Stop()
 		}
 		if err == nil && len(msgs) < int(p.opts.MaxMessages) && !steady {
 			p.loops.Add(-1) // the backlog is done
@@ -114,10 +119,16 @@ func (p *poller) receive(ctx context.Context, steady bool) {
 	}
 }
 
-// scale starts one more receive loop after a full receive, while there
-// are fewer than MaxReceivers: a backlog waits in the queue.
-func (p *poller) scale(ctx context.Context, received int) {
-	if received < int(p.opts.MaxMessages) || ctx.Err() != nil {
+// heldBatch is how long a batch runs before the loop that holds it counts
+// as busy, and another may receive: several times a healthy batch's
+// milliseconds, well inside the lag a change may take.
+const heldBatch = 250 * time.Millisecond
+
+// scale starts one more receive loop, while there are fewer than
+// MaxReceivers: after a full receive, a backlog waits in the queue; after
+// a batch held, the changes behind it would.
+func (p *poller) scale(ctx context.Context) {
+	if ctx.Err() != nil {
 		return
 	}
 	for n := p.loops.Load(); n < int32(p.opts.MaxReceivers); n = p.loops.Load() {

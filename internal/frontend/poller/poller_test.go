@@ -276,6 +276,45 @@ func TestPollerScalesWithABacklog(t *testing.T) {
 	}
 }
 
+// TestPollerReceivesBesideAHeldBatch: one steady receiver holds a batch
+// whose key cannot be deleted yet (its node down); a change sent meanwhile
+// is received by another loop and done before the held batch ends.
+func TestPollerReceivesBesideAHeldBatch(t *testing.T) {
+	sqs := &fakes.SQS{}
+	var up atomic.Bool
+	inv := invalidate.New(&cachetest.Cache{Fail: func(key string, _ int) error {
+		if strings.HasPrefix(key, "cache:held:") && !up.Load() {
+			return cachetest.ErrRefused
+		}
+		return nil
+	}}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	w := worker.New(inv, worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, RetryFor: time.Minute})
+	h := &concurrency{Handler: w}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, sqs, h, Options{QueueURL: queue, Receivers: 1, MaxReceivers: 2, WaitTime: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	defer up.Store(true)
+	sqs.Send(queue, `{"entity":"held","id":"1"}`)
+	eventually(t, "the held batch did not start", func() bool { return h.now.Load() == 1 })
+	fresh := sqs.Send(queue, `{"entity":"user","id":"2"}`)
+	eventually(t, "the fresh change waited for the held batch", func() bool {
+		for _, m := range sqs.Messages(queue) {
+			if m.ID == fresh {
+				return m.Deleted
+			}
+		}
+		return false
+	})
+}
+
 // TestARecordToParkIsNotEscapedAgain: the Lambda-shaped record a parked
 // message is read from keeps <, > and & as they are, not six bytes each.
 func TestARecordToParkIsNotEscapedAgain(t *testing.T) {
