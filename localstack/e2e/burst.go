@@ -44,6 +44,7 @@ type burst struct {
 	down           func(slot int64) bool
 	version        sync.Map // key → int64, the source
 	samples, stale atomic.Int64
+	late           atomic.Int64 // the most time a stale key took to be fresh, since its change
 	checks         sync.WaitGroup
 	busy           []atomic.Bool // a group changed and not yet looked at
 	stop           context.CancelFunc
@@ -148,10 +149,11 @@ func (b *burst) change(ctx context.Context, g int) {
 		b.busy[g].Store(false)
 		return // not changed: nothing to sample
 	}
+	published := time.Now()
 	b.checks.Go(func() {
 		defer b.busy[g].Store(false)
 		wait.For(context.WithoutCancel(ctx), sampleAfter)
-		b.check(changed)
+		b.check(changed, published)
 	})
 }
 
@@ -161,32 +163,58 @@ func (b *burst) sourceVersion(key string) int64 {
 }
 
 // check counts each key whose node stayed up: stale when it still holds a
-// version older than the one its change made.
-func (b *burst) check(changed map[string]int64) {
+// version older than the one its change made. A stale key is looked at
+// until it is fresh, so that a run tells by how much it missed.
+func (b *burst) check(changed map[string]int64, published time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
+	var stale []string
 	for key, version := range changed {
 		if b.down(b.slots[key]) {
 			continue
 		}
-		raw, err := b.l.cache.Do(ctx, b.l.cache.B().Get().Key(key).Build()).AsBytes()
-		if err != nil && !valkey.IsValkeyNil(err) {
+		fresh, ok := b.fresh(ctx, key, version)
+		if !ok {
 			continue // unreadable: no sample
 		}
 		b.samples.Add(1)
-		if s, ok := writethrough.Describe(raw); err == nil && ok && !s.Lease && s.Version < version {
+		if !fresh {
 			b.stale.Add(1)
+			stale = append(stale, key)
 		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, key := range stale {
+		for fresh, _ := b.fresh(ctx, key, changed[key]); !fresh && wait.For(ctx, 50*time.Millisecond); fresh, _ = b.fresh(ctx, key, changed[key]) {
+		}
+	}
+	for late, took := b.late.Load(), time.Since(published).Milliseconds(); took > late && !b.late.CompareAndSwap(late, took); late = b.late.Load() {
 	}
 }
 
-// end stops changing, waits for the last looks, and returns the samples
-// and the stale ones among them.
-func (b *burst) end() (samples, stale int64) {
+// fresh tells whether key no longer holds a version older than version;
+// ok is false when it cannot be read.
+func (b *burst) fresh(ctx context.Context, key string, version int64) (fresh, ok bool) {
+	raw, err := b.l.cache.Do(ctx, b.l.cache.B().Get().Key(key).Build()).AsBytes()
+	if err != nil && !valkey.IsValkeyNil(err) {
+		return false, false
+	}
+	s, held := writethrough.Describe(raw)
+	return err != nil || !held || s.Lease || s.Version >= version, true
+}
+
+// end stops changing, waits for the last looks, and returns the samples,
+// the stale ones among them, and the most time a stale key took to be
+// fresh.
+func (b *burst) end() (samples, stale int64, late time.Duration) {
 	b.stop()
 	<-b.done
 	b.checks.Wait()
-	return b.samples.Load(), b.stale.Load()
+	return b.samples.Load(), b.stale.Load(), time.Duration(b.late.Load()) * time.Millisecond
 }
 
 // slotsOf tells the slots the node at addr serves now, as the cluster

@@ -27,8 +27,9 @@ type faultResult struct {
 	probes   []probeResult
 	// Of the writethrough keys on the nodes that stayed up, sampled a
 	// second after their change while the fault stopped one node: how many,
-	// and how many were stale.
+	// how many were stale, and the most time one of those took to be fresh.
 	samples, staleLive int64
+	lateLive           time.Duration
 }
 
 // staleCounts are the values found older than their source, by reader.

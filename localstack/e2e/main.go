@@ -175,7 +175,7 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 		}
 		fr := faultResult{name: f.name, from: from, to: time.Now()}
 		if b != nil {
-			fr.samples, fr.staleLive = b.end()
+			fr.samples, fr.staleLive, fr.lateLive = b.end()
 		}
 		fr.probes = l.probe(ctx, f.name)
 		faults = append(faults, fr)

@@ -62,9 +62,11 @@ func (r results) printBacklogs(faults []faultResult, line func(string, any)) (ok
 		share := float64(f.staleLive) / float64(f.samples)
 		line("stale_1s_live_"+f.name, fmt.Sprintf("%.4f", share))
 		line("samples_1s_live_"+f.name, f.samples)
+		line("late_ms_1s_live_"+f.name, f.lateLive.Milliseconds())
 		if f.name == "node-killed-restarted-empty" && (share > liveStale || f.samples < liveSamples) {
 			ok = false
-			notes = append(notes, fmt.Sprintf("stale_1s_live_%s: %d of %d samples, want at most %v of at least %d", f.name, f.staleLive, f.samples, liveStale, liveSamples))
+			notes = append(notes, fmt.Sprintf("stale_1s_live_%s: %d of %d samples (the latest fresh %v after its change), want at most %v of at least %d",
+				f.name, f.staleLive, f.samples, f.lateLive, liveStale, liveSamples))
 		}
 	}
 	return ok, notes
