@@ -144,13 +144,15 @@ func (d structDecoder) body(data []byte, allowSNS bool, source events.Source, at
 }
 
 type jsonSQSPayload struct {
-	Records []struct {
-		MessageID  string  `json:"messageId"`
-		Body       *string `json:"body"`
-		Attributes struct {
-			SentTimestamp string `json:"SentTimestamp"`
-		} `json:"attributes"`
-	} `json:"Records"`
+	Records []jsonSQSRecord `json:"Records"`
+}
+
+type jsonSQSRecord struct {
+	MessageID  string  `json:"messageId"`
+	Body       *string `json:"body"`
+	Attributes struct {
+		SentTimestamp string `json:"SentTimestamp"`
+	} `json:"attributes"`
 }
 
 // sqs decodes an SQS event payload as the SQS function does with
@@ -164,15 +166,36 @@ func (d structDecoder) sqs(payload []byte) ([]sqsResult, error) {
 		return nil, libInvalid("not a Lambda event: no Records")
 	}
 	results := make([]sqsResult, len(p.Records))
-	for i, r := range p.Records {
-		results[i].ID = r.MessageID
-		if r.Body == nil {
-			results[i].Err = libInvalid("the record has no body")
-			continue
-		}
-		results[i].Changes, results[i].Err = d.sqsBody(*r.Body, r.Attributes.SentTimestamp)
+	for i := range p.Records {
+		results[i] = d.sqsRecord(&p.Records[i])
 	}
 	return results, nil
+}
+
+// sqsSplit keeps the product's split, so that a broken record fails alone
+// as in the SQS function, and decodes each record with the library.
+func (d structDecoder) sqsSplit(payload []byte) ([]sqsResult, error) {
+	raws, err := events.SplitRecords(payload)
+	results := make([]sqsResult, len(raws))
+	for i, raw := range raws {
+		var r jsonSQSRecord
+		if err := d.decode(raw, &r); err != nil {
+			results[i].Err = err
+			continue
+		}
+		results[i] = d.sqsRecord(&r)
+	}
+	return results, err
+}
+
+func (d structDecoder) sqsRecord(r *jsonSQSRecord) sqsResult {
+	res := sqsResult{ID: r.MessageID}
+	if r.Body == nil {
+		res.Err = libInvalid("the record has no body")
+		return res
+	}
+	res.Changes, res.Err = d.sqsBody(*r.Body, r.Attributes.SentTimestamp)
+	return res
 }
 
 // sqsBody is DecodeSQSBody.
