@@ -3,8 +3,13 @@ package announce
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -40,40 +45,110 @@ func TestSequencesTellWhatWasMissed(t *testing.T) {
 		m      Message
 		seq    uint64
 		missed uint64
+		doubt  error
 	}{
-		{old, 40, 0},  // started before: its earlier messages went to nobody here
-		{old, 41, 0},  // the next one
-		{old, 41, 0},  // sent twice
-		{old, 44, 2},  // 42 and 43 lost
-		{old, 43, 0},  // late, counted missed already
-		{young, 1, 0}, // started after: its first
-		{young, 3, 1}, // 2 lost
-		{Message{Publisher: "late", Since: from.Add(time.Minute)}, 2, 1}, // its first was lost
-		{Message{Publisher: "close", Since: from.Add(skew / 2)}, 5, 0},   // within the clocks' skew: may have come before
+		{old, 40, 0, nil},      // started before: its earlier messages went to nobody here
+		{old, 41, 0, nil},      // the next one
+		{old, 41, 0, errOrder}, // sent twice: a doubt, which flushes
+		{old, 44, 2, nil},      // 42 and 43 lost
+		{old, 43, 0, errOrder}, // late
+		{old, 44, 0, nil},      // after the late one: in order again
+		{young, 1, 0, nil},     // started after: its first
+		{young, 3, 1, nil},     // 2 lost
+		{Message{Publisher: "late", Since: from.Add(time.Minute)}, 2, 1, nil}, // its first was lost
+		{Message{Publisher: "close", Since: from.Add(skew / 2)}, 5, 0, nil},   // within the clocks' skew: may have come before
 	} {
 		c.m.Seq = c.seq
-		if got := s.Next(c.m, from.Add(time.Duration(i)*time.Second)); got != c.missed {
-			t.Errorf("step %d: %s at %d: missed %d, want %d", i, c.m.Publisher, c.seq, got, c.missed)
+		if got, doubt := s.Next(c.m, from.Add(time.Duration(i)*time.Second)); got != c.missed || !errors.Is(doubt, c.doubt) {
+			t.Errorf("step %d: %s at %d: missed %d (%v), want %d (%v)", i, c.m.Publisher, c.seq, got, doubt, c.missed, c.doubt)
 		}
 	}
 	if s.Publishers() != 4 {
 		t.Fatalf("%d publishers followed, want 4", s.Publishers())
 	}
-	s.Forget(from.Add(5 * time.Second)) // old was last heard at +4 s
+	s.Forget(from.Add(6 * time.Second)) // old was last heard at +5 s
 	if s.Publishers() != 3 {
 		t.Fatalf("%d publishers after forgetting, want 3", s.Publishers())
 	}
-	if got := s.Next(Message{Publisher: "old", Since: old.Since, Seq: 90}, from.Add(time.Hour)); got != 0 {
+	if got, _ := s.Next(Message{Publisher: "old", Since: old.Since, Seq: 90}, from.Add(time.Hour)); got != 0 {
 		t.Fatalf("a publisher forgotten is heard anew: missed %d, want 0", got)
 	}
 }
 
+// TestForgedNumbersAreDoubtsNotBaselines: whoever may publish can send any
+// number under any ID. A number no publisher reaches is a doubt (the
+// tiers flush), and the real publisher's next message is one too, after
+// which its gaps show again; nothing overflows or counts missed without
+// bound.
+func TestForgedNumbersAreDoubtsNotBaselines(t *testing.T) {
+	from := time.Unix(1000, 0)
+	worker := Message{Publisher: "worker", Since: from.Add(-time.Hour)}
+	at := func(seq uint64) Message { m := worker; m.Seq = seq; return m }
+	for _, forged := range []uint64{math.MaxUint64 - 1, math.MaxUint64, 1 << 40} {
+		s := NewSequences(from)
+		for i, step := range []struct {
+			seq    uint64
+			missed uint64
+			doubt  error
+		}{
+			{40, 0, nil},
+			{forged, 0, errOrder}, // forged under the worker's ID
+			{41, 0, errOrder},     // the real next one: far behind the forged
+			{42, 0, nil},
+			{44, 1, nil}, // a real gap shows again
+			{45, 0, nil},
+		} {
+			m := at(step.seq)
+			if missed, doubt := s.Next(m, from.Add(time.Duration(i)*time.Second)); missed != step.missed || !errors.Is(doubt, step.doubt) {
+				t.Errorf("forged %d, step %d (seq %d): missed %d, %v; want %d, %v", forged, i, step.seq, missed, doubt, step.missed, step.doubt)
+			}
+		}
+	}
+	// A publisher started after the subscription whose first number is no
+	// one's: a doubt, not 2⁶⁴ missed.
+	s := NewSequences(from)
+	if missed, doubt := s.Next(Message{Publisher: "new", Since: from.Add(time.Minute), Seq: math.MaxUint64}, from); missed != 0 || !errors.Is(doubt, errOrder) {
+		t.Fatalf("a new publisher at 2⁶⁴-1: missed %d, %v", missed, doubt)
+	}
+}
+
+// TestPublishersFollowedAreBoundedInBytes: a flood of forged IDs does not
+// grow what a subscriber keeps past maxFollowedBytes; past it every
+// publisher is followed afresh, and the tiers flush.
+func TestPublishersFollowedAreBoundedInBytes(t *testing.T) {
+	from := time.Unix(1000, 0)
+	s := NewSequences(from)
+	crowded := 0
+	for i := range 1_000_000 {
+		_, doubt := s.Next(Message{Publisher: fmt.Sprintf("forged-%016d", i), Since: from.Add(-time.Hour), Seq: 1}, from)
+		if errors.Is(doubt, ErrCrowded) {
+			crowded++
+		}
+		if s.bytes > maxFollowedBytes {
+			t.Fatalf("%d bytes followed after %d publishers", s.bytes, i+1)
+		}
+	}
+	if want := 1_000_000 * (23 + followedOverhead) / maxFollowedBytes; crowded != want {
+		t.Fatalf("crowded %d times, want %d", crowded, want)
+	}
+}
+
+func TestDecodeRefusesALongPublisherID(t *testing.T) {
+	m := Message{Publisher: strings.Repeat("p", maxPublisherID+1), Seq: 1}
+	if _, err := Decode(m.Encode()); !errors.Is(err, errFormat) {
+		t.Fatalf("Decode = %v, want errFormat", err)
+	}
+}
+
 type sender struct {
+	mu   sync.Mutex
 	sent []Message
 	fail bool
 }
 
 func (s *sender) Publish(_ context.Context, channel, payload string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if channel != "ch" {
 		return errors.New("wrong channel " + channel)
 	}
@@ -83,6 +158,12 @@ func (s *sender) Publish(_ context.Context, channel, payload string) error {
 	m, err := Decode(payload)
 	s.sent = append(s.sent, m)
 	return err
+}
+
+func (s *sender) messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sent)
 }
 
 func TestAFailedMessageKeepsItsNumber(t *testing.T) {
@@ -104,7 +185,10 @@ func TestAFailedMessageKeepsItsNumber(t *testing.T) {
 		t.Fatalf("sent %+v: want 1 and, after the failed 2, heartbeat 3 from %s", s.sent, p.ID())
 	}
 	seqs := NewSequences(time.Now().Add(-time.Minute))
-	if seqs.Next(s.sent[0], time.Now()) != 0 || seqs.Next(s.sent[1], time.Now()) != 1 {
+	if first, _ := seqs.Next(s.sent[0], time.Now()); first != 0 {
+		t.Fatal("the first message heard shows a gap")
+	}
+	if second, _ := seqs.Next(s.sent[1], time.Now()); second != 1 {
 		t.Fatal("a subscriber does not see the failed message missed")
 	}
 }
@@ -119,5 +203,59 @@ func TestAMessageThatWaitedTooLongTakesNoNumber(t *testing.T) {
 	}
 	if err := p.Announce(t.Context(), time.Now(), []string{"b"}, nil); err != nil || s.sent[0].Seq != 1 {
 		t.Fatalf("sent %+v, %v: want the next message numbered 1, no gap", s.sent, err)
+	}
+}
+
+// TestBeatConfirmsThenGoesQuiet: an idle publisher sends nothing; after a
+// message, Beat sends confirmations heartbeats, one an interval, then
+// nothing again.
+func TestBeatConfirmsThenGoesQuiet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &sender{}
+		p := NewPublisher(s, "ch")
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go p.Beat(ctx, time.Second, func(err error) { t.Error(err) })
+		time.Sleep(10 * time.Second)
+		if sent := s.messages(); len(sent) != 0 {
+			t.Fatalf("an idle publisher sent %+v", sent)
+		}
+		if err := p.Announce(t.Context(), time.Now(), []string{"a"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		sent := s.messages()
+		if len(sent) != 1+confirmations {
+			t.Fatalf("sent %d messages after one announcement, want it and %d heartbeats", len(sent), confirmations)
+		}
+		for _, m := range sent[1:] {
+			if !m.Heartbeat() || m.Failed != 0 {
+				t.Fatalf("sent %+v", sent)
+			}
+		}
+	})
+}
+
+// TestAFailureShowsToASubscriberThatNeverHeardThePublisher: the numbers of
+// a publisher running before the subscription cannot show its gap; the
+// next message's Failed does.
+func TestAFailureShowsToASubscriberThatNeverHeardThePublisher(t *testing.T) {
+	s := &sender{}
+	p := NewPublisher(s, "ch")
+	seqs := NewSequences(time.Now().Add(time.Minute)) // subscribed after the publisher started
+	p.Skip()
+	s.fail = true
+	if err := p.Announce(t.Context(), time.Now(), []string{"a"}, nil); err == nil {
+		t.Fatal("the failed send was not reported")
+	}
+	s.fail = false
+	if err := p.Heartbeat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if missed, doubt := seqs.Next(s.sent[0], time.Now()); missed != 2 || doubt != nil || s.sent[0].Failed != 2 {
+		t.Fatalf("%+v: missed %d, %v; want the two failed", s.sent[0], missed, doubt)
+	}
+	if err := p.Heartbeat(t.Context()); err != nil || s.sent[1].Failed != 0 {
+		t.Fatalf("%+v, %v: want the failures told once", s.sent[1], err)
 	}
 }

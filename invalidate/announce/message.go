@@ -27,6 +27,10 @@ type Message struct {
 	// Tags are the tags invalidated, whose keys a subscriber cannot list:
 	// it forgets everything it holds.
 	Tags []string
+	// Failed counts the publisher's messages before this one that it could
+	// not send, since its last one sent: every subscriber forgets what it
+	// holds, even one that never heard the publisher before.
+	Failed uint64
 }
 
 // Heartbeat tells a message without keys or tags.
@@ -36,22 +40,28 @@ func (m Message) Heartbeat() bool { return len(m.Keys) == 0 && len(m.Tags) == 0 
 const version = 1
 
 // wire is a message as JSON: {"v":1,"pub":"…","since":<unix ms>,"seq":N,
-// "at":<unix µs>,"keys":[…],"tags":[…]}, keys and tags left out when empty.
+// "at":<unix µs>,"keys":[…],"tags":[…],"failed":N}, keys, tags and failed
+// left out when empty.
 type wire struct {
-	V     int      `json:"v"`
-	Pub   string   `json:"pub"`
-	Since int64    `json:"since"`
-	Seq   uint64   `json:"seq"`
-	At    int64    `json:"at"`
-	Keys  []string `json:"keys,omitempty"`
-	Tags  []string `json:"tags,omitempty"`
+	V      int      `json:"v"`
+	Pub    string   `json:"pub"`
+	Since  int64    `json:"since"`
+	Seq    uint64   `json:"seq"`
+	At     int64    `json:"at"`
+	Keys   []string `json:"keys,omitempty"`
+	Tags   []string `json:"tags,omitempty"`
+	Failed uint64   `json:"failed,omitempty"`
 }
 
 // Encode returns the message as it is published.
 func (m Message) Encode() string {
-	b, _ := json.Marshal(wire{V: version, Pub: m.Publisher, Since: m.Since.UnixMilli(), Seq: m.Seq, At: m.At.UnixMicro(), Keys: m.Keys, Tags: m.Tags})
+	b, _ := json.Marshal(wire{V: version, Pub: m.Publisher, Since: m.Since.UnixMilli(), Seq: m.Seq, At: m.At.UnixMicro(), Keys: m.Keys, Tags: m.Tags, Failed: m.Failed})
 	return string(b)
 }
+
+// maxPublisherID bounds a publisher's ID, which subscribers keep; a
+// Publisher's has 16 bytes.
+const maxPublisherID = 64
 
 // errFormat is Decode's error for a payload that is not a message this
 // version reads.
@@ -63,8 +73,8 @@ func Decode(payload string) (Message, error) {
 	if err := json.Unmarshal([]byte(payload), &w); err != nil {
 		return Message{}, fmt.Errorf("%w: %w", errFormat, err)
 	}
-	if w.V != version || w.Pub == "" || w.Seq == 0 {
+	if w.V != version || w.Pub == "" || len(w.Pub) > maxPublisherID || w.Seq == 0 {
 		return Message{}, fmt.Errorf("%w: version %d, publisher %q, sequence %d", errFormat, w.V, w.Pub, w.Seq)
 	}
-	return Message{Publisher: w.Pub, Since: time.UnixMilli(w.Since), Seq: w.Seq, At: time.UnixMicro(w.At), Keys: w.Keys, Tags: w.Tags}, nil
+	return Message{Publisher: w.Pub, Since: time.UnixMilli(w.Since), Seq: w.Seq, At: time.UnixMicro(w.At), Keys: w.Keys, Tags: w.Tags, Failed: w.Failed}, nil
 }

@@ -21,9 +21,17 @@ type Publisher struct {
 	id      string
 	since   time.Time
 
-	mu  sync.Mutex // held while a message is in flight
-	seq uint64
+	mu     sync.Mutex // held while a message is in flight
+	seq    uint64
+	failed uint64 // messages not sent since the last one sent
+	owed   int    // heartbeats Beat still sends to confirm the last message
 }
+
+// confirmations is how many heartbeats follow a publisher's last message
+// or skip, one each interval: enough that a subscriber misses neither
+// that message nor its gap, with a heartbeat lost too; then it is quiet,
+// so that a fleet's idle processes send nothing.
+const confirmations = 3
 
 // NewPublisher returns a publisher on channel, with an ID of its own.
 func NewPublisher(send Sender, channel string) *Publisher {
@@ -34,13 +42,17 @@ func NewPublisher(send Sender, channel string) *Publisher {
 func (p *Publisher) ID() string { return p.id }
 
 // Announce publishes keys and tags, deleted at at, as one message. A
-// message that could not be sent keeps its number all the same: the
-// subscribers see the gap at the next one, a heartbeat at the latest, and
-// forget what they hold.
+// message that could not be sent keeps its number all the same, and the
+// next one sent, a heartbeat at the latest, says it failed: the
+// subscribers forget what they hold.
 func (p *Publisher) Announce(ctx context.Context, at time.Time, keys, tags []string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.announce(ctx, at, keys, tags)
+	if err := p.announce(ctx, at, keys, tags); err != nil {
+		return err
+	}
+	p.owed = confirmations
+	return nil
 }
 
 // announce sends the next message; p.mu is held. One whose context ended
@@ -50,31 +62,34 @@ func (p *Publisher) announce(ctx context.Context, at time.Time, keys, tags []str
 		return err
 	}
 	p.seq++
-	m := Message{Publisher: p.id, Since: p.since, Seq: p.seq, At: at, Keys: keys, Tags: tags}
-	return p.send.Publish(ctx, p.channel, m.Encode())
+	m := Message{Publisher: p.id, Since: p.since, Seq: p.seq, At: at, Keys: keys, Tags: tags, Failed: p.failed}
+	if err := p.send.Publish(ctx, p.channel, m.Encode()); err != nil {
+		p.failed++
+		p.owed = confirmations // its failure must show
+		return err
+	}
+	p.failed = 0
+	return nil
 }
 
 // Skip takes a number without sending anything, for a message that could
-// not be sent anyway: the subscribers see the gap at the next one.
+// not be sent anyway: it counts as failed.
 func (p *Publisher) Skip() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq++
+	p.failed++
+	p.owed = confirmations
 }
 
 // Heartbeat publishes a message without keys: the publisher's number so
 // far, which shows the subscribers any message of it they missed. While a
 // message is in flight it sends none: that one carries a later number.
-func (p *Publisher) Heartbeat(ctx context.Context) error {
-	if !p.mu.TryLock() {
-		return nil
-	}
-	defer p.mu.Unlock()
-	return p.announce(ctx, time.Now(), nil, nil)
-}
+func (p *Publisher) Heartbeat(ctx context.Context) error { return p.heartbeat(ctx, false) }
 
-// Beat sends a heartbeat every interval until ctx ends, each within the
-// interval; failed tells each error.
+// Beat sends a heartbeat every interval, each within it, while the last
+// message or skip is not yet confirmed, until ctx ends; failed tells each
+// error.
 func (p *Publisher) Beat(ctx context.Context, every time.Duration, failed func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -85,9 +100,26 @@ func (p *Publisher) Beat(ctx context.Context, every time.Duration, failed func(e
 		case <-t.C:
 		}
 		beat, cancel := context.WithTimeout(ctx, every)
-		if err := p.Heartbeat(beat); err != nil && ctx.Err() == nil {
+		if err := p.heartbeat(beat, true); err != nil && ctx.Err() == nil {
 			failed(err)
 		}
 		cancel()
 	}
+}
+
+// heartbeat sends one, or when owed only if one is owed; each sent counts
+// as a confirmation.
+func (p *Publisher) heartbeat(ctx context.Context, owed bool) error {
+	if !p.mu.TryLock() {
+		return nil
+	}
+	defer p.mu.Unlock()
+	if owed && p.owed == 0 {
+		return nil
+	}
+	if err := p.announce(ctx, time.Now(), nil, nil); err != nil {
+		return err
+	}
+	p.owed = max(p.owed-1, 0)
+	return nil
 }

@@ -21,24 +21,23 @@ type ChannelOptions struct {
 	// Channel is the pub/sub channel of the announcements: the worker's
 	// ANNOUNCE_CHANNEL. Default "invalidator:near".
 	Channel string
-	// Heartbeat is how often this process publishes its sequence number,
-	// which shows the others any announcement of its they missed, and
-	// looks at how long the subscription has been silent. Default 1 s.
+	// Heartbeat is how often this process confirms its last announcement
+	// (three heartbeats after each, then quiet: an idle fleet sends
+	// nothing), which shows the others any announcement of its they
+	// missed, and PINGs its subscription. Default 1 s.
 	Heartbeat time.Duration
-	// Silence is how long the subscription may bring nothing, not even
-	// this process's own heartbeat, or leave a PING unanswered, before it
-	// is taken for lost: the tiers flush and it subscribes again. Default
-	// 3 s.
+	// Silence is how long a PING on the subscription may go unanswered
+	// before it is taken for lost: the tiers flush and it subscribes again.
+	// Default 3 s.
 	Silence time.Duration
 	// Timeout bounds the announcement of a write (a Drop): past it the
 	// write returns ErrAnnounce, and the others see the gap at this
 	// process's next heartbeat. Default 150 ms, writethrough's
 	// CacheTimeout.
 	Timeout time.Duration
-	// ReadOnly is for a user that may not publish (invalidator inspect's):
-	// no heartbeats, and this process's drops are not announced. With no
-	// heartbeat of its own to hear, only an unanswered PING shows its
-	// subscription lost.
+	// ReadOnly is for a user that may not publish (invalidator inspect's,
+	// and every service that does not announce its writes): no heartbeats,
+	// and this process's drops are not announced.
 	ReadOnly bool
 	// Logger receives a line when the subscription is made or lost, and
 	// for each flush, with its cause. Default slog.Default().
@@ -57,8 +56,10 @@ type Cause string
 // The causes of a flush.
 const (
 	CauseLost        Cause = "lost"        // the subscription's connection ended: dropped by the server (a slow consumer, CLIENT KILL), a node gone, a failover
-	CauseSilent      Cause = "silent"      // nothing heard for Silence, not even a heartbeat
+	CauseSilent      Cause = "silent"      // a PING on the subscription unanswered for Silence: a node that hangs
 	CauseGap         Cause = "gap"         // a publisher's sequence jumped: a message of its was lost
+	CauseOrder       Cause = "order"       // a publisher's sequence jumped further than any can, or went far back: a forged message
+	CauseCrowded     Cause = "crowded"     // more publishers than a subscriber follows: forged IDs, or a fleet beyond 40,000 processes
 	CauseUndecodable Cause = "undecodable" // a message this version cannot read
 	CauseTags        Cause = "tags"        // tags announced, whose keys the tiers do not know
 	CauseClosed      Cause = "closed"      // Close
@@ -81,8 +82,7 @@ type Channel struct {
 	mu      sync.Mutex // orders the subscription's events
 	session uint64     // the subscription's: events of an older one are ignored
 	seqs    *announce.Sequences
-	heard   time.Time // when the subscription last brought anything
-	node    string    // where it is
+	node    string // where it is
 	tiers   []member
 	flushes map[Cause]int64
 
@@ -174,7 +174,7 @@ func (c *Channel) subscribed(session uint64, at time.Time, node string) {
 	if session != c.session {
 		return
 	}
-	c.seqs, c.heard, c.node = announce.NewSequences(at), at, node
+	c.seqs, c.node = announce.NewSequences(at), node
 	c.up.Store(true)
 	c.opts.Logger.Info("near cache subscribed", "node", node)
 }
@@ -218,7 +218,6 @@ func (c *Channel) receive(session uint64, payload string) {
 		return
 	}
 	now := time.Now()
-	c.heard = now
 	c.messages.Add(1)
 	m, err := announce.Decode(payload)
 	if err != nil {
@@ -227,7 +226,16 @@ func (c *Channel) receive(session uint64, payload string) {
 			"flushed", held, "error", err.Error())
 		return
 	}
-	if missed := c.seqs.Next(m, now); missed > 0 {
+	switch missed, doubt := c.seqs.Next(m, now); {
+	case doubt != nil:
+		cause := CauseOrder
+		if errors.Is(doubt, announce.ErrCrowded) {
+			cause = CauseCrowded
+		}
+		held := c.forget(cause)
+		c.opts.Logger.Warn("near cache flushed: a message's number cannot be trusted", "cause", string(cause), "publisher", m.Publisher,
+			"seq", m.Seq, "flushed", held, "error", doubt.Error())
+	case missed > 0:
 		c.missed.Add(int64(missed))
 		held := c.forget(CauseGap)
 		c.opts.Logger.Warn("near cache flushed: announcements were lost", "cause", string(CauseGap), "publisher", m.Publisher,
@@ -248,15 +256,6 @@ func (c *Channel) receive(session uint64, payload string) {
 	if c.opts.OnMessage != nil {
 		c.opts.OnMessage(m, time.Now())
 	}
-}
-
-// silent tells whether a confirmed subscription of a channel that
-// publishes has brought nothing, not even its own heartbeat, for longer
-// than Silence.
-func (c *Channel) silent(session uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return session == c.session && c.seqs != nil && c.pub != nil && time.Since(c.heard) > c.opts.Silence
 }
 
 // forgetPublishers stops following the publishers silent for an hour:

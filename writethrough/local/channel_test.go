@@ -1,9 +1,12 @@
 package local
 
 import (
+	"context"
 	"crypto/rand"
+	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,14 +106,66 @@ func TestAnAnnouncementNotSentFlushesTheOthers(t *testing.T) {
 	if !b.fill("cache:other", "v") {
 		t.Fatal("not kept")
 	}
-	// Once b follows a (a heartbeat of each): a publisher's messages
-	// before the first one a subscriber hears cannot be told missed.
-	eventually(t, "following the writer", func() bool { return b.ch.Stats().Publishers == 2 })
+	// b never heard a (idle processes are quiet): a's next message says
+	// what it failed to send.
 	a.ch.pub.Skip() // as a Drop whose PUBLISH failed
 	eventually(t, "flushed at the writer's next heartbeat", func() bool { return b.ch.Stats().Flushes[CauseGap] == 1 })
 	if b.holds("cache:other") {
 		t.Fatal("still held after the gap")
 	}
+}
+
+// TestAForgedNumberNeverHidesAGap: a user that may publish forges the
+// worker's ID with a number no publisher reaches. The tier flushes, and
+// when the worker's next announcement is lost on the way its next
+// heartbeat still shows it: the value read after the forgery is not kept
+// past it.
+func TestAForgedNumberNeverHidesAGap(t *testing.T) {
+	client := testenv.Cache(t)
+	for _, forged := range []uint64{math.MaxUint64 - 1, math.MaxUint64} {
+		name := channelName()
+		p := open(t, client, name)
+		wire := &lossy{Sender: announce.Valkey(client)}
+		worker := announce.NewPublisher(wire, name)
+		if err := worker.Heartbeat(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "following the worker", func() bool { return p.ch.Stats().Publishers == 1 })
+		m := announce.Message{Publisher: worker.ID(), Since: time.Now(), Seq: forged, At: time.Now()}
+		if err := client.Do(t.Context(), client.B().Publish().Channel(name).Message(m.Encode()).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "flushed for the forged number", func() bool { return p.ch.Stats().Flushes[CauseOrder] == 1 })
+		if !p.fill("cache:k", "old") {
+			t.Fatal("not kept")
+		}
+		wire.lose.Store(true)
+		if err := worker.Announce(t.Context(), time.Now(), []string{"cache:k"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		wire.lose.Store(false)
+		if err := worker.Heartbeat(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "dropped at the worker's next heartbeat", func() bool { return !p.holds("cache:k") })
+		if s := p.ch.Stats(); s.Missed < 0 || s.Missed > 1 {
+			t.Fatalf("forged %d: %d missed", forged, s.Missed)
+		}
+	}
+}
+
+// lossy is a wire that loses messages on the way while lose is set: sent,
+// as far as the publisher can tell.
+type lossy struct {
+	announce.Sender
+	lose atomic.Bool
+}
+
+func (l *lossy) Publish(ctx context.Context, channel, message string) error {
+	if l.lose.Load() {
+		return nil
+	}
+	return l.Sender.Publish(ctx, channel, message)
 }
 
 func TestKilledSubscriptionsFlushAndComeBack(t *testing.T) {

@@ -8,11 +8,11 @@
 // a publisher of the process's own writes. The Channel never lets a tier
 // serve what it cannot vouch for: the subscription lost — the server
 // dropping a slow consumer, CLIENT KILL, a node gone, a failover —, the
-// subscription silent longer than it should be, a publisher's sequence
-// numbers jumping (a message lost), a message it cannot read: each flushes
+// subscription's PING unanswered, a publisher's sequence numbers jumping
+// (a message lost) or not to be trusted, a message it cannot read: each flushes
 // every tier, and nothing is kept until the subscription is confirmed
 // again. What no signal shows — a publisher's last message lost, and the
-// publisher gone before its next heartbeat — the tier's MaxLifetime bounds.
+// publisher gone before it confirmed it — the tier's MaxLifetime bounds.
 //
 // It is a package apart so that only the services that use it link its
 // store, github.com/maypok86/otter/v2.

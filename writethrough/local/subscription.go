@@ -11,8 +11,6 @@ import (
 	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
-var errSilent = errors.New("the subscription brought nothing, not even a heartbeat")
-
 // subscribe keeps a subscription until ctx ends: one node after another,
 // since a cluster delivers every PUBLISH on every node, and again after a
 // pause when one ends.
@@ -83,11 +81,9 @@ func (c *Channel) session1(ctx context.Context, client valkey.Client, session ui
 		case <-ctx.Done():
 			return confirmed, CauseClosed, ctx.Err()
 		case <-tick.C:
-			if c.silent(session) {
-				return confirmed, CauseSilent, errSilent
-			}
 			// A node that hangs keeps its connections open: only a
-			// question unanswered shows it.
+			// question unanswered shows it, on this connection, whatever
+			// the others publish.
 			ping, cancel := context.WithTimeout(ctx, c.opts.Silence)
 			err := dc.Do(ping, dc.B().Ping().Build()).Error()
 			cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -18,7 +19,7 @@ import (
 // interleavings of reads (each reserved, then reading the shared cache,
 // then kept, steps apart), changes deleted and announced by two workers,
 // this process's own writes, heartbeats, messages lost on the way,
-// undecodable ones, and subscriptions lost and made again. On every hit
+// undecodable ones, forged ones, and subscriptions lost and made again. On every hit
 // the tier must hold at least the version of every change whose
 // announcement this process has heard of: delivered, or numbered before
 // one delivered from the same publisher — which the process knows it
@@ -34,10 +35,11 @@ type wire struct {
 }
 
 type sent struct {
-	m     announce.Message
-	raw   string
-	lost  bool
-	cover map[string]int
+	m      announce.Message
+	raw    string
+	lost   bool
+	cover  map[string]int
+	forged bool // not the publisher's: the process hears of nothing by it
 }
 
 func (w *wire) Publish(_ context.Context, _, payload string) error {
@@ -140,9 +142,11 @@ func (x *torture) step() {
 		} else {
 			x.subscribe()
 		}
-	case n < 998:
+	case n < 997:
 		x.ch.receive(x.session, "not an announcement")
 		x.log("undecodable message")
+	case n < 998:
+		x.forge()
 	default:
 		if !x.up {
 			x.subscribe()
@@ -235,6 +239,10 @@ func (x *torture) deliver() {
 		return
 	}
 	x.ch.receive(x.session, s.raw)
+	if s.forged {
+		x.log("delivered forged seq %d of %s", s.m.Seq, s.m.Publisher)
+		return
+	}
 	x.heard[s.m.Publisher] = true
 	for _, earlier := range x.wire.byPub[s.m.Publisher] {
 		if earlier.m.Seq > x.known[s.m.Publisher] && earlier.m.Seq <= s.m.Seq {
@@ -245,6 +253,31 @@ func (x *torture) deliver() {
 	}
 	x.known[s.m.Publisher] = max(x.known[s.m.Publisher], s.m.Seq)
 	x.log("delivered seq %d of %s %v", s.m.Seq, s.m.Publisher, s.m.Keys)
+}
+
+// forge puts on the wire what a user that may publish could: under a
+// worker's ID, a number it never reaches or one it already used, or under
+// an ID of its own; no keys. (A forged number the worker reaches later,
+// with that real message then lost on the way, is the one forgery the
+// tiers cannot tell: hence only the worker and writers may publish.)
+func (x *torture) forge() {
+	w := x.workers[x.r.IntN(len(x.workers))]
+	m := announce.Message{Publisher: w.ID(), Since: time.Now(), At: time.Now()}
+	switch sent := x.wire.byPub[w.ID()]; x.r.IntN(4) {
+	case 0:
+		m.Seq = math.MaxUint64 - uint64(x.r.IntN(2))
+	case 1:
+		m.Seq = 1<<40 + x.r.Uint64N(1<<20)
+	case 2:
+		if len(sent) == 0 {
+			return
+		}
+		m.Seq = sent[x.r.IntN(len(sent))].m.Seq
+	default:
+		m.Publisher, m.Seq = "forged-"+strconv.Itoa(x.r.IntN(3)), 1+x.r.Uint64N(1<<30)
+	}
+	x.wire.queue = append(x.wire.queue, sent{m: m, raw: m.Encode(), forged: true})
+	x.log("forged seq %d of %s", m.Seq, m.Publisher)
 }
 
 func (x *torture) fail(format string, args ...any) {
