@@ -44,9 +44,12 @@ func nearGroup(ctx context.Context, s server, bin string) {
 	print("local_bytes_per_entry", perEntry)
 }
 
+// quiet logs what a channel warns of, not each subscription.
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
 // openChannel subscribes to name through client and waits until it is.
 func openChannel(client valkey.Client, opts local.ChannelOptions) *local.Channel {
-	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts.Logger = quiet
 	ch := local.Open(client, opts)
 	waitFor("the local tier's subscription", 10*time.Second, ch.Subscribed)
 	return ch
