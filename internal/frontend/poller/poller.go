@@ -107,10 +107,13 @@ func (p *poller) receive(ctx context.Context, steady bool) {
 			// A batch held past heldBatch (its keys on a node that is down,
 			// retried for RetryFor) lets another loop receive meanwhile: the
 			// changes behind it must not wait for that node.
-			held := time.AfterFunc(heldBatch, func() { p.scale(ctx) })
+			scaled := make(chan struct{})
+			held := time.AfterFunc(heldBatch, func() { defer close(scaled); p.scale(ctx) })
 			// The batch finishes even when a stop signal arrives meanwhile.
 			p.gate.saw(ctx, p.handle(context.WithoutCancel(ctx), msgs))
-			held.Stop()
+			if !held.Stop() {
+				<-scaled // a loop started while this one still counts: Run waits for it
+			}
 		}
 		if err == nil && len(msgs) < int(p.opts.MaxMessages) && !steady {
 			p.loops.Add(-1) // the backlog is done
