@@ -3,6 +3,7 @@ package invalidate
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -52,7 +53,11 @@ func (c valkeyCache) Unlink(ctx context.Context, keys []string, status []KeyStat
 	for i, k := range keys {
 		cmds[i] = c.client.B().Unlink().Key(k).Build()
 	}
-	for i, res := range c.client.DoMulti(ctx, cmds...) {
+	results := c.client.DoMulti(ctx, cmds...)
+	if noSlot(results) {
+		c.alone(ctx, keys, results)
+	}
+	for i, res := range results {
 		n, err := res.AsInt64()
 		switch {
 		case err == nil && n > 0:
@@ -68,6 +73,33 @@ func (c valkeyCache) Unlink(ctx context.Context, keys []string, status []KeyStat
 		}
 	}
 	return errs
+}
+
+// noSlot tells whether valkey-go refused a DoMulti for a slot without a
+// node: it refuses every command of it then, when one key's slot is on a
+// node the cluster marked failed.
+func noSlot(results []valkey.ValkeyResult) bool {
+	return len(results) > 0 && errors.Is(results[0].Error(), valkey.ErrNoSlot)
+}
+
+// aloneAtOnce bounds the commands sent one by one at once; valkey-go
+// pipelines them on each node's connection.
+const aloneAtOnce = 64
+
+// alone unlinks each key of a refused DoMulti by itself, so that only the
+// keys of the slots without a node fail: a node that is down holds back
+// its own keys, not the batch's.
+func (c valkeyCache) alone(ctx context.Context, keys []string, results []valkey.ValkeyResult) {
+	slots := make(chan struct{}, aloneAtOnce)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			results[i] = c.client.DoMulti(ctx, c.client.B().Unlink().Key(k).Build())[0]
+		})
+	}
+	wg.Wait()
 }
 
 // permanentKeyError reports whether the error of a key or a tag will come

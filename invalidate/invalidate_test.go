@@ -132,6 +132,24 @@ func TestInvalidateFailsOnlyBadRecords(t *testing.T) {
 }
 
 // owners maps each key to the address of the node that serves it.
+// markedFailed returns a new client once its topology no longer has the
+// node at addr: the cluster marked it failed.
+func markedFailed(t *testing.T, cfg elasticache.Config, addr string) valkey.Client {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		c, err := elasticache.New(cfg)
+		if err != nil {
+			continue
+		}
+		if _, known := c.Nodes()[addr]; !known {
+			return c
+		}
+		c.Close()
+	}
+	t.Fatalf("the cluster did not mark %s failed in 30 s", addr)
+	return nil
+}
+
 func owners(ctx context.Context, t *testing.T, c valkey.Client, keys []string) map[string]string {
 	t.Helper()
 	owner := map[string]string{}
@@ -188,6 +206,20 @@ func TestInvalidateWithANodeDown(t *testing.T) {
 	}
 	if rep.Metrics.Failed == 0 || rep.Metrics.Failed == len(records) {
 		t.Fatalf("%d of %d records failed: want those on the stopped node only", rep.Metrics.Failed, len(records))
+	}
+
+	// Once the cluster marks the node failed, valkey-go's topology has no
+	// node for its slots, and it refuses a whole DoMulti that names one of
+	// them: still only that node's keys may fail.
+	fresh := markedFailed(t, cluster.Config, downAddr)
+	defer fresh.Close()
+	failedCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	rep = New(Valkey(fresh), Options{Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}).Invalidate(failedCtx, Decoded(records))
+	cancel()
+	for i, res := range rep.Results {
+		if onDownNode := owner[keys[i]] == downAddr; onDownNode != (res.Err != nil) {
+			t.Fatalf("node marked failed: record %s (key on %s, down %s): err = %v", res.Record, owner[keys[i]], downAddr, res.Err)
+		}
 	}
 
 	restart := time.Now()
