@@ -66,7 +66,7 @@ func TestSequencesTellWhatWasMissed(t *testing.T) {
 	if s.Publishers() != 4 {
 		t.Fatalf("%d publishers followed, want 4", s.Publishers())
 	}
-	s.Forget(from.Add(6 * time.Second)) // old was last heard at +5 s
+	s.Forget(from.Add(time.Hour + 5500*time.Millisecond)) // old was last heard at +5 s, the others after
 	if s.Publishers() != 3 {
 		t.Fatalf("%d publishers after forgetting, want 3", s.Publishers())
 	}
@@ -193,22 +193,56 @@ func TestAFailedMessageKeepsItsNumber(t *testing.T) {
 	}
 }
 
-func TestAMessageThatWaitedTooLongTakesNoNumber(t *testing.T) {
+// TestAMessageGivenUpBeforeItsTurnIsTold: an announcement whose context
+// ends while another is in flight takes no number, and the next message
+// says it failed.
+func TestAMessageGivenUpBeforeItsTurnIsTold(t *testing.T) {
 	s := &sender{}
 	p := NewPublisher(s, "ch")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
+	p.turn <- struct{}{} // a message in flight
 	if err := p.Announce(ctx, time.Now(), []string{"a"}, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Announce = %v", err)
 	}
-	if err := p.Announce(t.Context(), time.Now(), []string{"b"}, nil); err != nil || s.sent[0].Seq != 1 {
-		t.Fatalf("sent %+v, %v: want the next message numbered 1, no gap", s.sent, err)
+	<-p.turn
+	if err := p.Announce(t.Context(), time.Now(), []string{"b"}, nil); err != nil || s.sent[0].Seq != 1 || s.sent[0].Failed != 1 {
+		t.Fatalf("sent %+v, %v: want the next message numbered 1, telling one failed", s.sent, err)
+	}
+}
+
+// TestALossShowsToASubscriberThatNeverHeardThePublisher: a publisher
+// running before the subscription, heard for the first time; its previous
+// message, numbered while the subscription listened, was missed.
+func TestALossShowsToASubscriberThatNeverHeardThePublisher(t *testing.T) {
+	from := time.Unix(1000, 0)
+	now := from.Add(time.Minute)
+	for _, c := range []struct {
+		prev   time.Time
+		missed uint64
+	}{
+		{time.Time{}, 0},                // its first message
+		{from.Add(-time.Minute), 0},     // before the subscription
+		{from.Add(10 * time.Second), 1}, // while it listened: missed
+		{now.Add(-2 * time.Hour), 0},    // over an hour ago: past every tier's lifetime
+	} {
+		s := NewSequences(from)
+		m := Message{Publisher: "p", Since: from.Add(-time.Hour), Seq: 41, Prev: c.prev}
+		if missed, doubt := s.Next(m, now); missed != c.missed || doubt != nil {
+			t.Errorf("prev %v: missed %d, %v; want %d", c.prev, missed, doubt, c.missed)
+		}
+	}
+	// Forgotten after an hour's silence, then heard again.
+	s := NewSequences(from)
+	s.Next(Message{Publisher: "p", Since: from.Add(-time.Hour), Seq: 40}, from.Add(time.Second))
+	s.Forget(from.Add(2 * time.Hour))
+	if missed, _ := s.Next(Message{Publisher: "p", Since: from.Add(-time.Hour), Seq: 42, Prev: from.Add(90 * time.Minute)}, from.Add(2*time.Hour)); missed != 1 {
+		t.Fatal("a message lost after the publisher was forgotten was not seen")
 	}
 }
 
 // TestBeatConfirmsThenGoesQuiet: an idle publisher sends nothing; after a
-// message, Beat sends confirmations heartbeats, one an interval, then
-// nothing again.
+// message, Beat confirms it 1, 2, 4 … 32 s apart, then nothing again.
 func TestBeatConfirmsThenGoesQuiet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &sender{}
@@ -220,20 +254,31 @@ func TestBeatConfirmsThenGoesQuiet(t *testing.T) {
 		if sent := s.messages(); len(sent) != 0 {
 			t.Fatalf("an idle publisher sent %+v", sent)
 		}
-		if err := p.Announce(t.Context(), time.Now(), []string{"a"}, nil); err != nil {
+		start := time.Now()
+		if err := p.Announce(t.Context(), start, []string{"a"}, nil); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Minute)
 		sent := s.messages()
-		if len(sent) != 1+confirmations {
-			t.Fatalf("sent %d messages after one announcement, want it and %d heartbeats", len(sent), confirmations)
-		}
+		var after []time.Duration
 		for _, m := range sent[1:] {
 			if !m.Heartbeat() || m.Failed != 0 {
 				t.Fatalf("sent %+v", sent)
 			}
+			after = append(after, m.At.Sub(start).Round(time.Second))
+		}
+		if want := []time.Duration{1, 3, 7, 15, 31, 63}; !slices.Equal(after, scale(want, time.Second)) {
+			t.Fatalf("confirmations at %v after the announcement, want %v s", after, want)
 		}
 	})
+}
+
+func scale(ds []time.Duration, unit time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d * unit
+	}
+	return out
 }
 
 // TestAFailureShowsToASubscriberThatNeverHeardThePublisher: the numbers of

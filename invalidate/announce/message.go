@@ -18,6 +18,10 @@ type Message struct {
 	Since time.Time
 	// Seq numbers the publisher's messages from 1, heartbeats included.
 	Seq uint64
+	// Prev is when the publisher numbered its previous message, sent or
+	// not, to the microsecond; zero for its first. A subscriber that never
+	// heard the publisher, but listened then, missed it.
+	Prev time.Time
 	// At is when the deletes were sent, to the microsecond, or the
 	// heartbeat: what the source held before then, a load after the
 	// message finds in the cache or newer.
@@ -40,13 +44,14 @@ func (m Message) Heartbeat() bool { return len(m.Keys) == 0 && len(m.Tags) == 0 
 const version = 1
 
 // wire is a message as JSON: {"v":1,"pub":"…","since":<unix ms>,"seq":N,
-// "at":<unix µs>,"keys":[…],"tags":[…],"failed":N}, keys, tags and failed
-// left out when empty.
+// "prev":<unix µs>,"at":<unix µs>,"keys":[…],"tags":[…],"failed":N}, prev,
+// keys, tags and failed left out when empty.
 type wire struct {
 	V      int      `json:"v"`
 	Pub    string   `json:"pub"`
 	Since  int64    `json:"since"`
 	Seq    uint64   `json:"seq"`
+	Prev   int64    `json:"prev,omitempty"`
 	At     int64    `json:"at"`
 	Keys   []string `json:"keys,omitempty"`
 	Tags   []string `json:"tags,omitempty"`
@@ -55,7 +60,7 @@ type wire struct {
 
 // Encode returns the message as it is published.
 func (m Message) Encode() string {
-	b, _ := json.Marshal(wire{V: version, Pub: m.Publisher, Since: m.Since.UnixMilli(), Seq: m.Seq, At: m.At.UnixMicro(), Keys: m.Keys, Tags: m.Tags, Failed: m.Failed})
+	b, _ := json.Marshal(wire{V: version, Pub: m.Publisher, Since: m.Since.UnixMilli(), Seq: m.Seq, Prev: micros(m.Prev), At: m.At.UnixMicro(), Keys: m.Keys, Tags: m.Tags, Failed: m.Failed})
 	return string(b)
 }
 
@@ -76,5 +81,20 @@ func Decode(payload string) (Message, error) {
 	if w.V != version || w.Pub == "" || len(w.Pub) > maxPublisherID || w.Seq == 0 {
 		return Message{}, fmt.Errorf("%w: version %d, publisher %q, sequence %d", errFormat, w.V, w.Pub, w.Seq)
 	}
-	return Message{Publisher: w.Pub, Since: time.UnixMilli(w.Since), Seq: w.Seq, At: time.UnixMicro(w.At), Keys: w.Keys, Tags: w.Tags, Failed: w.Failed}, nil
+	return Message{Publisher: w.Pub, Since: time.UnixMilli(w.Since), Seq: w.Seq, Prev: fromMicros(w.Prev), At: time.UnixMicro(w.At), Keys: w.Keys, Tags: w.Tags, Failed: w.Failed}, nil
+}
+
+// micros and fromMicros carry a time that may be zero: 0 on the wire.
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us)
 }

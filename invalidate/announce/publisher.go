@@ -3,7 +3,7 @@ package announce
 import (
 	"context"
 	"crypto/rand"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,65 +21,84 @@ type Publisher struct {
 	id      string
 	since   time.Time
 
-	mu     sync.Mutex // held while a message is in flight
+	turn chan struct{} // held while a message is in flight
+	// Held with turn:
 	seq    uint64
-	failed uint64 // messages not sent since the last one sent
-	owed   int    // heartbeats Beat still sends to confirm the last message
+	prev   time.Time     // when the last number was taken
+	failed uint64        // messages not sent since the last one sent
+	gap    time.Duration // until the next confirmation; 0: none owed
+	next   time.Time     // when it is due
+
+	unsent atomic.Uint64 // messages given up before their turn: failed, told at the next one
 }
 
-// confirmations is how many heartbeats follow a publisher's last message
-// or skip, one each interval: enough that a subscriber misses neither
-// that message nor its gap, with a heartbeat lost too; then it is quiet,
-// so that a fleet's idle processes send nothing.
-const confirmations = 3
+// The confirmations of a publisher's last message or failure: heartbeats
+// 1, 2, 4 … 32 s apart, so that a loss that outlasts a few of them still
+// shows before writethrough/local's default MaxLifetime ends; then it is
+// quiet, so that a fleet's idle processes send nothing.
+const (
+	firstConfirmation = time.Second
+	lastConfirmation  = 32 * time.Second
+)
 
 // NewPublisher returns a publisher on channel, with an ID of its own.
 func NewPublisher(send Sender, channel string) *Publisher {
-	return &Publisher{send: send, channel: channel, id: rand.Text()[:16], since: time.Now()}
+	return &Publisher{send: send, channel: channel, id: rand.Text()[:16], since: time.Now(), turn: make(chan struct{}, 1)}
 }
 
 // ID identifies the publisher in its messages.
 func (p *Publisher) ID() string { return p.id }
 
 // Announce publishes keys and tags, deleted at at, as one message. A
-// message that could not be sent keeps its number all the same, and the
-// next one sent, a heartbeat at the latest, says it failed: the
-// subscribers forget what they hold.
+// message that could not be sent, even one given up while it waited for
+// its turn, is told in the next one sent, a heartbeat at the latest
+// (Message.Failed): the subscribers forget what they hold.
 func (p *Publisher) Announce(ctx context.Context, at time.Time, keys, tags []string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.announce(ctx, at, keys, tags); err != nil {
-		return err
+	select {
+	case p.turn <- struct{}{}:
+	case <-ctx.Done():
+		p.unsent.Add(1)
+		return ctx.Err()
 	}
-	p.owed = confirmations
-	return nil
+	defer func() { <-p.turn }()
+	err := p.announce(ctx, at, keys, tags)
+	p.owe()
+	return err
 }
 
-// announce sends the next message; p.mu is held. One whose context ended
-// while it waited for its turn takes no number: nothing was tried.
+// announce numbers and sends the next message; turn is held.
 func (p *Publisher) announce(ctx context.Context, at time.Time, keys, tags []string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	p.seq++
-	m := Message{Publisher: p.id, Since: p.since, Seq: p.seq, At: at, Keys: keys, Tags: tags, Failed: p.failed}
-	if err := p.send.Publish(ctx, p.channel, m.Encode()); err != nil {
-		p.failed++
-		p.owed = confirmations // its failure must show
+	m := Message{Publisher: p.id, Since: p.since, Seq: p.seq, Prev: p.prev, At: at, Keys: keys, Tags: tags,
+		Failed: p.failed + p.unsent.Swap(0)}
+	p.prev = time.Now()
+	err := ctx.Err()
+	if err == nil {
+		err = p.send.Publish(ctx, p.channel, m.Encode())
+	}
+	if err != nil {
+		p.failed = m.Failed + 1
+		p.owe()
 		return err
 	}
 	p.failed = 0
 	return nil
 }
 
+// owe starts the confirmations over; turn is held.
+func (p *Publisher) owe() {
+	p.gap, p.next = firstConfirmation, time.Now().Add(firstConfirmation)
+}
+
 // Skip takes a number without sending anything, for a message that could
 // not be sent anyway: it counts as failed.
 func (p *Publisher) Skip() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.turn <- struct{}{}
+	defer func() { <-p.turn }()
 	p.seq++
+	p.prev = time.Now()
 	p.failed++
-	p.owed = confirmations
+	p.owe()
 }
 
 // Heartbeat publishes a message without keys: the publisher's number so
@@ -87,9 +106,8 @@ func (p *Publisher) Skip() {
 // message is in flight it sends none: that one carries a later number.
 func (p *Publisher) Heartbeat(ctx context.Context) error { return p.heartbeat(ctx, false) }
 
-// Beat sends a heartbeat every interval, each within it, while the last
-// message or skip is not yet confirmed, until ctx ends; failed tells each
-// error.
+// Beat sends the confirmations owed, checking every interval and sending
+// each within it, until ctx ends; failed tells each error.
 func (p *Publisher) Beat(ctx context.Context, every time.Duration, failed func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -107,19 +125,27 @@ func (p *Publisher) Beat(ctx context.Context, every time.Duration, failed func(e
 	}
 }
 
-// heartbeat sends one, or when owed only if one is owed; each sent counts
-// as a confirmation.
+// heartbeat sends one, or when owed only if a confirmation is due or a
+// message was given up; one sent puts the next confirmation twice as far.
 func (p *Publisher) heartbeat(ctx context.Context, owed bool) error {
-	if !p.mu.TryLock() {
+	select {
+	case p.turn <- struct{}{}:
+	default:
 		return nil
 	}
-	defer p.mu.Unlock()
-	if owed && p.owed == 0 {
+	defer func() { <-p.turn }()
+	due := p.gap > 0 && !time.Now().Before(p.next) || p.unsent.Load() > 0
+	if owed && !due {
 		return nil
 	}
 	if err := p.announce(ctx, time.Now(), nil, nil); err != nil {
 		return err
 	}
-	p.owed = max(p.owed-1, 0)
+	if due {
+		if p.gap *= 2; p.gap > lastConfirmation {
+			p.gap = 0
+		}
+		p.next = time.Now().Add(p.gap)
+	}
 	return nil
 }

@@ -36,6 +36,11 @@ const (
 	followedOverhead = 64
 )
 
+// ForgetAfter is how long a publisher may be silent before it is
+// forgotten: a process gone. Its next message, should it come, shows a
+// loss within it only, so a tier keeps nothing longer.
+const ForgetAfter = time.Hour
+
 // The doubts Next reports: the tiers cannot vouch for what they hold.
 var (
 	// errOrder: a publisher's number jumped further than any publisher's
@@ -68,8 +73,12 @@ func (s *Sequences) Next(m Message, now time.Time) (missed uint64, doubt error) 
 			s.from, s.bytes, doubt = now, 0, ErrCrowded
 		}
 		s.bytes += len(m.Publisher) + followedOverhead
-		if m.Since.After(s.from.Add(skew)) && m.Seq > 1 {
-			missed = m.Seq - 1
+		listening := s.from.Add(skew)
+		switch {
+		case m.Since.After(listening) && m.Seq > 1:
+			missed = m.Seq - 1 // started while this subscription listened
+		case m.Prev.After(listening) && now.Sub(m.Prev) < ForgetAfter:
+			missed = 1 // its last message came while this one listened
 		}
 	case m.Seq > h.seq:
 		missed = m.Seq - h.seq - 1
@@ -88,11 +97,11 @@ func (s *Sequences) Next(m Message, now time.Time) (missed uint64, doubt error) 
 	return max(missed, min(m.Failed, maxJump)), doubt
 }
 
-// Forget drops the publishers not heard since before: processes gone.
+// Forget drops the publishers silent for an hour at now: processes gone.
 // One heard again after that counts as heard for the first time.
-func (s *Sequences) Forget(before time.Time) {
+func (s *Sequences) Forget(now time.Time) {
 	for id, h := range s.last {
-		if h.at.Before(before) {
+		if now.Sub(h.at) >= ForgetAfter {
 			delete(s.last, id)
 			s.bytes -= len(id) + followedOverhead
 		}

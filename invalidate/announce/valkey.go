@@ -2,6 +2,9 @@ package announce
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"slices"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -9,27 +12,26 @@ import (
 )
 
 // Valkey publishes through a valkey-go client. A cluster carries a PUBLISH
-// from any node to the subscribers of every node, so one that does not
-// answer is skipped for another: an announcement fails only when no node
-// takes it.
+// from any node to the subscribers of every node; through the same node
+// each time (the first, by address, that answers), one publisher's
+// messages arrive in the order it sent them. An announcement fails only
+// when no node takes it.
 func Valkey(client valkey.Client) Sender { return valkeySender{client} }
 
 type valkeySender struct{ client valkey.Client }
 
 func (s valkeySender) Publish(ctx context.Context, channel, message string) error {
-	// Sent twice, a message is applied twice: harmless.
-	publish := func(c valkey.Client) error {
-		return c.Do(ctx, c.B().Publish().Channel(channel).Message(message).Build().ToRetryable()).Error()
-	}
-	err := publish(s.client)
-	if err == nil || refused(err) {
-		return err
-	}
-	for _, node := range s.client.Nodes() {
+	// Sent twice, through another node after a timeout, a message is
+	// applied twice: a flush (Sequences).
+	nodes := s.client.Nodes()
+	err := errors.New("no node to publish on")
+	for _, addr := range slices.Sorted(maps.Keys(nodes)) {
 		if ctx.Err() != nil {
 			break
 		}
-		if err = publish(node); err == nil || refused(err) {
+		node := nodes[addr]
+		err = node.Do(ctx, node.B().Publish().Channel(channel).Message(message).Build()).Error()
+		if err == nil || refused(err) {
 			return err
 		}
 	}

@@ -21,10 +21,11 @@ type ChannelOptions struct {
 	// Channel is the pub/sub channel of the announcements: the worker's
 	// ANNOUNCE_CHANNEL. Default "invalidator:near".
 	Channel string
-	// Heartbeat is how often this process confirms its last announcement
-	// (three heartbeats after each, then quiet: an idle fleet sends
-	// nothing), which shows the others any announcement of its they
-	// missed, and PINGs its subscription. Default 1 s.
+	// Heartbeat is how often this process looks whether a confirmation of
+	// its last announcement is due (1, 2, 4 … 32 s after it, then quiet:
+	// an idle fleet sends nothing), which shows the others any
+	// announcement of its they missed, and PINGs its subscription.
+	// Default 1 s.
 	Heartbeat time.Duration
 	// Silence is how long a PING on the subscription may go unanswered
 	// before it is taken for lost: the tiers flush and it subscribes again.
@@ -264,7 +265,7 @@ func (c *Channel) forgetPublishers() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seqs != nil {
-		c.seqs.Forget(time.Now().Add(-time.Hour))
+		c.seqs.Forget(time.Now())
 	}
 }
 

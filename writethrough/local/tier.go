@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/maypok86/otter/v2"
+
+	"github.com/invalidator-go/invalidator/invalidate/announce"
 )
 
 // Options bound a Tier. The zero value gives the defaults.
@@ -23,7 +25,7 @@ type Options struct {
 	// MaxLifetime is the longest an entry is served from memory, and so the
 	// bound of its staleness should every signal of a lost announcement
 	// fail. Never past the entry's expiry in the shared cache either.
-	// Default 1 minute.
+	// Default 1 minute; at most announce.ForgetAfter.
 	MaxLifetime time.Duration
 }
 
@@ -73,6 +75,7 @@ func New[V any](ch *Channel, opts Options) *Tier[V] {
 	if opts.MaxLifetime <= 0 {
 		opts.MaxLifetime = time.Minute
 	}
+	opts.MaxLifetime = min(opts.MaxLifetime, announce.ForgetAfter)
 	o := &otter.Options[string, held[V]]{
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, held[V]]) time.Duration { return e.Value.life }),
 	}

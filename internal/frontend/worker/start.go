@@ -29,11 +29,11 @@ type SQS interface {
 // is bounded in bytes besides (defaultRedeleteMaxBytes).
 const RedeleteWindow = 30 * time.Second
 
-// AnnounceHeartbeat is how often, after an announcement, the worker
-// publishes its sequence number on ANNOUNCE_CHANNEL (three times, then it
-// is quiet), which shows the local tiers an announcement of its they
-// missed: the second of a service process's own (writethrough/local's
-// ChannelOptions.Heartbeat).
+// AnnounceHeartbeat is how often the worker looks whether a confirmation
+// of its last announcement is due on ANNOUNCE_CHANNEL (1, 2, 4 … 32 s
+// after it, then it is quiet), which shows the local tiers an
+// announcement of its they missed: the second of a service process's own
+// (writethrough/local's ChannelOptions.Heartbeat).
 const AnnounceHeartbeat = time.Second
 
 // DefaultRecent is the re-delete window Start gives a Worker: the keys
