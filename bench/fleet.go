@@ -30,21 +30,26 @@ func fleetGroup(ctx context.Context, s server) {
 
 // The model's assumptions: a worker announces once per batch of
 // announceBatch changes (an SQS batch; a chunk is 500 keys, more than a
-// batch's), and heartbeats once a second while it announces; an idle
-// publisher is quiet; services announce no writes. Every message reaches
-// every process, and costs one delivery (under 1 KB: about 1 ECPU).
+// batch's); its confirmations come 1, 2, 4 … 32 s after its last message,
+// so none while it announces every second, and at most one a second
+// otherwise; an idle publisher is quiet; services announce no writes.
+// Every message reaches every process, and costs one delivery (under
+// 1 KB: about 1 ECPU).
 const (
 	announceBatch     = 10
+	confirmations     = 6
 	fleetAnnounceRate = 20 // announcements a second in the measured run
 )
 
 // deliveriesPerProcess is what each service process receives a second
 // from workers sharing changesPerSec.
 func deliveriesPerProcess(workers int, changesPerSec float64) float64 {
-	if changesPerSec == 0 {
-		return 0
+	each := changesPerSec / announceBatch / float64(workers) // announcements a second per worker
+	heartbeats := 0.0
+	if each < 1 {
+		heartbeats = min(1, confirmations*each)
 	}
-	return changesPerSec/announceBatch + float64(workers)
+	return float64(workers) * (each + heartbeats)
 }
 
 // measureDeliveries opens processes channels on client, and returns what
