@@ -83,8 +83,10 @@ func noSlot(results []valkey.ValkeyResult) bool {
 }
 
 // aloneAtOnce bounds the commands sent one by one at once; valkey-go
-// pipelines them on each node's connection.
-const aloneAtOnce = 64
+// pipelines them on each node's connection. Each that finds its slot
+// without a node makes valkey-go refresh its topology, once for all those
+// in flight together: a batch's keys go in as few waves as it can.
+const aloneAtOnce = 1024
 
 // alone unlinks each key of a refused DoMulti by itself, so that only the
 // keys of the slots without a node fail: a node that is down holds back
