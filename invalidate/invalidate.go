@@ -3,6 +3,8 @@ package invalidate
 import (
 	"cmp"
 	"context"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +34,11 @@ type Options struct {
 	// TagPage is how many members of a tag are asked for at a time (the
 	// cache may give a few more), deleted, then forgotten. Default 1,000.
 	TagPage int
+	// ECPUPerSecond is the most ECPUs a second, by the model of ecpu.go,
+	// the Invalidator asks of the cache: the first deletes of keys go
+	// first, then tags' pages, then second deletes. After a throttling
+	// reply it asks less for a while. Default 0: no limit.
+	ECPUPerSecond float64
 }
 
 func (o *Options) defaults() {
@@ -63,13 +70,14 @@ func (o *Options) defaults() {
 type Invalidator struct {
 	cache Cache
 	opts  Options
+	pace  *pacer
 }
 
 // New returns an Invalidator deleting from cache, and invalidating tags in
 // it.
 func New(cache Cache, opts Options) *Invalidator {
 	opts.defaults()
-	return &Invalidator{cache: cache, opts: opts}
+	return &Invalidator{cache: cache, opts: opts, pace: newPacer(opts.ECPUPerSecond)}
 }
 
 // batch is the state of one Invalidate call: the distinct keys and, for
@@ -77,6 +85,7 @@ func New(cache Cache, opts Options) *Invalidator {
 type batch struct {
 	keys    []string
 	index   map[string]int32
+	prio    []priority // each key's: a first delete's if one names it
 	status  []KeyStatus
 	errs    []error // the last error of each failed key
 	recKeys []int32 // the keys of every record, record after record
@@ -86,11 +95,14 @@ type batch struct {
 	// among them, as for keys.
 	tags     []string
 	tagIndex map[string]int32
+	tagPrio  []priority
 	tagOut   []tagOutcome
 	// entryBytes counts the keys of the entries the tags' outcomes carry.
 	entryBytes atomic.Int64
 	recTags    []int32
 	recTagEnd  []int32
+	// The batch's costs, by the model: ECPUs in thousandths, and bytes.
+	spent, bytes atomic.Int64
 }
 
 // decodeChunk is how many records are decoded before their keys are sent:
@@ -117,14 +129,15 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 		planErr:   make([]error, len(records)),
 		recTagEnd: make([]int32, len(records)),
 	}
-	f := inv.flight(ctx)
+	f := inv.flight(ctx, b)
 	for lo := 0; lo < len(records); lo += decodeChunk {
 		hi := min(lo+decodeChunk, len(records))
 		ready(lo / decodeChunk)
 		from := len(b.keys)
 		inv.plan(b, records, lo, hi)
 		for start := from; start < len(b.keys); start += inv.opts.Chunk {
-			f.send(b.keys[start:min(start+inv.opts.Chunk, len(b.keys))], int32(start), nil)
+			end := min(start+inv.opts.Chunk, len(b.keys))
+			f.send(b.keys[start:end], int32(start), nil, slices.Min(b.prio[start:end]))
 		}
 	}
 	planned := time.Since(began)
@@ -149,14 +162,15 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 // for the next pause.
 func (inv *Invalidator) retry(ctx context.Context, b *batch, pending []int32) {
 	for attempt := 1; len(pending) > 0 && inv.pause(ctx, attempt); attempt++ {
-		f := inv.flight(ctx)
+		f := inv.flight(ctx, b)
 		for start := 0; start < len(pending); start += inv.opts.Chunk {
 			idx := pending[start:min(start+inv.opts.Chunk, len(pending))]
 			keys := make([]string, len(idx))
+			prio := secondDeletes
 			for i, k := range idx {
-				keys[i] = b.keys[k]
+				keys[i], prio = b.keys[k], min(prio, b.prio[k])
 			}
-			f.send(keys, 0, idx)
+			f.send(keys, 0, idx, prio)
 		}
 		pending = f.settle(b)
 	}
@@ -178,6 +192,10 @@ func (inv *Invalidator) plan(b *batch, records []Record, lo, hi int) {
 		// A record that failed to decode may still carry the changes that
 		// did decode (one bad element of an array): they are planned too.
 		for c := range records[r].Changes {
+			prio := firstDeletes
+			if records[r].Changes[c].SecondDelete {
+				prio = secondDeletes
+			}
 			var err error
 			scratch, err = inv.opts.Rules.Keys(&records[r].Changes[c], scratch[:0])
 			if err != nil && b.planErr[r] == nil {
@@ -192,7 +210,9 @@ func (inv *Invalidator) plan(b *batch, records []Record, lo, hi int) {
 					i = int32(len(b.keys))
 					b.index[k] = i
 					b.keys = append(b.keys, k)
+					b.prio = append(b.prio, prio)
 				}
+				b.prio[i] = min(b.prio[i], prio)
 				b.recKeys = append(b.recKeys, i)
 			}
 			scratch, err = inv.opts.Rules.Tags(&records[r].Changes[c], scratch[:0])
@@ -200,7 +220,9 @@ func (inv *Invalidator) plan(b *batch, records []Record, lo, hi int) {
 				b.planErr[r] = err
 			}
 			for _, t := range scratch {
-				b.recTags = append(b.recTags, b.tag(t))
+				i := b.tag(t)
+				b.tagPrio[i] = min(b.tagPrio[i], prio)
+				b.recTags = append(b.recTags, i)
 			}
 		}
 		b.recEnd[r] = int32(len(b.recKeys))
@@ -218,83 +240,9 @@ func (b *batch) tag(tag string) int32 {
 		i = int32(len(b.tags))
 		b.tagIndex[tag] = i
 		b.tags = append(b.tags, tag)
+		b.tagPrio = append(b.tagPrio, secondDeletes)
 	}
 	return i
-}
-
-// flight sends chunks of keys, at most Parallel at once, and gathers what
-// happened to them.
-type flight struct {
-	inv   *Invalidator
-	ctx   context.Context
-	slots chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	sent  []sent
-}
-
-// sent is the outcome of one chunk: the keys from index first on, or at
-// the indices idx when it is set.
-type sent struct {
-	first  int32
-	idx    []int32
-	status []KeyStatus
-	errs   []error // nil when none failed
-}
-
-func (inv *Invalidator) flight(ctx context.Context) *flight {
-	return &flight{inv: inv, ctx: ctx, slots: make(chan struct{}, inv.opts.Parallel)}
-}
-
-// send deletes keys in the background. Each chunk gets the keys it sends
-// and slices of its own for their outcomes, so it shares nothing with the
-// planning that goes on meanwhile.
-func (f *flight) send(keys []string, first int32, idx []int32) {
-	f.slots <- struct{}{}
-	f.wg.Go(func() {
-		defer func() { <-f.slots }()
-		out := sent{first: first, idx: idx, status: make([]KeyStatus, len(keys))}
-		defer func() {
-			// A bug must fail its keys, not the process.
-			if p := recover(); p != nil {
-				err := PanicError("sending", p)
-				out.errs = make([]error, len(keys))
-				for i := range out.errs {
-					if out.status[i] == KeyFailed {
-						out.errs[i] = err
-					}
-				}
-			}
-			f.mu.Lock()
-			f.sent = append(f.sent, out)
-			f.mu.Unlock()
-		}()
-		ctx, cancel := context.WithTimeout(f.ctx, f.inv.opts.AttemptTimeout)
-		defer cancel()
-		out.errs = f.inv.cache.Unlink(ctx, keys, out.status)
-	})
-}
-
-// settle waits for every chunk, records the outcomes in the batch and
-// returns the keys to try again.
-func (f *flight) settle(b *batch) (retry []int32) {
-	f.wg.Wait()
-	for _, s := range f.sent {
-		for i, st := range s.status {
-			k := s.first + int32(i)
-			if s.idx != nil {
-				k = s.idx[i]
-			}
-			b.status[k] = st
-			if s.errs != nil && s.errs[i] != nil {
-				b.errs[k] = lastError(s.errs[i], b.errs[k])
-				if st == KeyFailed && f.ctx.Err() == nil && !permanentKeyError(s.errs[i]) {
-					retry = append(retry, k)
-				}
-			}
-		}
-	}
-	return retry
 }
 
 // pause waits before the next attempt (wait.Backoff), and reports false
@@ -311,6 +259,7 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 	rep := Report{Results: make([]Result, len(records))}
 	m := &rep.Metrics
 	m.Records = len(records)
+	m.ECPUs, m.Bytes = int64(math.Ceil(float64(b.spent.Load())/1000)), b.bytes.Load()
 	for _, s := range b.status {
 		switch s {
 		case KeyDeleted:

@@ -99,6 +99,10 @@ type Metrics struct {
 	// Planned is how long decoding and planning the batch took, from the
 	// start of Invalidate; the deletes of its first chunks overlap it.
 	Planned time.Duration
+	// ECPUs are what the batch asked of the cache, by the model of
+	// ecpu.go: the commands sent, retries included; Bytes what they and
+	// their replies moved, by which the model counts.
+	ECPUs, Bytes int64
 }
 
 // Report is the outcome of a batch: one Result per record, in input order.

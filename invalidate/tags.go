@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/invalidator-go/invalidator/internal/cacheerr"
 )
 
 // Member is an entry registered in a tag: its key, and its registration.
@@ -38,8 +40,11 @@ func (inv *Invalidator) invalidateTags(ctx, retries context.Context, b *batch) {
 		}
 	}
 	var reading int64
+	clock := inv.opts.Rules.TagClock()
+	inv.pace.spend(tickCost(clock).ecpus)
+	b.count(tickCost(clock))
 	if err := inv.attempt(ctx, retries, func(ctx context.Context) (err error) {
-		reading, err = inv.cache.Tick(ctx, inv.opts.Rules.TagClock())
+		reading, err = inv.cache.Tick(ctx, clock)
 		return err
 	}); err != nil {
 		fail(err)
@@ -56,7 +61,8 @@ func (inv *Invalidator) invalidateTags(ctx, retries context.Context, b *batch) {
 					b.tagOut[i] = tagOutcome{err: PanicError("invalidating a tag", p)}
 				}
 			}()
-			b.tagOut[i] = inv.invalidateTag(ctx, retries, b, inv.opts.Rules.TagKey(tag), reading)
+			prio := max(b.tagPrio[i], tagPages) // a first delete's tag is paged after keys
+			b.tagOut[i] = inv.invalidateTag(ctx, retries, b, inv.opts.Rules.TagKey(tag), reading, prio)
 		})
 	}
 	wg.Wait()
@@ -67,15 +73,25 @@ func (inv *Invalidator) invalidateTags(ctx, retries context.Context, b *batch) {
 // first page with an entry that could not be deleted for now, which stays
 // registered: the tag is read again when its record is retried, and the
 // pages done stay done. An entry refused for good stays registered too,
-// for the record's replay, and the pages after it are read.
-func (inv *Invalidator) invalidateTag(ctx, retries context.Context, b *batch, key string, reading int64) (out tagOutcome) {
+// for the record's replay, and the pages after it are read. Each page
+// waits for the budget at prio; what it cost is counted once answered.
+func (inv *Invalidator) invalidateTag(ctx, retries context.Context, b *batch, key string, reading int64, prio priority) (out tagOutcome) {
 	for cursor := uint64(0); ; {
 		var members []Member
 		var next uint64
-		if err := inv.attempt(ctx, retries, func(ctx context.Context) (err error) {
+		asked := pageCost(key, reading, cursor, inv.opts.TagPage, nil, 0).ecpus
+		if err := inv.pace.take(ctx, prio, asked); err != nil {
+			out.err = worse(err, out.err)
+			return out
+		}
+		err := inv.attempt(ctx, retries, func(ctx context.Context) (err error) {
 			members, next, err = inv.cache.Page(ctx, key, reading, cursor, inv.opts.TagPage)
 			return err
-		}); err != nil {
+		})
+		c := pageCost(key, reading, cursor, inv.opts.TagPage, members, next)
+		inv.pace.spend(c.ecpus - asked)
+		b.count(c)
+		if err != nil {
 			out.err = worse(err, out.err)
 			return out
 		}
@@ -94,13 +110,13 @@ func (inv *Invalidator) invalidateTag(ctx, retries context.Context, b *batch, ke
 			}
 		}
 		members = allowed
-		page := &batch{keys: make([]string, len(members)), status: make([]KeyStatus, len(members)), errs: make([]error, len(members))}
+		page := &batch{keys: make([]string, len(members)), prio: make([]priority, len(members)), status: make([]KeyStatus, len(members)), errs: make([]error, len(members))}
 		for i, m := range members {
-			page.keys[i] = m.Key
+			page.keys[i], page.prio[i] = m.Key, prio
 		}
-		f := inv.flight(ctx)
+		f := inv.flight(ctx, b)
 		for start := 0; start < len(page.keys); start += inv.opts.Chunk {
-			f.send(page.keys[start:min(start+inv.opts.Chunk, len(page.keys))], int32(start), nil)
+			f.send(page.keys[start:min(start+inv.opts.Chunk, len(page.keys))], int32(start), nil, prio)
 		}
 		inv.retry(retries, page, f.settle(page))
 		done := members[:0]
@@ -122,7 +138,13 @@ func (inv *Invalidator) invalidateTag(ctx, retries context.Context, b *batch, ke
 			}
 		}
 		if len(done) > 0 {
-			out.err = worse(out.err, inv.attempt(ctx, retries, func(ctx context.Context) error { return inv.cache.Forget(ctx, key, done) }))
+			c := forgetCost(key, done)
+			err := inv.pace.take(ctx, prio, c.ecpus)
+			if err == nil {
+				b.count(c)
+				err = inv.attempt(ctx, retries, func(ctx context.Context) error { return inv.cache.Forget(ctx, key, done) })
+			}
+			out.err = worse(out.err, err)
 		}
 		// A failure for now stops here: the tag is read again on retry. One
 		// for good (an entry refused to the user, or of the wrong type)
@@ -152,7 +174,11 @@ func (inv *Invalidator) attempt(ctx, retries context.Context, fn func(context.Co
 	try := func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, inv.opts.AttemptTimeout)
 		defer cancel()
-		return fn(ctx)
+		err := fn(ctx)
+		if cacheerr.Throttled(err) {
+			inv.pace.throttled()
+		}
+		return err
 	}
 	err := try(ctx)
 	if err == nil || permanentKeyError(err) {

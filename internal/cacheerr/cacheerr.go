@@ -85,6 +85,13 @@ func codeOf(reply *valkey.ValkeyError) string {
 
 func authCode(code string) bool { return code == "WRONGPASS" || code == "NOAUTH" }
 
+// Throttled reports whether err is the cache refusing a command above its
+// ECPU limit: transient, and a sign to ask less.
+func Throttled(err error) bool {
+	var reply *valkey.ValkeyError
+	return errors.As(err, &reply) && !reply.IsNil() && throttled(reply.Error())
+}
+
 // throttled tells ElastiCache Serverless's refusal of a request above the
 // cache's ECPU limit. AWS counts them (ThrottledCmds) but does not publish
 // the reply's text: a reply whose code, or first word after ERR, says it

@@ -38,6 +38,11 @@ type Config struct {
 	// services' local tiers (writethrough/local). The cache user needs
 	// +publish and &<channel>. Default none: nothing is announced.
 	AnnounceChannel string
+	// ECPUPerSecond is the most ECPUs a second each worker process asks of
+	// the cache: CACHE_WORKER_ECPU_SHARE percent (default 25) of
+	// CACHE_MAX_ECPU_PER_SECOND, the cache's ECPUPerSecond maximum. Default
+	// 0, without a maximum: no limit.
+	ECPUPerSecond float64
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
 }
@@ -82,6 +87,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.AnnounceChannel = env.String(getenv, "ANNOUNCE_CHANNEL"); strings.ContainsAny(c.AnnounceChannel, " \t\n*?[]") || len(c.AnnounceChannel) > 256 {
 		return c, fmt.Errorf("ANNOUNCE_CHANNEL=%q: want a channel name without spaces or ACL wildcards, like invalidator:near", c.AnnounceChannel)
 	}
+	most, err := env.Int(getenv, "CACHE_MAX_ECPU_PER_SECOND", 0, 0, 15_000_000)
+	if err != nil {
+		return c, err
+	}
+	share, err := env.Int(getenv, "CACHE_WORKER_ECPU_SHARE", 25, 1, 100)
+	if err != nil {
+		return c, err
+	}
+	c.ECPUPerSecond = float64(most) * float64(share) / 100
 	if v := env.String(getenv, "LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			return c, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", v)

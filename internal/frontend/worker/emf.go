@@ -25,7 +25,7 @@ func figures(m invalidate.Metrics, parked int, later scheduled, announced announ
 	out := []figure{
 		{"records", "Records", int64(m.Records)}, {"failed", "FailedRecords", int64(m.Failed)}, {"parked", "ParkedRecords", int64(parked)},
 		{"keys_deleted", "KeysDeleted", int64(m.KeysDeleted)}, {"keys_absent", "KeysAbsent", int64(m.KeysAbsent)}, {"keys_failed", "KeysFailed", int64(m.KeysFailed)},
-		{"again_scheduled", "AgainScheduled", int64(later.keys)},
+		{"again_scheduled", "AgainScheduled", int64(later.keys)}, {"ecpus", "ECPUs", m.ECPUs},
 	}
 	if m.TagsInvalidated+m.TagsFailed+later.tags > 0 {
 		out = append(out, figure{"tags_invalidated", "TagsInvalidated", int64(m.TagsInvalidated)}, figure{"tags_failed", "TagsFailed", int64(m.TagsFailed)},

@@ -88,7 +88,7 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 		opts.Announce = announce.NewPublisher(conn, cfg.AnnounceChannel)
 		beat = startHeartbeat(opts.Announce, cfg.AnnounceChannel, AnnounceHeartbeat, logger)
 	}
-	w := New(invalidate.New(conn, invalidate.Options{Rules: cfg.Rules}), opts)
+	w := New(invalidate.New(conn, invalidate.Options{Rules: cfg.Rules, ECPUPerSecond: cfg.ECPUPerSecond}), opts)
 	w.conn, w.heartbeat = conn, beat
 	return w, nil
 }

@@ -1,0 +1,148 @@
+package invalidate
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// priority orders what waits for the cache's budget: the first deletes of
+// keys, then tags' pages, then second deletes, which only guard against a
+// rare race and may come last.
+type priority uint8
+
+const (
+	firstDeletes priority = iota
+	tagPages
+	secondDeletes
+	priorities
+)
+
+// burstWindow is how much of a second's budget the pacer lets go at once:
+// over any second the Invalidator asks at most 1.1 seconds' worth, and one
+// command more.
+const burstWindow = 100 * time.Millisecond
+
+// After a throttling reply the pacer halves its rate, down to a twentieth
+// of the budget, then takes it back over recoverIn: the budget is each
+// process's, and several busy at once may together still be over the
+// cache's limit.
+const (
+	lowestShare = 20
+	recoverIn   = 10 * time.Second
+	slowEvery   = 250 * time.Millisecond
+)
+
+// pacer keeps an Invalidator's spending within a budget of ECPUs a second:
+// a token bucket that a command may leave in debt, so that a command
+// larger than a burst still goes, and the next waits out its cost. Who
+// waits goes by priority, then in turn.
+type pacer struct {
+	mu      sync.Mutex
+	budget  float64 // ECPUs a second, as configured
+	rate    float64 // now: lower after a throttling reply
+	level   float64 // ECPUs that may go now; below 0, owed
+	at      time.Time
+	waiting [priorities]int
+	changed chan struct{} // closed when a waiter goes or gives up
+	slowed  time.Time     // the last halving
+}
+
+func newPacer(budget float64) *pacer {
+	if budget <= 0 {
+		return nil
+	}
+	return &pacer{budget: budget, rate: budget, level: budget * burstWindow.Seconds(), at: time.Now(), changed: make(chan struct{})}
+}
+
+// refill adds what the time since the last call earned, and takes the rate
+// back towards the budget. Called with mu held.
+func (p *pacer) refill() {
+	now := time.Now()
+	dt := now.Sub(p.at).Seconds()
+	p.at = now
+	p.level = min(p.level+dt*p.rate, p.rate*burstWindow.Seconds())
+	p.rate = min(p.budget, p.rate+dt*p.budget/recoverIn.Seconds())
+}
+
+// take waits until cost may go at prio, and counts it; it returns ctx's
+// error if ctx ends first. A nil pacer has no budget: nothing waits.
+func (p *pacer) take(ctx context.Context, prio priority, cost float64) error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waiting[prio]++
+	defer func() {
+		p.waiting[prio]--
+		if p.queued() > 0 { // those that waited behind it look again
+			close(p.changed)
+			p.changed = make(chan struct{})
+		}
+	}()
+	for {
+		p.refill()
+		ahead := false
+		for _, n := range p.waiting[:prio] {
+			ahead = ahead || n > 0
+		}
+		if !ahead && p.level >= 0 {
+			p.level -= cost
+			return nil
+		}
+		// Behind a higher priority, wait for it to go; else for the debt to
+		// be paid off.
+		paid := max(time.Duration(-p.level/p.rate*float64(time.Second)), time.Millisecond)
+		if ahead {
+			paid = time.Hour
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		t := time.NewTimer(paid)
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+		p.mu.Lock()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *pacer) queued() (n int) {
+	for _, w := range p.waiting {
+		n += w
+	}
+	return n
+}
+
+// spend counts cost already sent, which the next to take waits out.
+func (p *pacer) spend(cost float64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refill()
+	p.level -= cost
+}
+
+// throttled slows the pacer after the cache answered that it throttled.
+func (p *pacer) throttled() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refill()
+	if time.Since(p.slowed) < slowEvery {
+		return // the same burst's other replies
+	}
+	p.slowed = time.Now()
+	p.rate = max(p.rate/2, p.budget/lowestShare)
+	p.level = min(p.level, 0)
+}
