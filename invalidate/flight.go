@@ -75,7 +75,7 @@ func (f *flight) send(keys []string, first int32, idx []int32, prio priority) {
 		for _, err := range out.errs {
 			if cacheerr.Throttled(err) {
 				f.inv.pace.throttled()
-				break
+				f.b.throttled.Add(1)
 			}
 		}
 	})

@@ -101,8 +101,9 @@ type batch struct {
 	entryBytes atomic.Int64
 	recTags    []int32
 	recTagEnd  []int32
-	// The batch's costs, by the model: ECPUs in thousandths, and bytes.
-	spent, bytes atomic.Int64
+	// The batch's costs, by the model: ECPUs in thousandths, and bytes;
+	// and the commands the cache throttled.
+	spent, bytes, throttled atomic.Int64
 }
 
 // decodeChunk is how many records are decoded before their keys are sent:
@@ -259,7 +260,7 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 	rep := Report{Results: make([]Result, len(records))}
 	m := &rep.Metrics
 	m.Records = len(records)
-	m.ECPUs, m.Bytes = int64(math.Ceil(float64(b.spent.Load())/1000)), b.bytes.Load()
+	m.ECPUs, m.Bytes, m.Throttled = int64(math.Ceil(float64(b.spent.Load())/1000)), b.bytes.Load(), b.throttled.Load()
 	for _, s := range b.status {
 		switch s {
 		case KeyDeleted:

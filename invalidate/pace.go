@@ -65,6 +65,12 @@ func (p *pacer) refill() {
 	p.rate = min(p.budget, p.rate+dt*p.budget/recoverIn.Seconds())
 }
 
+// promoteAfter is how long a waiter waits at its priority before it
+// rises to the next: a big tag's pages, always waiting, would otherwise
+// hold second deletes back until it is done, and a flood of first deletes
+// the tags.
+const promoteAfter = time.Second
+
 // take waits until cost may go at prio, and counts it; it returns ctx's
 // error if ctx ends first. A nil pacer has no budget: nothing waits.
 func (p *pacer) take(ctx context.Context, prio priority, cost float64) error {
@@ -74,6 +80,7 @@ func (p *pacer) take(ctx context.Context, prio priority, cost float64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.waiting[prio]++
+	since := time.Now()
 	defer func() {
 		p.waiting[prio]--
 		if p.queued() > 0 { // those that waited behind it look again
@@ -83,6 +90,12 @@ func (p *pacer) take(ctx context.Context, prio priority, cost float64) error {
 	}()
 	for {
 		p.refill()
+		if prio > 0 && time.Since(since) >= promoteAfter {
+			p.waiting[prio]--
+			prio--
+			p.waiting[prio]++
+			since = time.Now()
+		}
 		ahead := false
 		for _, n := range p.waiting[:prio] {
 			ahead = ahead || n > 0
@@ -95,7 +108,7 @@ func (p *pacer) take(ctx context.Context, prio priority, cost float64) error {
 		// be paid off.
 		paid := max(time.Duration(-p.level/p.rate*float64(time.Second)), time.Millisecond)
 		if ahead {
-			paid = time.Hour
+			paid = since.Add(promoteAfter).Sub(time.Now())
 		}
 		changed := p.changed
 		p.mu.Unlock()

@@ -103,6 +103,9 @@ type Metrics struct {
 	// ecpu.go: the commands sent, retries included; Bytes what they and
 	// their replies moved, by which the model counts.
 	ECPUs, Bytes int64
+	// Throttled counts the commands the cache refused above its ECPU
+	// limit; each was retried.
+	Throttled int64
 }
 
 // Report is the outcome of a batch: one Result per record, in input order.

@@ -43,7 +43,7 @@ func (inv *Invalidator) invalidateTags(ctx, retries context.Context, b *batch) {
 	clock := inv.opts.Rules.TagClock()
 	inv.pace.spend(tickCost(clock).ecpus)
 	b.count(tickCost(clock))
-	if err := inv.attempt(ctx, retries, func(ctx context.Context) (err error) {
+	if err := inv.attempt(ctx, retries, b, func(ctx context.Context) (err error) {
 		reading, err = inv.cache.Tick(ctx, clock)
 		return err
 	}); err != nil {
@@ -84,7 +84,7 @@ func (inv *Invalidator) invalidateTag(ctx, retries context.Context, b *batch, ke
 			out.err = worse(err, out.err)
 			return out
 		}
-		err := inv.attempt(ctx, retries, func(ctx context.Context) (err error) {
+		err := inv.attempt(ctx, retries, b, func(ctx context.Context) (err error) {
 			members, next, err = inv.cache.Page(ctx, key, reading, cursor, inv.opts.TagPage)
 			return err
 		})
@@ -142,7 +142,7 @@ func (inv *Invalidator) invalidateTag(ctx, retries context.Context, b *batch, ke
 			err := inv.pace.take(ctx, prio, c.ecpus)
 			if err == nil {
 				b.count(c)
-				err = inv.attempt(ctx, retries, func(ctx context.Context) error { return inv.cache.Forget(ctx, key, done) })
+				err = inv.attempt(ctx, retries, b, func(ctx context.Context) error { return inv.cache.Forget(ctx, key, done) })
 			}
 			out.err = worse(out.err, err)
 		}
@@ -169,14 +169,15 @@ func worse(err, other error) error {
 // attempt runs fn, each try within AttemptTimeout, and again with backoff
 // while it fails for now, until retries ends or its deadline is too near
 // for the next pause: once at least, even when the batch's retries are
-// over.
-func (inv *Invalidator) attempt(ctx, retries context.Context, fn func(context.Context) error) error {
+// over. It counts the throttling replies in b.
+func (inv *Invalidator) attempt(ctx, retries context.Context, b *batch, fn func(context.Context) error) error {
 	try := func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, inv.opts.AttemptTimeout)
 		defer cancel()
 		err := fn(ctx)
 		if cacheerr.Throttled(err) {
 			inv.pace.throttled()
+			b.throttled.Add(1)
 		}
 		return err
 	}

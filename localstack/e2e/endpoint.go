@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -11,20 +17,40 @@ import (
 // which both announce it (CACHE_ANNOUNCE): new connections go to whichever
 // is the master. That is how ElastiCache Serverless shows a failover to a
 // client — connections dropped, and made again to the same endpoint — and
-// not as the node-based cluster's new node address.
+// not as the node-based cluster's new node address. It ends the clients'
+// TLS and reads their commands, so that it can throttle them as
+// ElastiCache does above the cache's ECPU limit (throttle.go).
 type endpoint struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	target string // the master's own address; empty: connections are refused
-	conns  map[net.Conn]bool
+	ln       net.Listener
+	server   *tls.Config // as the stack's nodes, by their certificate
+	upstream *tls.Config
+	mu       sync.Mutex
+	target   string // the master's own address; empty: connections are refused
+	conns    map[net.Conn]bool
+	limit    *limit // nil: nothing is throttled
 }
 
-func listenEndpoint(addr, target string) (*endpoint, error) {
+// listenEndpoint listens on addr for target, with the TLS files of the
+// stack under dir (ca.crt, server.crt, server.key).
+func listenEndpoint(addr, target, dir string) (*endpoint, error) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"))
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		return nil, errors.New("no certificate in " + filepath.Join(dir, "ca.crt"))
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	e := &endpoint{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	e := &endpoint{ln: ln, target: target, conns: map[net.Conn]bool{},
+		server: &tls.Config{Certificates: []tls.Certificate{cert}}, upstream: &tls.Config{RootCAs: roots, ServerName: "localhost"}}
 	go e.serve()
 	return e, nil
 }
@@ -40,16 +66,18 @@ func (e *endpoint) serve() {
 }
 
 // pipe copies between a client and the master, both ways, until either
-// side closes.
-func (e *endpoint) pipe(c net.Conn) {
+// side closes: replies as they come, commands one by one, each throttled
+// or not.
+func (e *endpoint) pipe(raw net.Conn) {
 	e.mu.Lock()
 	target := e.target
 	e.mu.Unlock()
 	if target == "" {
-		c.Close()
+		raw.Close()
 		return
 	}
-	up, err := net.DialTimeout("tcp", target, time.Second)
+	c := tls.Server(raw, e.server)
+	up, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", target, e.upstream)
 	if err != nil {
 		c.Close()
 		return
@@ -65,7 +93,7 @@ func (e *endpoint) pipe(c net.Conn) {
 	e.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(up, c)
+		_ = e.commands(bufio.NewReader(c), up)
 		up.Close()
 		close(done)
 	}()

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log"
 	"net"
 	"os"
 	"os/exec"
@@ -73,6 +75,25 @@ func (s *stack) faults(p plan) []fault {
 		{"slots-migrated", func(ctx context.Context) error {
 			// Redirects (MOVED, ASK) while 2,000 slots and their keys move.
 			return s.reshard(ctx, ports[0], ports[1], 2000)
+		}, 0},
+		// The cache over its ECPU limit: the shard behind the endpoint
+		// answers the throttling reply above 50 commands a second, the
+		// worker's and the services' alike. The workers must have met it.
+		{"cache-throttled", func(ctx context.Context) error {
+			if s.shard == nil {
+				return errors.New("no endpoint to throttle: CACHE_REPLICAS is unset")
+			}
+			logged := s.logSizes()
+			refused := s.shard.endpoint.throttle(50, p.throttle)
+			met, err := s.countSince(logged, `"throttled":`)
+			if err != nil {
+				return err
+			}
+			log.Printf("cache-throttled: %d commands refused, %d of the workers' batches throttled", refused, met)
+			if met == 0 {
+				return errors.New("no worker's batch was throttled: the fault tested nothing")
+			}
+			return nil
 		}, 0},
 		// What ElastiCache does to a subscriber over its output buffer
 		// limits: the local tiers' subscriptions cut, three times.

@@ -33,8 +33,8 @@ import (
 
 // plan is how long each part of a run lasts, and its failovers.
 type plan struct {
-	warmup, steady, nodeDown, freeze, cacheDown, restart, race time.Duration
-	failovers                                                  []failoverPlan
+	warmup, steady, nodeDown, freeze, cacheDown, restart, race, throttle time.Duration
+	failovers                                                            []failoverPlan
 }
 
 // failoverPlan is a failover with the replica lag behind its master, the
@@ -53,9 +53,9 @@ func (f failoverPlan) delay(secondDelete time.Duration) time.Duration {
 // lost together; the short run, CI's, has the hardest one only: behind by
 // more, the second delete off, the re-delete alone to bring the keys back.
 var (
-	full = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second, race: 30 * time.Second,
+	full = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second, race: 30 * time.Second, throttle: 10 * time.Second,
 		failovers: []failoverPlan{{time.Second, true}, {time.Second, false}, {6 * time.Second, true}, {6 * time.Second, false}}}
-	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second, race: 10 * time.Second,
+	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second, race: 10 * time.Second, throttle: 5 * time.Second,
 		failovers: []failoverPlan{{6 * time.Second, false}}}
 )
 

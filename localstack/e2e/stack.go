@@ -105,7 +105,7 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	var sh *shard
 	if e.shard != nil {
 		copied := *e.shard
-		if copied.endpoint, err = listenEndpoint(e.endpoint, "127.0.0.1:"+strconv.Itoa(copied.master)); err != nil {
+		if copied.endpoint, err = listenEndpoint(e.endpoint, "127.0.0.1:"+strconv.Itoa(copied.master), filepath.Join(e.state, "tls")); err != nil {
 			return nil, fmt.Errorf("the shard's endpoint: %w", err)
 		}
 		sh = &copied

@@ -31,6 +31,9 @@ func figures(m invalidate.Metrics, parked int, later scheduled, announced announ
 		out = append(out, figure{"tags_invalidated", "TagsInvalidated", int64(m.TagsInvalidated)}, figure{"tags_failed", "TagsFailed", int64(m.TagsFailed)},
 			figure{"tag_entries_deleted", "TagEntriesDeleted", int64(m.TagEntriesDeleted)}, figure{"again_tags_scheduled", "", int64(later.tags)})
 	}
+	if m.Throttled > 0 {
+		out = append(out, figure{"throttled", "ThrottledCommands", m.Throttled})
+	}
 	if announcing {
 		out = append(out, figure{"announcements", "Announcements", int64(announced.messages)}, figure{"announce_failed_keys", "AnnounceFailedKeys", int64(announced.failed)})
 	}

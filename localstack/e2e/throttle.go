@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// limit is the ECPUs a second the endpoint lets through while it
+// throttles, each metered command counted as one: above it, a command is
+// answered as ElastiCache Serverless answers one above the cache's
+// ECPUPerSecond. AWS publishes no text for that reply (docs/operations.md);
+// the worker tells it by its first word.
+type limit struct {
+	mu        sync.Mutex
+	perSecond int
+	second    time.Time
+	used      int
+	refused   int
+}
+
+func (l *limit) allow() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := time.Now().Truncate(time.Second); !now.Equal(l.second) {
+		l.second, l.used = now, 0
+	}
+	if l.used >= l.perSecond {
+		l.refused++
+		return false
+	}
+	l.used++
+	return true
+}
+
+// throttle lets perSecond metered commands a second through for d, and
+// returns how many it refused.
+func (e *endpoint) throttle(perSecond int, d time.Duration) int {
+	l := &limit{perSecond: perSecond}
+	e.mu.Lock()
+	e.limit = l
+	e.mu.Unlock()
+	time.Sleep(d)
+	e.mu.Lock()
+	e.limit = nil
+	e.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refused
+}
+
+// unmetered are the commands the throttling lets through: those AWS's own
+// estimator (agent-toolkit-for-aws, command_classifier.py) leaves out of
+// the ECPUs, which a client needs to connect and find the cluster.
+var unmetered = map[string]bool{"AUTH": true, "HELLO": true, "CLIENT": true, "CLUSTER": true, "PING": true, "INFO": true,
+	"READONLY": true, "READWRITE": true, "ASKING": true, "MULTI": true, "EXEC": true, "PUBLISH": true,
+	"SUBSCRIBE": true, "UNSUBSCRIBE": true, "SSUBSCRIBE": true, "SUNSUBSCRIBE": true}
+
+// throttledReply is a script whose reply is the throttling error: sent in
+// a throttled command's place, the master answers it in its turn, so the
+// replies keep the commands' order.
+var throttledReply = respCommand("EVAL", "return redis.error_reply('THROTTLED the cache is over its ECPU limit (e2e)')", "0")
+
+// commands copies the client's commands from r to up, each in its RESP
+// form, or the throttling reply's script in its place. A connection that
+// subscribes is never throttled: pub/sub is not.
+func (e *endpoint) commands(r *bufio.Reader, up io.Writer) error {
+	w := bufio.NewWriter(up)
+	subscribed := false
+	for {
+		raw, name, err := readCommand(r)
+		if err != nil {
+			return err
+		}
+		subscribed = subscribed || strings.HasSuffix(name, "SUBSCRIBE")
+		e.mu.Lock()
+		l := e.limit
+		e.mu.Unlock()
+		if l != nil && !subscribed && !unmetered[name] && !l.allow() {
+			raw = throttledReply
+		}
+		if _, err := w.Write(raw); err != nil {
+			return err
+		}
+		if r.Buffered() == 0 { // a pipeline sent whole
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readCommand reads one command: a RESP array of bulk strings, as clients
+// send them, or an inline one. It returns its bytes and its name.
+func readCommand(r *bufio.Reader) (raw []byte, name string, err error) {
+	line, err := r.ReadSlice('\n')
+	if err != nil {
+		return nil, "", err
+	}
+	raw = append(raw, line...)
+	if line[0] != '*' {
+		first, _, _ := strings.Cut(strings.TrimSpace(string(line)), " ")
+		return raw, strings.ToUpper(first), nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(line[1:])))
+	if err != nil {
+		return nil, "", fmt.Errorf("a command of %q elements", line)
+	}
+	for i := range n {
+		head, err := r.ReadSlice('\n')
+		if err != nil {
+			return nil, "", err
+		}
+		raw = append(raw, head...)
+		size, err := strconv.Atoi(strings.TrimSpace(string(head[1:])))
+		if err != nil || head[0] != '$' {
+			return nil, "", fmt.Errorf("an argument %q", head)
+		}
+		start := len(raw)
+		raw = append(raw, make([]byte, size+2)...)
+		if _, err := io.ReadFull(r, raw[start:]); err != nil {
+			return nil, "", err
+		}
+		if i == 0 {
+			name = strings.ToUpper(string(raw[start : start+size]))
+		}
+	}
+	return raw, name, nil
+}
+
+func respCommand(args ...string) []byte {
+	out := fmt.Appendf(nil, "*%d\r\n", len(args))
+	for _, a := range args {
+		out = fmt.Appendf(out, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return out
+}
