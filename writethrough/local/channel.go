@@ -79,6 +79,11 @@ type Channel struct {
 	opts ChannelOptions
 	pub  *announce.Publisher // nil when ReadOnly
 	up   atomic.Bool         // subscribed: the tiers may keep reads
+	// heard is when the subscription last proved it keeps up — confirmed,
+	// a message applied, a PING answered after the messages before it —,
+	// in the monotonic time since born.
+	born  time.Time
+	heard atomic.Int64
 
 	mu      sync.Mutex // orders the subscription's events
 	session uint64     // the subscription's: events of an older one are ignored
@@ -132,7 +137,7 @@ func newChannel(send announce.Sender, opts ChannelOptions) *Channel {
 		opts.Logger = slog.Default()
 	}
 	opts.Logger = opts.Logger.With("near_channel", opts.Channel)
-	c := &Channel{opts: opts, flushes: map[Cause]int64{}, done: make(chan struct{})}
+	c := &Channel{opts: opts, born: time.Now(), flushes: map[Cause]int64{}, done: make(chan struct{})}
 	if !opts.ReadOnly {
 		c.pub = announce.NewPublisher(send, opts.Channel)
 	}
@@ -142,6 +147,18 @@ func newChannel(send announce.Sender, opts ChannelOptions) *Channel {
 // Subscribed tells whether the subscription is confirmed: the tiers keep
 // what is read meanwhile.
 func (c *Channel) Subscribed() bool { return c.up.Load() }
+
+// live tells whether the tiers may serve what they hold: subscribed, and
+// heard from within a heartbeat and a silence. A process that did not run
+// for longer — frozen between Lambda invokes, starved — may have
+// announcements waiting unread on its connection: it serves nothing until
+// the next PING's answer shows them applied.
+func (c *Channel) live() bool {
+	return c.up.Load() && time.Since(c.born)-time.Duration(c.heard.Load()) < c.opts.Heartbeat+c.opts.Silence
+}
+
+// hear notes that the subscription keeps up.
+func (c *Channel) hear() { c.heard.Store(int64(time.Since(c.born))) }
 
 // Close unsubscribes, stops the heartbeats and flushes the tiers.
 func (c *Channel) Close() {
@@ -176,6 +193,7 @@ func (c *Channel) subscribed(session uint64, at time.Time, node string) {
 		return
 	}
 	c.seqs, c.node = announce.NewSequences(at), node
+	c.hear()
 	c.up.Store(true)
 	c.opts.Logger.Info("near cache subscribed", "node", node)
 }
@@ -219,6 +237,7 @@ func (c *Channel) receive(session uint64, payload string) {
 		return
 	}
 	now := time.Now()
+	c.hear()
 	c.messages.Add(1)
 	m, err := announce.Decode(payload)
 	if err != nil {

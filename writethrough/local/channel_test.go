@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -229,4 +230,43 @@ func TestANodeFrozenOrGoneIsLeftForAnother(t *testing.T) {
 		t.Fatal("still held after the node went")
 	}
 	eventually(t, "subscribed on another node", func() bool { return p.ch.Subscribed() && port() != gone })
+}
+
+// A process that stops reading its subscription — frozen between Lambda
+// invokes, starved of CPU — has announcements waiting unread: its tiers
+// must stop serving within a heartbeat and a silence, before it reads
+// them, not keep serving what they drop.
+func TestATierThatStopsHearingStopsServing(t *testing.T) {
+	client := testenv.Cache(t)
+	name := channelName()
+	ch := Open(client, ChannelOptions{Channel: name, Heartbeat: 100 * time.Millisecond, Silence: 300 * time.Millisecond, Logger: discard})
+	t.Cleanup(ch.Close)
+	tier := New[string](ch, Options{})
+	eventually(t, "subscribed", ch.Subscribed)
+	tier.Reserve("cache:product:1")("boots", false, 10, time.Now().Add(time.Hour))
+	// The subscription's goroutine stops at the next announcement, as a
+	// frozen process's would: it cannot apply it, nor read a PING's answer.
+	ch.mu.Lock()
+	var resume sync.Once
+	t.Cleanup(func() { resume.Do(ch.mu.Unlock) }) // before Close's, which needs it
+	worker := announce.NewPublisher(announce.Valkey(client), name)
+	if err := worker.Announce(t.Context(), time.Now(), []string{"cache:product:1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	eventually(t, "serving nothing", func() bool { _, _, ok := tier.Get("cache:product:1"); return !ok })
+	if waited := time.Since(stopped); waited > 2*time.Second {
+		t.Errorf("the tier served for %v after its subscription stopped", waited)
+	}
+	resume.Do(ch.mu.Unlock)
+	eventually(t, "serving again", func() bool {
+		if keep := tier.Reserve("cache:product:2"); keep != nil {
+			keep("laces", false, 10, time.Now().Add(time.Hour))
+		}
+		_, _, ok := tier.Get("cache:product:2")
+		return ok
+	})
+	if _, _, ok := tier.Get("cache:product:1"); ok {
+		t.Fatal("the dropped entry is served again")
+	}
 }

@@ -90,6 +90,9 @@ func (c *Channel) session1(ctx context.Context, client valkey.Client, session ui
 			if err != nil && ctx.Err() == nil {
 				return confirmed, CauseSilent, err
 			}
+			if err == nil {
+				c.hear()
+			}
 			c.forgetPublishers()
 		}
 	}

@@ -95,6 +95,10 @@ func New[V any](ch *Channel, opts Options) *Tier[V] {
 
 // Get is writethrough.Local's: what the tier holds for key.
 func (t *Tier[V]) Get(key string) (v V, notFound, ok bool) {
+	if !t.ch.live() {
+		t.misses.Add(1)
+		return v, false, false
+	}
 	h, ok := t.store.GetIfPresent(key)
 	if !ok {
 		t.misses.Add(1)
