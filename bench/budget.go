@@ -70,6 +70,10 @@ func budgetGroup(ctx context.Context, s server) {
 		unpaced.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{{ID: "unpaced", Changes: []events.Change{{Tags: []string{"unpaced"}}}}}))
 	})
 	print("tag_100k_read_p99_vs_idle_unpaced", busy/idle)
+
+	pacer, limiter := pacingVsRate(ctx, s, rules)
+	print("first_delete_behind_tag_ms_pacer", pacer)
+	print("first_delete_behind_tag_ms_x_time_rate", limiter)
 }
 
 // namedClient is a client of its own to the bench's server, named for

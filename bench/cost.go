@@ -74,8 +74,7 @@ func costGroup(ctx context.Context, client valkey.Client, bin, only string, out 
 		print("cost_coldstart_"+fn+"_cpu_ms", ms(u.coldCPU))
 	}
 	if only == "" {
-		report := costReport(uses, took)
-		if err := out.write("cost.md", costBegin, costEnd, func(string) string { return report }); err != nil {
+		if err := out.write("cost.md", costBegin, costEnd, func(dir string) string { return costReport(uses, took, dir != ".") }); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -9,13 +9,14 @@ import (
 )
 
 // costReport is the cost group's section of README.md: the dollars per
-// million changes of each cell at each rate, what 1,000 changes used, and
-// the cold starts.
-func costReport(uses []cellUse, took time.Duration) string {
+// million changes of each cell at each rate, and the cold starts; with
+// counts, for cost.md, what 1,000 changes used, which README.md leaves out
+// for its budget of bytes.
+func costReport(uses []cellUse, took time.Duration, counts bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "`make bench` of %s: %d cells of %d changes, one key each, in %.0f s. Prices: us-east-1 list prices "+
 		"(below). First deletes in full batches: the queue or the stream always held one when the mapping or the poller read; "+
-		"the delay queue's consumers took what had come (messages per receive, below).\n\n", machine(), len(uses), costChanges, took.Seconds())
+		"the delay queue's consumers took what had come.\n\n", machine(), len(uses), costChanges, took.Seconds())
 
 	b.WriteString("**Dollars per million changes**, by rate in changes/s; in brackets the Lambda duration's part, low–high " +
 		"(the model's bounds). Not included: publishing the changes (SNS, $0.50 per million publishes, $0.05 with " +
@@ -47,16 +48,10 @@ func costReport(uses []cellUse, took time.Duration) string {
 			usd(d.Requests), usd(d.Duration), usd(d.SQS), usd(d.Fargate), usd(d.Cache), usd(d.Logs), usd(d.total()))
 	}
 
-	b.WriteString("\n**What 1,000 changes used**, as counted, per 1,000 of the changes the cell took (SQS requests of every client; receives that brought " +
-		"messages, with how many each brought on average; the empty receives of the local run are left out and " +
-		"modelled instead). Billed ms: the model at 256 MB arm64; CPU ms: the functions' or the poller's.\n\n")
-	b.WriteString("| cell | changes taken | invokes (second deletes) | ms as run | billed ms | CPU ms | receives (msgs each) | deletes | visibility | sends | stream reads | UNLINKs | keys deleted again | log KiB |\n" +
-		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, u := range uses {
-		f := u.figures()
-		fmt.Fprintf(&b, "| `%s` | %d | %.0f (%.0f) | %.0f | %.0f | %.0f | %.0f (%.1f) | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
-			u.name(), f.Changes, f.Invokes, f.SecondInvokes, f.DurationMs, f.BilledMs, f.CPUMs+f.PollerCPUMs, f.Receives, f.MessagesPerReceive,
-			f.Deletes, f.Visibility, f.Sends, f.StreamReads, f.Unlinks, f.SecondDeleteKeys, f.LogBytes/1024)
+	if counts {
+		usedTable(&b, uses)
+	} else {
+		b.WriteString("\nWhat 1,000 changes used, as counted, is in `.local/bench/cost.md`.\n")
 	}
 
 	b.WriteString("\n**The poller's tasks** (0.25 vCPU, 0.5 GB, arm64, at most 70 % busy) at the CPU time per change " +
@@ -78,6 +73,21 @@ func costReport(uses []cellUse, took time.Duration) string {
 		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %s | %.0f |\n", strings.ReplaceAll(fn, "_", "-"), ms(u.cold), ms(u.coldCPU), usd(coldStartUSD(u)*1e6), coldStartUSD(u)/warm)
 	}
 	return b.String()
+}
+
+// usedTable writes what 1,000 changes of each cell used, as counted.
+func usedTable(b *strings.Builder, uses []cellUse) {
+	b.WriteString("\n**What 1,000 changes used**, as counted, per 1,000 of the changes the cell took (SQS requests of every client; receives that brought " +
+		"messages, with how many each brought on average; the empty receives of the local run are left out and " +
+		"modelled instead). Billed ms: the model at 256 MB arm64; CPU ms: the functions' or the poller's.\n\n")
+	b.WriteString("| cell | changes taken | invokes (second deletes) | ms as run | billed ms | CPU ms | receives (msgs each) | deletes | visibility | sends | stream reads | UNLINKs | keys deleted again | log KiB |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, u := range uses {
+		f := u.figures()
+		fmt.Fprintf(b, "| `%s` | %d | %.0f (%.0f) | %.0f | %.0f | %.0f | %.0f (%.1f) | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
+			u.name(), f.Changes, f.Invokes, f.SecondInvokes, f.DurationMs, f.BilledMs, f.CPUMs+f.PollerCPUMs, f.Receives, f.MessagesPerReceive,
+			f.Deletes, f.Visibility, f.Sends, f.StreamReads, f.Unlinks, f.SecondDeleteKeys, f.LogBytes/1024)
+	}
 }
 
 // warmInvokeUSD is the Lambda duration of one invoke of path's function at

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -77,18 +78,36 @@ func (r results) writeLatest() error {
 	if len(lines) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "`make bench` of %s:\n\n| line | value |\n|---|---|\n", machine())
-	for _, l := range lines {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", l[0], l[1])
-	}
-	table := b.String()
+	table := fmt.Sprintf("`make bench` of %s:\n\n", machine()) + latestTable(lines)
 	return r.write("latest.md", latestBegin, latestEnd, func(dir string) string {
 		if _, err := os.Stat(filepath.Join(dir, throughputPlot)); err != nil {
 			return table
 		}
 		return table + fmt.Sprintf("\n![Invalidation throughput by batch size: the invalidator, the naive loop, the server's limit](%s)\n", throughputPlot)
 	})
+}
+
+// latestTable puts lines three to a row, each value to the digits that
+// tell: the README holds every line of a run in its budget of bytes.
+func latestTable(lines [][2]string) string {
+	const across = 3
+	b := strings.Builder{}
+	b.WriteString(strings.Repeat("| line | value ", across) + "|\n" + strings.Repeat("|---|---", across) + "|\n")
+	for i, l := range lines {
+		v, _ := strconv.ParseFloat(l[1], 64)
+		digits := 3
+		switch a := math.Abs(v); {
+		case a >= 100:
+			digits = 0
+		case a >= 10:
+			digits = 1
+		}
+		fmt.Fprintf(&b, "| `%s` | %s ", l[0], strconv.FormatFloat(v, 'f', digits, 64))
+		if i%across == across-1 || i == len(lines)-1 {
+			b.WriteString("|\n")
+		}
+	}
+	return b.String()
 }
 
 // serverName is the cache server the run measured, "valkey 8.0.1".

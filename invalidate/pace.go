@@ -26,7 +26,7 @@ const burstWindow = 100 * time.Millisecond
 // After a throttling reply the pacer halves its rate, down to a twentieth
 // of the budget, then takes it back over recoverIn: the budget is each
 // process's, and several busy at once may together still be over the
-// cache's limit.
+// cache's limit. The replies to one burst halve it once: within slowEvery.
 const (
 	lowestShare = 20
 	recoverIn   = 10 * time.Second
@@ -36,7 +36,7 @@ const (
 // pacer keeps an Invalidator's spending within a budget of ECPUs a second:
 // a token bucket that a command may leave in debt, so that a command
 // larger than a burst still goes, and the next waits out its cost. Who
-// waits goes by priority, then in turn.
+// waits goes by priority (promoteAfter).
 type pacer struct {
 	mu      sync.Mutex
 	budget  float64 // ECPUs a second, as configured
