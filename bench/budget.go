@@ -60,6 +60,7 @@ func budgetGroup(ctx context.Context, s server) {
 	print("tag_100k_ecpus", float64(rep.Metrics.ECPUs))
 	print("tag_100k_paced_s", took.Seconds())
 	print("tag_100k_paced_over_model_s", took.Seconds()-modelled)
+	log.Printf("budget: read p99 %.3f ms idle, %.3f ms during the paced tag", idle, busy)
 	print("tag_100k_read_p99_vs_idle", busy/idle)
 	print("ecpu_model_bytes_vs_server", float64(rep.Metrics.Bytes)/float64(after.bytes-before.bytes))
 	print("tag_scripts_usec_per_entry", float64(after.scriptUsec-before.scriptUsec)/n)
