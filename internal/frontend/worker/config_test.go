@@ -32,6 +32,11 @@ func TestConfigFromEnv(t *testing.T) {
 		{"announce channel", "ANNOUNCE_CHANNEL", "invalidator:near", ""},
 		{"announce channel pattern", "ANNOUNCE_CHANNEL", "invalidator:*", "ANNOUNCE_CHANNEL"},
 		{"announce channel with a space", "ANNOUNCE_CHANNEL", "near cache", "ANNOUNCE_CHANNEL"},
+		{"the cache's ECPUs", "CACHE_MAX_ECPU_PER_SECOND", "5000", ""},
+		{"the cache's ECPUs not a number", "CACHE_MAX_ECPU_PER_SECOND", "5k", "CACHE_MAX_ECPU_PER_SECOND"},
+		{"the cache's ECPUs below 0", "CACHE_MAX_ECPU_PER_SECOND", "-1", "CACHE_MAX_ECPU_PER_SECOND"},
+		{"a share of none", "CACHE_WORKER_ECPU_SHARE", "0", "CACHE_WORKER_ECPU_SHARE"},
+		{"a share over all", "CACHE_WORKER_ECPU_SHARE", "101", "CACHE_WORKER_ECPU_SHARE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{tc.key: tc.value}
@@ -48,6 +53,19 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Fatalf("error = %v, want one naming %s", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestTheBudgetIsTheShareOfTheCachesMaximum(t *testing.T) {
+	for _, tc := range []struct {
+		most, share string
+		want        float64
+	}{{"", "", 0}, {"5000", "", 1250}, {"5000", "10", 500}, {"", "50", 0}} {
+		env := map[string]string{"CACHE_ENDPOINT": "cache.example:6379", "CACHE_MAX_ECPU_PER_SECOND": tc.most, "CACHE_WORKER_ECPU_SHARE": tc.share}
+		c, err := ConfigFromEnv(func(k string) string { return env[k] })
+		if err != nil || c.ECPUPerSecond != tc.want {
+			t.Errorf("maximum %q, share %q: %v ECPUs a second (%v), want %v", tc.most, tc.share, c.ECPUPerSecond, err, tc.want)
+		}
 	}
 }
 
