@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"log"
+	"math"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/valkey-io/valkey-go"
 	xrate "golang.org/x/time/rate"
 
 	"github.com/invalidator-go/invalidator/events"
@@ -16,14 +18,13 @@ import (
 // pacingVsRate measures why the worker paces with a pacer of its own
 // rather than golang.org/x/time/rate: the wait of a first delete sent while
 // a tag of 10,000 entries is paged at the default budget, through the
-// Invalidator's pacer, and through an unpaced Invalidator whose cache
-// waits on a rate.Limiter of the same budget (each UNLINK 1 ECPU, each
-// script its bytes rounded up to KB). rate.Limiter serves waiters in the
-// order they came: the first delete waits behind every tag chunk reserved
-// before it.
+// Invalidator's pacer, and through an unpaced Invalidator whose client
+// waits on a rate.Limiter of the same budget. rate.Limiter serves waiters
+// in the order they came: the first delete waits behind every tag chunk
+// reserved before it.
 func pacingVsRate(ctx context.Context, s server, rules *invalidate.Rules) (pacer, limiter float64) {
 	paced := invalidate.New(invalidate.Valkey(s.client), invalidate.Options{Rules: rules, ECPUPerSecond: defaultBudget})
-	limited := invalidate.New(&limitedCache{Cache: invalidate.Valkey(s.client), l: xrate.NewLimiter(defaultBudget, 500)}, invalidate.Options{Rules: rules})
+	limited := invalidate.New(invalidate.Valkey(&limitedClient{Client: s.client, l: xrate.NewLimiter(defaultBudget, 1000)}), invalidate.Options{Rules: rules})
 	return firstDeleteWait(ctx, s, rules, paced, "pacer"), firstDeleteWait(ctx, s, rules, limited, "rate")
 }
 
@@ -46,33 +47,29 @@ func firstDeleteWait(ctx context.Context, s server, rules *invalidate.Rules, inv
 	return ms(time.Since(start))
 }
 
-// limitedCache waits on l before each command, for its cost.
-type limitedCache struct {
-	invalidate.Cache
+// limitedClient waits on l before each DoMulti, for its commands' cost as
+// the worker's model counts a request: 1 ECPU per KB sent, at least 1 a
+// command (the replies' bytes left out, in rate.Limiter's favour).
+type limitedClient struct {
+	valkey.Client
 	l *xrate.Limiter
 }
 
-func (c *limitedCache) Unlink(ctx context.Context, keys []string, status []invalidate.KeyStatus) []error {
-	if err := c.l.WaitN(ctx, len(keys)); err != nil {
-		errs := make([]error, len(keys))
-		for i := range errs {
-			errs[i] = err
+func (c *limitedClient) DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult {
+	var cost float64
+	for _, cmd := range multi {
+		n := 0
+		for _, arg := range cmd.Commands() {
+			n += len(arg)
 		}
-		return errs
+		cost += max(1, float64(n)/1024)
 	}
-	return c.Cache.Unlink(ctx, keys, status)
-}
-
-func (c *limitedCache) Page(ctx context.Context, key string, reading int64, cursor uint64, count int) ([]invalidate.Member, uint64, error) {
-	if err := c.l.WaitN(ctx, count/10); err != nil { // a page of count members, ≈100 bytes each
-		return nil, 0, err
+	if err := c.l.WaitN(ctx, int(math.Ceil(cost))); err != nil {
+		out := make([]valkey.ValkeyResult, len(multi))
+		for i := range out {
+			out[i] = valkey.NewErrorResult(err)
+		}
+		return out
 	}
-	return c.Cache.Page(ctx, key, reading, cursor, count)
-}
-
-func (c *limitedCache) Forget(ctx context.Context, key string, members []invalidate.Member) error {
-	if err := c.l.WaitN(ctx, max(1, len(members)/10)); err != nil {
-		return err
-	}
-	return c.Cache.Forget(ctx, key, members)
+	return c.Client.DoMulti(ctx, multi...)
 }
