@@ -33,6 +33,8 @@ type Cache[V any] struct {
 	breaker   breaker
 	misses    singleflight.Group
 	refreshes singleflight.Group
+	directs   singleflight.Group
+	loads     chan struct{} // MaxConcurrentLoads' slots; nil: no bound
 	// What it found at its keys and dropped (Stats).
 	foreign, undecodable, staleLeases finding
 }
@@ -85,10 +87,16 @@ func New[V any](client valkey.Client, opts Options[V]) *Cache[V] {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 100
+	}
 	c := &Cache[V]{client: client, opts: opts}
 	c.foreign.msg = "writethrough: a foreign value dropped: not a writethrough entry"
 	c.undecodable.msg = "writethrough: an entry dropped: its payload does not decode"
 	c.staleLeases.msg = "writethrough: a stale lease dropped: it would not expire within LeaseTTL"
+	if opts.MaxConcurrentLoads > 0 {
+		c.loads = make(chan struct{}, opts.MaxConcurrentLoads)
+	}
 	c.breaker = breaker{threshold: int32(max(opts.BreakerThreshold, 0)), coolDown: opts.BreakerCoolDown, clock: opts.Clock}
 	return c
 }
@@ -97,7 +105,7 @@ func New[V any](client valkey.Client, opts Options[V]) *Cache[V] {
 // while the key still holds the entry stamped ARGV[1]: the loader's lease,
 // or the value an early refresh or a renewal started from. An invalidation
 // in between deletes that entry, and the fill is dropped.
-var fillScript = valkey.NewLuaScript(`
+var fillScript = tagset.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur or string.match(cur, '^wt1|%a|([^|]*)|') ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -136,7 +144,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Contex
 			if c.dropOtherType(ctx, key, err) {
 				continue
 			}
-			return load(ctx)
+			return c.direct(ctx, key, errors.Is(err, ErrCacheUnavailable), load)
 		}
 		e, err := decodeEntry(raw)
 		if err != nil {
@@ -150,30 +158,30 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Contex
 			}
 			continue
 		}
-		if v, err, ok := c.hit(ctx, key, e, string(raw), load); ok {
+		vouched := c.registered(ctx, []string{key}, []entry{e})[0]
+		if v, err, ok := c.hit(ctx, key, e, string(raw), vouched, load); ok {
 			keep.keep(v, err, len(raw), e.expiry)
 			return v, err
 		}
 	}
-	return load(ctx)
+	return c.direct(ctx, key, false, load)
 }
 
 // hit serves a cached entry, refreshing it early when XFetch says so or
-// renewing it. ok is false when the key must be read again: the entry no
-// longer decodes or is no longer registered in its tags (it is dropped),
-// or it changed while being refreshed.
-func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw string, load func(context.Context) (V, error)) (v V, err error, ok bool) {
-	if e.kind == kindTagged {
-		switch registered, err := c.registered(ctx, key, e); {
-		case err != nil && ctx.Err() != nil:
-			return v, ctx.Err(), true
-		case err != nil:
-			v, err = load(ctx) // the value cannot be vouched for
-			return v, err, true
-		case !registered:
-			c.drop(ctx, key, raw, nil) // a tag was invalidated or lost
-			return v, nil, false
-		}
+// renewing it; vouched is what its tags said of it (registered). ok is
+// false when the key must be read again: the entry no longer decodes or is
+// no longer registered in its tags (it is dropped), or it changed while
+// being refreshed.
+func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw string, vouched error, load func(context.Context) (V, error)) (v V, err error, ok bool) {
+	switch {
+	case errors.Is(vouched, errUnregistered):
+		c.drop(ctx, key, raw, nil) // a tag was invalidated or lost
+		return v, nil, false
+	case vouched != nil && ctx.Err() != nil:
+		return v, ctx.Err(), true
+	case vouched != nil:
+		v, err = c.direct(ctx, key, false, load) // the value cannot be vouched for
+		return v, err, true
 	}
 	now := c.opts.Clock.Now()
 	life := c.opts.TTL
@@ -242,7 +250,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Conte
 	})
 	switch {
 	case errors.Is(err, errWaitedOut):
-		v, err := load(ctx) // not filled: the load it joined will be
+		v, err := c.bounded(ctx, load) // not filled: the load it joined will be
 		return v, err, false
 	case err != nil:
 		return v, err, false
@@ -359,7 +367,7 @@ func (c *Cache[V]) wait(ctx context.Context, key, lease string, load func(contex
 	if c.opts.OnLeaseTimeout == FailBusy {
 		return v, ErrBusy, false
 	}
-	v, err = load(ctx)
+	v, err = c.direct(ctx, key, false, load)
 	return v, err, false
 }
 

@@ -8,6 +8,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -266,9 +267,19 @@ func persist(ctx context.Context, t *testing.T, client valkey.Client, keyOf func
 // not, as when the cache stops answering, and when something else PERSISTs
 // the keys, leases included, and sets stale leases, which readers drop.
 func TestStaleSetTorture(t *testing.T) {
-	naive, ours, through, lossy, hostile := torture(t, naiveAside), torture(t, invalidateOnWrite), torture(t, writeThrough), torture(t, lostReplies), torture(t, staleLeases)
+	naive, ours, through, lossy, hostile := torture(t, naiveAside, false), torture(t, invalidateOnWrite, false), torture(t, writeThrough, false), torture(t, lostReplies, false), torture(t, staleLeases, false)
 	t.Logf("stale keys after quiescence: Get + invalidation %d, Get + WriteThrough + invalidation %d, the same with replies lost %d, with stale leases %d, naive cache-aside %d (of %d)",
 		ours, through, lossy, hostile, naive, tortureKeys)
+	if ours != 0 || through != 0 || lossy != 0 || hostile != 0 {
+		t.Fatalf("stale keys: %d with invalidation, %d with write-through, %d with replies lost, %d with stale leases; want 0", ours, through, lossy, hostile)
+	}
+}
+
+// TestGetManyTorture is TestStaleSetTorture's, the readers reading a few
+// keys at a time with GetMany.
+func TestGetManyTorture(t *testing.T) {
+	ours, through, lossy, hostile := torture(t, invalidateOnWrite, true), torture(t, writeThrough, true), torture(t, lostReplies, true), torture(t, staleLeases, true)
+	t.Logf("stale keys after quiescence, GetMany: invalidation %d, WriteThrough %d, replies lost %d, stale leases %d (of %d)", ours, through, lossy, hostile, tortureKeys)
 	if ours != 0 || through != 0 || lossy != 0 || hostile != 0 {
 		t.Fatalf("stale keys: %d with invalidation, %d with write-through, %d with replies lost, %d with stale leases; want 0", ours, through, lossy, hostile)
 	}
@@ -286,7 +297,7 @@ const (
 	staleLeases // invalidateOnWrite, keys PERSISTed and stale leases set meanwhile
 )
 
-func torture(t *testing.T, mode tortureMode) (stale int) {
+func torture(t *testing.T, mode tortureMode, getMany bool) (stale int) {
 	client := testenv.Cache(t)
 	// The torture is of the order of fills and invalidations, not of time:
 	// a machine busy with other work must not time its calls out (CI's
@@ -311,6 +322,17 @@ func torture(t *testing.T, mode tortureMode) (stale int) {
 			return p, nil
 		}
 	}
+	loadMany := func(_ context.Context, keys []string) (map[string]product, error) {
+		vs := map[string]product{}
+		mu.Lock()
+		for _, k := range keys {
+			i, _ := strconv.Atoi(k[strings.LastIndexByte(k, ':')+1:])
+			vs[k] = source[i]
+		}
+		mu.Unlock()
+		time.Sleep(time.Duration(mrand.IntN(5000)) * time.Microsecond)
+		return vs, nil
+	}
 	later := func(wg *sync.WaitGroup, max time.Duration, f func()) {
 		wg.Go(func() { time.Sleep(time.Duration(mrand.Int64N(int64(max)))); f() })
 	}
@@ -323,9 +345,13 @@ func torture(t *testing.T, mode tortureMode) (stale int) {
 			for ctx.Err() == nil {
 				i := mrand.IntN(tortureKeys)
 				var err error
-				if mode == naiveAside {
+				switch {
+				case mode == naiveAside:
 					_, err = naiveGet(context.Background(), client, keyOf(i), time.Hour, load(i))
-				} else {
+				case getMany:
+					keys := []string{keyOf(i), keyOf(mrand.IntN(tortureKeys)), keyOf(mrand.IntN(tortureKeys)), keyOf(i)}
+					_, err = c.GetMany(context.Background(), keys, loadMany)
+				default:
 					_, err = c.Get(context.Background(), keyOf(i), load(i))
 				}
 				if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/invalidator-go/invalidator/internal/tagset"
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -21,9 +22,9 @@ func (c *Cache[V]) do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyRe
 	return c.call(ctx, func(ctx context.Context) valkey.ValkeyResult { return c.client.Do(ctx, cmd) })
 }
 
-// exec runs script on key, as call does.
-func (c *Cache[V]) exec(ctx context.Context, script *valkey.Lua, key string, args ...string) valkey.ValkeyResult {
-	return c.call(ctx, func(ctx context.Context) valkey.ValkeyResult { return script.Exec(ctx, c.client, []string{key}, args) })
+// exec runs script on key, as callAll does.
+func (c *Cache[V]) exec(ctx context.Context, script tagset.Script, key string, args ...string) valkey.ValkeyResult {
+	return c.each(ctx, script, []string{key}, func(int) []string { return args })[0]
 }
 
 // call runs fn through the breaker, as callAll does.
@@ -54,6 +55,7 @@ func (c *Cache[V]) callAll(ctx context.Context, n int, fn func(context.Context) 
 	switch {
 	case !found:
 		c.breaker.done(probe, up)
+		c.answered()
 	case ctx.Err() != nil:
 		c.breaker.done(probe, unknown) // the caller gave up: that says nothing of the cache
 	default:

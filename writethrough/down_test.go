@@ -30,6 +30,11 @@ func (c *countingClient) Do(ctx context.Context, cmd valkey.Completed) valkey.Va
 	return c.Client.Do(ctx, cmd)
 }
 
+func (c *countingClient) DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult {
+	c.calls.Add(int64(len(multi)))
+	return c.Client.DoMulti(ctx, multi...)
+}
+
 // downCache is a Cache on a private cluster, its breaker on a fake clock,
 // with keys cached as "cached", and a loader that reads "source".
 type downCache struct {
@@ -259,6 +264,15 @@ func (c *lossyClient) Do(ctx context.Context, cmd valkey.Completed) valkey.Valke
 		}
 	}
 	return valkey.NewErrorResult(context.DeadlineExceeded)
+}
+
+// DoMulti loses each command as Do does.
+func (c *lossyClient) DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult {
+	resps := make([]valkey.ValkeyResult, len(multi))
+	for i, cmd := range multi {
+		resps[i] = c.Do(ctx, cmd)
+	}
+	return resps
 }
 
 // TestLostRepliesLeaveNoLease loses the lease's SET or the fill: the Get

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/invalidator-go/invalidator/internal/tagset"
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -42,7 +43,7 @@ func (f *finding) found(log *slog.Logger, key string, attrs ...any) {
 }
 
 // dropScript deletes KEYS[1] only while it still holds exactly ARGV[1].
-var dropScript = valkey.NewLuaScript(`
+var dropScript = tagset.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
 
@@ -59,7 +60,7 @@ func (c *Cache[V]) drop(ctx context.Context, key, raw string, f *finding, attrs 
 // string (a hash, a list...), which GET refuses with WRONGTYPE. It uses
 // the commands a Cache runs anyway, GET and DEL, so that a service's user
 // needs no other.
-var otherTypeScript = valkey.NewLuaScript(`
+var otherTypeScript = tagset.NewScript(`
 local cur = redis.pcall('GET', KEYS[1])
 if type(cur) ~= 'table' or not cur.err or string.sub(cur.err, 1, 10) ~= 'WRONGTYPE ' then return 0 end
 return redis.call('DEL', KEYS[1])`)
@@ -83,7 +84,7 @@ func (c *Cache[V]) dropOtherType(ctx context.Context, key string, err error) boo
 
 // dropStampedScript deletes KEYS[1] only while it holds the entry stamped
 // ARGV[1].
-var dropStampedScript = valkey.NewLuaScript(`
+var dropStampedScript = tagset.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur and string.match(cur, '^wt1|%a|([^|]*)|') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
@@ -99,7 +100,7 @@ func (c *Cache[V]) dropStamped(ctx context.Context, key, from string) {
 // takes its lease with SET NX PX LeaseTTL, so such a lease is no loader's,
 // or one whose TTL was taken away (PERSIST) or that set its own. It
 // returns the lease's TTL in ms when it deleted it (-1 for none), else 0.
-var staleLeaseScript = valkey.NewLuaScript(`
+var staleLeaseScript = tagset.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl >= 0 and ttl <= tonumber(ARGV[2]) then return 0 end

@@ -21,6 +21,13 @@ type Local[V any] interface {
 	Reserve(key string) (keep func(v V, notFound bool, size int, expiry time.Time))
 	// Drop forgets keys at once, and tells the other processes' tiers to.
 	Drop(ctx context.Context, keys ...string) error
+	// Stale returns what the tier still holds for key from before it
+	// could no longer vouch for it, as local.Options.StaleIfError allows;
+	// Get asks only when the shared cache did not answer.
+	Stale(key string) (v V, notFound, ok bool)
+	// Answered tells the tier that the shared cache answered: Stale gives
+	// nothing from then on.
+	Answered()
 }
 
 // keeper keeps what a Get read from the shared cache in the local tier;

@@ -21,6 +21,9 @@ type fakeLocal struct {
 	dropped []string
 	off     bool  // keeps nothing, as while unsubscribed
 	dropErr error // what Drop returns
+	// What it kept when it stopped vouching (Stale), until Answered.
+	stale    map[string]product
+	answered int
 }
 
 func newFakeLocal() *fakeLocal {
@@ -48,6 +51,20 @@ func (f *fakeLocal) Reserve(key string) func(product, bool, int, time.Time) {
 		}
 		f.expiry[key] = expiry
 	}
+}
+
+func (f *fakeLocal) Stale(key string) (product, bool, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.stale[key]
+	return v, false, ok
+}
+
+func (f *fakeLocal) Answered() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stale = nil
+	f.answered++
 }
 
 func (f *fakeLocal) Drop(_ context.Context, keys ...string) error {

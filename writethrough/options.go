@@ -114,6 +114,18 @@ type Options[V any] struct {
 	// a time, the probe, asks the cache again; the first answer closes it.
 	// Default 1 s.
 	BreakerCoolDown time.Duration
+	// MaxBatch is the most keys GetMany gives its loader in one call.
+	// Default 100, what DynamoDB's BatchGetItem takes.
+	MaxBatch int
+	// MaxConcurrentLoads bounds the loads that do not fill — the cache
+	// down, the breaker open, a lease waited out — to this many at once in
+	// this Cache, so that an outage of the cache does not turn every read
+	// into a database read at once: a read beyond it waits for one to end
+	// while its context allows, then gets ErrOverloaded. The direct loads
+	// of a key in a process are one load whatever the bound. Default 0: no
+	// bound. Set it above the readers a process runs at its busiest, so
+	// that only an outage sheds.
+	MaxConcurrentLoads int
 	// Local is an in-process tier in front of the cache: hits from memory,
 	// kept consistent by the invalidator's announcements
 	// (writethrough/local.New). A Cache with TagsOf does not use it: its

@@ -109,27 +109,44 @@ func (c *Cache[V]) tag(ctx context.Context, key string, e *entry, v V, clock int
 	return ok, nil
 }
 
-// registered tells whether the tagged entry e of key is still registered
-// in each of its tags as its fill left it: an invalidation of a tag
-// removes it, and so does the loss of the tag, when its value must not be
-// served either.
-func (c *Cache[V]) registered(ctx context.Context, key string, e entry) (bool, error) {
-	resps := c.callAll(ctx, len(e.tags), func(ctx context.Context) []valkey.ValkeyResult {
-		cmds := make(valkey.Commands, len(e.tags))
-		for i, t := range e.tags {
-			cmds[i] = c.client.B().Hget().Key(tagset.Key(c.opts.TagPrefix, t)).Field(key).Build()
-		}
-		return c.client.DoMulti(ctx, cmds...)
-	})
-	var failed error
-	for _, r := range resps {
-		reg, err := r.ToString()
-		switch {
-		case valkey.IsValkeyNil(err), err == nil && reg != e.reg:
-			return false, nil
-		case err != nil:
-			failed = err
+// errUnregistered says that a tagged entry is no longer registered in one
+// of its tags as its fill left it: an invalidation of the tag removed it, or
+// the tag was lost, when its value must not be served either.
+var errUnregistered = errors.New("writethrough: not registered in its tags")
+
+// registered checks that each tagged entry es[i] of keys[i] is still
+// registered in its tags, all in one round trip: nil when it is (and for an
+// entry without tags), errUnregistered when not, the cache's error when it
+// cannot tell.
+func (c *Cache[V]) registered(ctx context.Context, keys []string, es []entry) []error {
+	var cmds valkey.Commands
+	for i, e := range es {
+		if e.kind == kindTagged {
+			for _, t := range e.tags {
+				cmds = append(cmds, c.client.B().Hget().Key(tagset.Key(c.opts.TagPrefix, t)).Field(keys[i]).Build())
+			}
 		}
 	}
-	return failed == nil, failed
+	errs := make([]error, len(es))
+	if len(cmds) == 0 {
+		return errs
+	}
+	resps := c.callAll(ctx, len(cmds), func(ctx context.Context) []valkey.ValkeyResult { return c.client.DoMulti(ctx, cmds...) })
+	for i, e := range es {
+		if e.kind != kindTagged {
+			continue
+		}
+		for range e.tags {
+			reg, err := resps[0].ToString()
+			resps = resps[1:]
+			switch {
+			case errors.Is(errs[i], errUnregistered):
+			case valkey.IsValkeyNil(err), err == nil && reg != e.reg:
+				errs[i] = errUnregistered
+			case err != nil:
+				errs[i] = err
+			}
+		}
+	}
+	return errs
 }

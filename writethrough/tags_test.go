@@ -117,14 +117,36 @@ func TestTaggedFillsRegisterInTheirTags(t *testing.T) {
 
 // TestAnInvalidationDuringTheLoadCancelsTheFill: whether the fill's key is
 // in the tag already (registered by an earlier fill) or not yet (a tag the
-// load finds), a tag invalidated while the value loads keeps the value out.
+// load finds), a tag invalidated while the value loads keeps the value out,
+// read by Get or by GetMany.
 func TestAnInvalidationDuringTheLoadCancelsTheFill(t *testing.T) {
+	for _, read := range []string{"Get", "GetMany"} {
+		t.Run(read, func(t *testing.T) { invalidationDuringTheLoad(t, read == "GetMany") })
+	}
+}
+
+// viaGetMany reads key as Get does, with GetMany.
+func viaGetMany[V any](ctx context.Context, c *Cache[V], key string, load func(context.Context) (V, error)) (V, error) {
+	vs, err := c.GetMany(ctx, []string{key}, func(ctx context.Context, keys []string) (map[string]V, error) {
+		v, err := load(ctx)
+		return map[string]V{key: v}, err
+	})
+	return vs[key], err
+}
+
+func invalidationDuringTheLoad(t *testing.T, getMany bool) {
 	client := testenv.Cache(t)
 	c, prefix := tagged(t, client)
+	get := c.Get
+	if getMany {
+		get = func(ctx context.Context, key string, load func(context.Context) (list, error)) (list, error) {
+			return viaGetMany(ctx, c, key, load)
+		}
+	}
 	k := key(t)
 	ids := []string{"1"}
 	for range 2 { // the tags made, the value stored
-		if _, err := c.Get(t.Context(), k, func(context.Context) (list, error) { return list{Category: "a", IDs: ids}, nil }); err != nil {
+		if _, err := get(t.Context(), k, func(context.Context) (list, error) { return list{Category: "a", IDs: ids}, nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,12 +163,12 @@ func TestAnInvalidationDuringTheLoadCancelsTheFill(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			other := key(t)
 			for range 2 {
-				if _, err := c.Get(t.Context(), other, func(context.Context) (list, error) { return list{Category: "b", IDs: []string{"2"}}, nil }); err != nil {
+				if _, err := get(t.Context(), other, func(context.Context) (list, error) { return list{Category: "b", IDs: []string{"2"}}, nil }); err != nil {
 					t.Fatal(err)
 				}
 			}
 			_ = client.Do(t.Context(), client.B().Unlink().Key(k).Build()).Error()
-			v, err := c.Get(t.Context(), k, func(context.Context) (list, error) {
+			v, err := get(t.Context(), k, func(context.Context) (list, error) {
 				invalidateTag(t, client, prefix, tc.tag) // the change lands as the list loads
 				return list{Category: "a", IDs: tc.ids}, nil
 			})

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/valkey-io/valkey-go"
+	"github.com/invalidator-go/invalidator/internal/tagset"
 )
 
 // ErrInvalidate wraps the cache error of a write whose database part
@@ -52,7 +52,7 @@ func (c *Cache[V]) Invalidate(ctx context.Context, key string) error {
 // so it must not fill, and deleting a lease cancels the fill of a load that
 // may predate this write. It returns 1 when it stored, 0 when a newer
 // version is cached, 2 when it invalidated.
-var writeScript = valkey.NewLuaScript(`
+var writeScript = tagset.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 local version = cur and tonumber(string.match(cur, '^wt1|[vn]|[^|]*|(%-?%d+)|'))
 if version and version > 0 then

@@ -69,7 +69,8 @@ const (
 // member is a tier, of whatever type, as its channel sees it.
 type member interface {
 	drop(key string)
-	forget() (held int)
+	forget(cause Cause, vouched time.Time) (held int)
+	Answered()
 }
 
 // Channel is one process's view of the announcements: its subscription,
@@ -194,6 +195,9 @@ func (c *Channel) subscribed(session uint64, at time.Time, node string) {
 	}
 	c.seqs, c.node = announce.NewSequences(at), node
 	c.hear()
+	for _, t := range c.tiers {
+		t.Answered() // the cache is back: nothing kept for StaleIfError is served
+	}
 	c.up.Store(true)
 	c.opts.Logger.Info("near cache subscribed", "node", node)
 }
@@ -223,7 +227,7 @@ func (c *Channel) down(cause Cause, err error) {
 // forget flushes every tier and counts the cause; c.mu is held.
 func (c *Channel) forget(cause Cause) (held int) {
 	for _, t := range c.tiers {
-		held += t.forget()
+		held += t.forget(cause, c.born.Add(time.Duration(c.heard.Load())))
 	}
 	c.flushes[cause]++
 	return held

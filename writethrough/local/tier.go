@@ -27,6 +27,16 @@ type Options struct {
 	// fail. Never past the entry's expiry in the shared cache either.
 	// Default 1 minute; at most announce.ForgetAfter.
 	MaxLifetime time.Duration
+	// StaleIfError, opt-in, keeps what the tier holds when it loses its
+	// subscription — its connection ended or went silent, as when the
+	// shared cache goes down — and serves it while the shared cache does
+	// not answer this process, for up to StaleIfError after the
+	// subscription was last heard: at most that much staleness, in exchange
+	// for reads that do not all go to the database during an outage. A key
+	// this process writes is dropped from it at once; all of it is dropped
+	// as soon as the shared cache answers, or the subscription is back.
+	// Default 0: nothing is kept.
+	StaleIfError time.Duration
 }
 
 // entryOverhead is about what an entry costs the store beside its key and
@@ -41,10 +51,12 @@ const stripes = 4096
 // Tier is a local tier of values of type V, a writethrough.Local. It is
 // safe for concurrent use.
 type Tier[V any] struct {
-	ch       *Channel
-	store    *otter.Cache[string, held[V]]
-	lifetime time.Duration
-	seed     maphash.Seed
+	ch           *Channel
+	store        *otter.Cache[string, held[V]]
+	lifetime     time.Duration
+	staleIfError time.Duration
+	seed         maphash.Seed
+	kept         atomic.Pointer[kept[V]] // StaleIfError's; nil: none
 
 	// Reads kept hold flush shared, a flush exclusively: no read that began
 	// before a flush is kept after it.
@@ -52,7 +64,8 @@ type Tier[V any] struct {
 	epoch   atomic.Uint64
 	stripes [stripes]stripe
 
-	hits, misses, kept, refused, dropped atomic.Int64
+	hits, misses, kepts, refused, dropped atomic.Int64
+	staleReads, staleOldest               atomic.Int64
 }
 
 // held is what the tier holds for a key.
@@ -88,7 +101,7 @@ func New[V any](ch *Channel, opts Options) *Tier[V] {
 	default:
 		o.MaximumSize = 10_000
 	}
-	t := &Tier[V]{ch: ch, store: otter.Must(o), lifetime: opts.MaxLifetime, seed: maphash.MakeSeed()}
+	t := &Tier[V]{ch: ch, store: otter.Must(o), lifetime: opts.MaxLifetime, staleIfError: max(opts.StaleIfError, 0), seed: maphash.MakeSeed()}
 	ch.join(t)
 	return t
 }
@@ -136,7 +149,7 @@ func (t *Tier[V]) Reserve(key string) func(v V, notFound bool, size int, expiry 
 			return
 		}
 		t.store.Set(key, held[V]{v: v, notFound: notFound, size: uint32(min(len(key)+size+entryOverhead, 1<<31)), life: life})
-		t.kept.Add(1)
+		t.kepts.Add(1)
 	}
 }
 
@@ -152,19 +165,26 @@ func (t *Tier[V]) Drop(ctx context.Context, keys ...string) error {
 
 // drop forgets key, and fails the reads of its stripe in flight.
 func (t *Tier[V]) drop(key string) {
+	// Wholly before a flush that keeps what the tier holds, or after it.
+	t.flush.RLock()
+	defer t.flush.RUnlock()
 	s := &t.stripes[maphash.String(t.seed, key)%stripes]
 	s.mu.Lock()
 	s.drops++
 	t.store.Invalidate(key)
 	s.mu.Unlock()
+	t.unkeep(key)
 	t.dropped.Add(1)
 }
 
-// forget flushes the tier: it holds nothing, and keeps no read in flight.
-func (t *Tier[V]) forget() (held int) {
+// forget flushes the tier, for cause: it holds nothing, and keeps no read
+// in flight; what it held may be kept for StaleIfError, as it was at
+// vouched.
+func (t *Tier[V]) forget(cause Cause, vouched time.Time) (held int) {
 	t.flush.Lock()
 	defer t.flush.Unlock()
 	t.epoch.Add(1)
+	t.keep(cause, vouched)
 	held = t.store.EstimatedSize()
 	t.store.InvalidateAll()
 	return held
@@ -178,18 +198,24 @@ type TierStats struct {
 	Dropped      int64  // keys dropped, by announcements and by this process's writes, held or not
 	Entries      int    // held now, some perhaps expired
 	Bytes        uint64 // their weight, when the tier is bounded by MaxBytes
+	// StaleReads were served from what was kept for StaleIfError while the
+	// shared cache did not answer; StaleOldest is the most stale of them:
+	// how long after the subscription was last heard.
+	StaleReads  int64
+	StaleOldest time.Duration
 }
 
 // Stats tells what the tier did, and holds.
 func (t *Tier[V]) Stats() TierStats {
-	return TierStats{Hits: t.hits.Load(), Misses: t.misses.Load(), Kept: t.kept.Load(), Refused: t.refused.Load(),
-		Dropped: t.dropped.Load(), Entries: t.store.EstimatedSize(), Bytes: t.store.WeightedSize()}
+	return TierStats{Hits: t.hits.Load(), Misses: t.misses.Load(), Kept: t.kepts.Load(), Refused: t.refused.Load(),
+		Dropped: t.dropped.Load(), Entries: t.store.EstimatedSize(), Bytes: t.store.WeightedSize(),
+		StaleReads: t.staleReads.Load(), StaleOldest: time.Duration(t.staleOldest.Load())}
 }
 
 // Close leaves the channel and stops the store's clean-ups; the tier holds
 // nothing more.
 func (t *Tier[V]) Close() {
 	t.ch.leave(t)
-	t.forget()
+	t.forget(CauseClosed, time.Time{})
 	t.store.StopAllGoroutines()
 }

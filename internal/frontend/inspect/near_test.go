@@ -15,6 +15,10 @@ func (t tier) Reserve(key string) func([]byte, bool, int, time.Time) {
 	return func(v []byte, _ bool, _ int, _ time.Time) { t[key] = v }
 }
 
+func (t tier) Stale(string) ([]byte, bool, bool) { return nil, false, false }
+
+func (t tier) Answered() {}
+
 func (t tier) Drop(_ context.Context, keys ...string) error {
 	for _, k := range keys {
 		delete(t, k)

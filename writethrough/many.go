@@ -1,0 +1,401 @@
+package writethrough
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// ManyError is GetMany's error when some keys have no answer: Failed names
+// each with its error, and the values of the others are returned.
+type ManyError struct {
+	Failed map[string]error
+}
+
+func (e *ManyError) Error() string {
+	keys := slices.Sorted(maps.Keys(e.Failed))
+	var b strings.Builder
+	fmt.Fprintf(&b, "writethrough: %d of the keys failed", len(keys))
+	for i, k := range keys {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(keys)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; %s: %v", k, e.Failed[k])
+	}
+	return b.String()
+}
+
+// Unwrap gives the keys' errors, in the keys' order, for errors.Is.
+func (e *ManyError) Unwrap() []error {
+	keys := slices.Sorted(maps.Keys(e.Failed))
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		errs[i] = e.Failed[k]
+	}
+	return errs
+}
+
+// GetMany returns the values of keys, as Get does each, in a few round
+// trips whatever their number: one to read them all (each node's at once,
+// in parallel), one to lease the misses, one to fill them. The misses are
+// loaded with one call of load per MaxBatch keys; a key that load leaves
+// out of its map does not exist, and is cached as "not found", as Get's
+// ErrNotFound. The map returned holds the keys that exist; a key read
+// twice is read once; no keys, no call. When some keys fail, their errors
+// are in a *ManyError, and the others are answered.
+func (c *Cache[V]) GetMany(ctx context.Context, keys []string, load func(ctx context.Context, keys []string) (map[string]V, error)) (map[string]V, error) {
+	m := &many[V]{c: c, load: load, found: map[string]V{}, failed: map[string]error{}, keepers: map[string]keeper[V]{}}
+	var pending []string
+	for _, k := range uniq(keys) {
+		v, err, keep, ok := c.fromLocal(k)
+		if ok {
+			m.answer(k, v, err)
+			continue
+		}
+		if keep != nil {
+			m.keepers[k] = keep
+		}
+		pending = append(pending, k)
+	}
+	for range maxAttempts {
+		if len(pending) == 0 {
+			break
+		}
+		pending = m.pass(ctx, pending)
+	}
+	m.direct(ctx, pending, false)
+	if len(m.failed) > 0 {
+		return m.found, &ManyError{Failed: m.failed}
+	}
+	return m.found, nil
+}
+
+// many is one GetMany call: what it answered so far.
+type many[V any] struct {
+	c       *Cache[V]
+	load    func(ctx context.Context, keys []string) (map[string]V, error)
+	mu      sync.Mutex // loads of several batches answer at once
+	found   map[string]V
+	failed  map[string]error
+	keepers map[string]keeper[V]
+}
+
+// answer notes the answer for key, as Get would return it.
+func (m *many[V]) answer(key string, v V, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case err == nil:
+		m.found[key] = v
+	case !errors.Is(err, ErrNotFound):
+		m.failed[key] = err
+	}
+}
+
+// one loads key alone with the batch loader: for an early refresh.
+func (m *many[V]) one(key string) func(context.Context) (V, error) {
+	return func(ctx context.Context) (V, error) {
+		vs, err := m.batch(ctx, []string{key})
+		v, ok := vs[key]
+		if err == nil && !ok {
+			err = ErrNotFound
+		}
+		return v, err
+	}
+}
+
+// batch calls the loader, turning a panic into an error as Get does.
+func (m *many[V]) batch(ctx context.Context, keys []string) (vs map[string]V, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			vs, err = nil, fmt.Errorf("writethrough: loader panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return m.load(ctx, keys)
+}
+
+// pass reads keys once, serves the hits, loads the misses under leases,
+// waits for others' leases; it returns the keys to read again.
+func (m *many[V]) pass(ctx context.Context, keys []string) (again []string) {
+	c := m.c
+	resps := c.callAll(ctx, len(keys), func(ctx context.Context) []valkey.ValkeyResult {
+		cmds := make(valkey.Commands, len(keys))
+		for i, k := range keys {
+			cmds[i] = c.client.B().Get().Key(k).Build()
+		}
+		return c.client.DoMulti(ctx, cmds...)
+	})
+	var misses, leased, leases, hitKeys, hitRaws, down, failed []string
+	var hits []entry
+	for i, r := range resps {
+		k := keys[i]
+		raw, err := r.AsBytes()
+		switch {
+		case valkey.IsValkeyNil(err):
+			misses = append(misses, k)
+		case err != nil && ctx.Err() != nil:
+			m.answer(k, *new(V), ctx.Err())
+		case err != nil && c.dropOtherType(ctx, k, err):
+			again = append(again, k)
+		case errors.Is(err, ErrCacheUnavailable):
+			down = append(down, k)
+		case err != nil:
+			failed = append(failed, k)
+		default:
+			e, err := decodeEntry(raw)
+			switch {
+			case err != nil:
+				c.drop(ctx, k, string(raw), &c.foreign)
+				again = append(again, k)
+			case e.kind == kindLease:
+				leased, leases = append(leased, k), append(leases, string(raw))
+			default:
+				hitKeys, hitRaws, hits = append(hitKeys, k), append(hitRaws, string(raw)), append(hits, e)
+			}
+		}
+	}
+	for i, vouched := range c.registered(ctx, hitKeys, hits) {
+		k, e := hitKeys[i], hits[i]
+		v, err, ok := c.hit(ctx, k, e, hitRaws[i], vouched, m.one(k))
+		if !ok {
+			again = append(again, k)
+			continue
+		}
+		m.keepers[k].keep(v, err, len(hitRaws[i]), e.expiry)
+		m.answer(k, v, err)
+	}
+	m.direct(ctx, down, true)
+	m.direct(ctx, failed, false)
+	again = append(again, m.miss(ctx, misses)...)
+	return append(again, m.wait(ctx, leased, leases)...)
+}
+
+// chunks calls fn on keys, MaxBatch at a time, all at once.
+func (m *many[V]) chunks(keys []string, fn func(keys []string)) {
+	var wg sync.WaitGroup
+	for chunk := range slices.Chunk(keys, m.c.opts.MaxBatch) {
+		wg.Go(func() { fn(chunk) })
+	}
+	wg.Wait()
+}
+
+// direct loads keys without filling, within MaxConcurrentLoads; while the
+// cache is down (down), what the local tier kept for StaleIfError is
+// served instead.
+func (m *many[V]) direct(ctx context.Context, keys []string, down bool) {
+	if down {
+		keys = slices.DeleteFunc(keys, func(k string) bool {
+			v, err, ok := m.c.stale(k)
+			if ok {
+				m.answer(k, v, err)
+			}
+			return ok
+		})
+	}
+	m.chunks(keys, func(keys []string) {
+		var vs map[string]V
+		err := m.c.enter(ctx)
+		if err == nil {
+			vs, err = m.batch(ctx, keys)
+			m.c.leave()
+		}
+		for _, k := range keys {
+			v, ok := vs[k]
+			switch {
+			case err != nil && !errors.Is(err, ErrNotFound):
+				m.answer(k, v, err)
+			case ok:
+				m.answer(k, v, nil)
+			}
+		}
+	})
+}
+
+// miss leases keys, loads those it leased and fills them, as Get's miss
+// does each; it returns the keys whose lease another caller took.
+func (m *many[V]) miss(ctx context.Context, keys []string) (again []string) {
+	if len(keys) == 0 {
+		return nil
+	}
+	c := m.c
+	clock, err := c.clock(ctx)
+	if err != nil {
+		m.direct(ctx, keys, false)
+		return nil
+	}
+	tokens := make([]string, len(keys))
+	cmds := make(valkey.Commands, len(keys))
+	for i, k := range keys {
+		tokens[i] = stamp()
+		lease := entry{kind: kindLease, stamp: tokens[i]}.encode()
+		cmds[i] = c.client.B().Set().Key(k).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()
+	}
+	resps := c.callAll(ctx, len(keys), func(ctx context.Context) []valkey.ValkeyResult { return c.client.DoMulti(ctx, cmds...) })
+	var mine, unsure, unsureTokens []string
+	held := map[string]string{}
+	for i, r := range resps {
+		switch err := r.Error(); {
+		case valkey.IsValkeyNil(err):
+			again = append(again, keys[i]) // someone else's lease or value
+		case err != nil:
+			unsure, unsureTokens = append(unsure, keys[i]), append(unsureTokens, tokens[i])
+		default:
+			mine, held[keys[i]] = append(mine, keys[i]), tokens[i]
+		}
+	}
+	// A SET that failed may have taken the lease all the same: readers
+	// would wait on it for a fill that never comes.
+	m.dropLeases(ctx, unsure, unsureTokens)
+	m.direct(ctx, unsure, false)
+	m.chunks(mine, func(keys []string) {
+		start := c.opts.Clock.Now()
+		vs, err := m.batch(ctx, keys)
+		m.fill(ctx, keys, held, clock, vs, err, c.opts.Clock.Now().Sub(start))
+	})
+	return again
+}
+
+// fill stores what the loader gave for keys (vs, err) over the leases
+// held, as loadAndFill does each, and answers the keys.
+func (m *many[V]) fill(ctx context.Context, keys []string, held map[string]string, clock int64, vs map[string]V, err error, delta time.Duration) {
+	c := m.c
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		m.dropLeases(ctx, keys, mapped(keys, held))
+		for _, k := range keys {
+			m.answer(k, *new(V), err)
+		}
+		return
+	}
+	var args [][]string
+	var fillKeys, unfilled []string
+	for _, k := range keys {
+		v, ok := vs[k]
+		e := entry{kind: kindValue, stamp: stamp(), delta: delta}
+		ttl := c.jittered(c.opts.TTL)
+		if !ok {
+			e.kind, ttl = kindNotFound, c.opts.NegativeTTL
+		} else {
+			if c.opts.VersionOf != nil {
+				e.version = c.opts.VersionOf(v)
+			}
+			if e.payload, err = c.opts.Codec.Marshal(v); err != nil {
+				unfilled = append(unfilled, k)
+				m.answer(k, v, fmt.Errorf("writethrough: encode %s: %w", k, err))
+				continue
+			}
+		}
+		e.expiry = c.opts.Clock.Now().Add(ttl)
+		if e.kind == kindValue && c.opts.TagsOf != nil {
+			if ok, err := c.tag(ctx, k, &e, v, clock, ttl); !ok {
+				unfilled = append(unfilled, k)
+				m.answer(k, v, err)
+				continue
+			}
+		}
+		fillKeys, args = append(fillKeys, k), append(args, []string{held[k], e.encode(), ms(ttl)})
+		if ok {
+			m.answer(k, v, nil)
+		}
+	}
+	for i, r := range c.each(ctx, fillScript, fillKeys, func(i int) []string { return args[i] }) {
+		if r.Error() != nil {
+			unfilled = append(unfilled, fillKeys[i])
+		}
+	}
+	m.dropLeases(ctx, unfilled, mapped(unfilled, held))
+}
+
+// dropLeases gives back the leases tokens of keys.
+func (m *many[V]) dropLeases(ctx context.Context, keys, tokens []string) {
+	if len(keys) > 0 {
+		_ = m.c.each(ctx, dropStampedScript, keys, func(i int) []string { return []string{tokens[i]} })
+	}
+}
+
+// wait waits for others' loads of keys, whose leases are leases, as Get's
+// wait does each, all at once; it returns the keys to read again.
+func (m *many[V]) wait(ctx context.Context, keys, leases []string) (again []string) {
+	if len(keys) == 0 {
+		return nil
+	}
+	c := m.c
+	life := ms(c.opts.LeaseTTL)
+	var waiting []string
+	for i, r := range c.each(ctx, staleLeaseScript, keys, func(i int) []string { return []string{leases[i], life} }) {
+		if ttl, err := r.AsInt64(); err == nil && ttl != 0 {
+			c.staleLeases.found(c.opts.Logger, keys[i], "ttl_ms", ttl)
+			again = append(again, keys[i])
+			continue
+		}
+		waiting = append(waiting, keys[i])
+	}
+	deadline := time.Now().Add(c.opts.LeaseTTL)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < 2*c.opts.LeaseTTL {
+		deadline = time.Now().Add(time.Until(d) / 2)
+	}
+	for len(waiting) > 0 && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			for _, k := range waiting {
+				m.answer(k, *new(V), ctx.Err())
+			}
+			return again
+		case <-time.After(c.opts.WaitStep):
+		}
+		resps := c.callAll(ctx, len(waiting), func(ctx context.Context) []valkey.ValkeyResult {
+			cmds := make(valkey.Commands, len(waiting))
+			for i, k := range waiting {
+				cmds[i] = c.client.B().Get().Key(k).Build()
+			}
+			return c.client.DoMulti(ctx, cmds...)
+		})
+		still := waiting[:0:0]
+		for i, r := range resps {
+			raw, err := r.AsBytes()
+			if e, derr := decodeEntry(raw); err == nil && derr == nil && e.kind == kindLease {
+				still = append(still, waiting[i])
+				continue
+			}
+			again = append(again, waiting[i]) // gone, filled or unreachable: start over
+		}
+		waiting = still
+	}
+	if c.opts.OnLeaseTimeout == FailBusy {
+		for _, k := range waiting {
+			m.answer(k, *new(V), ErrBusy)
+		}
+		return again
+	}
+	m.direct(ctx, waiting, false)
+	return again
+}
+
+// uniq is keys without repeats, in their order.
+func uniq(keys []string) []string {
+	seen := make(map[string]bool, len(keys))
+	return slices.DeleteFunc(slices.Clone(keys), func(k string) bool {
+		if seen[k] {
+			return true
+		}
+		seen[k] = true
+		return false
+	})
+}
+
+// mapped is held's values of keys, in their order.
+func mapped(keys []string, held map[string]string) []string {
+	vs := make([]string, len(keys))
+	for i, k := range keys {
+		vs[i] = held[k]
+	}
+	return vs
+}
