@@ -16,13 +16,14 @@ import (
 )
 
 // readsGroup measures writethrough's reads: its hits against plain GETs,
-// and its loads under a stampede.
+// its loads under a stampede, and GetMany.
 func readsGroup(ctx context.Context, s server) {
 	hits, plains := getHits(ctx, s.client)
 	print("get_hit_ops_per_sec", median(hits))
 	print("plain_get_ops_per_sec", median(plains))
 	print("get_hit_vs_plain_get", medianRatio(hits, plains))
 	print("stampede_loads", float64(stampede(s.cfg)))
+	getManyLines(ctx, s.client)
 }
 
 type product struct {

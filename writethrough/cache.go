@@ -33,8 +33,7 @@ type Cache[V any] struct {
 	breaker   breaker
 	misses    singleflight.Group
 	refreshes singleflight.Group
-	directs   singleflight.Group
-	loads     chan struct{} // MaxConcurrentLoads' slots; nil: no bound
+	directs   *directs[V]
 	// What it found at its keys and dropped (Stats).
 	foreign, undecodable, staleLeases finding
 }
@@ -94,9 +93,7 @@ func New[V any](client valkey.Client, opts Options[V]) *Cache[V] {
 	c.foreign.msg = "writethrough: a foreign value dropped: not a writethrough entry"
 	c.undecodable.msg = "writethrough: an entry dropped: its payload does not decode"
 	c.staleLeases.msg = "writethrough: a stale lease dropped: it would not expire within LeaseTTL"
-	if opts.MaxConcurrentLoads > 0 {
-		c.loads = make(chan struct{}, opts.MaxConcurrentLoads)
-	}
+	c.directs = newDirects[V](opts.MaxConcurrentLoads)
 	c.breaker = breaker{threshold: int32(max(opts.BreakerThreshold, 0)), coolDown: opts.BreakerCoolDown, clock: opts.Clock}
 	return c
 }
@@ -144,7 +141,10 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Contex
 			if c.dropOtherType(ctx, key, err) {
 				continue
 			}
-			return c.direct(ctx, key, errors.Is(err, ErrCacheUnavailable), load)
+			if errors.Is(err, ErrCacheUnavailable) {
+				return c.outage(ctx, key, keep, load)
+			}
+			return c.direct(ctx, key, load)
 		}
 		e, err := decodeEntry(raw)
 		if err != nil {
@@ -159,28 +159,28 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Contex
 			continue
 		}
 		vouched := c.registered(ctx, []string{key}, []entry{e})[0]
-		if v, err, ok := c.hit(ctx, key, e, string(raw), vouched, load); ok {
+		if v, err, ok := c.hit(ctx, key, e, raw, vouched, func(string) func(context.Context) (V, error) { return load }); ok {
 			keep.keep(v, err, len(raw), e.expiry)
 			return v, err
 		}
 	}
-	return c.direct(ctx, key, false, load)
+	return c.direct(ctx, key, load)
 }
 
 // hit serves a cached entry, refreshing it early when XFetch says so or
-// renewing it; vouched is what its tags said of it (registered). ok is
-// false when the key must be read again: the entry no longer decodes or is
+// renewing it; vouched is what its tags said of it (registered), and
+// loader gives key's loader, only when it loads. ok is false when the key must be read again: the entry no longer decodes or is
 // no longer registered in its tags (it is dropped), or it changed while
 // being refreshed.
-func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw string, vouched error, load func(context.Context) (V, error)) (v V, err error, ok bool) {
+func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw []byte, vouched error, loader func(key string) func(context.Context) (V, error)) (v V, err error, ok bool) {
 	switch {
 	case errors.Is(vouched, errUnregistered):
-		c.drop(ctx, key, raw, nil) // a tag was invalidated or lost
+		c.drop(ctx, key, string(raw), nil) // a tag was invalidated or lost
 		return v, nil, false
 	case vouched != nil && ctx.Err() != nil:
 		return v, ctx.Err(), true
 	case vouched != nil:
-		v, err = c.direct(ctx, key, false, load) // the value cannot be vouched for
+		v, err = c.direct(ctx, key, loader(key)) // the value cannot be vouched for
 		return v, err, true
 	}
 	now := c.opts.Clock.Now()
@@ -192,7 +192,7 @@ func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw string, vou
 	case c.opts.Renew > 0 && e.kind != kindTagged && e.expiry.Sub(now) < time.Duration(c.opts.Renew*float64(life)):
 		c.renew(ctx, key, e)
 	case c.refreshEarly(e, now):
-		v, err, retry := c.refresh(ctx, key, e, load)
+		v, err, retry := c.refresh(ctx, key, e, loader(key))
 		if retry {
 			return v, nil, false
 		}
@@ -206,7 +206,7 @@ func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw string, vou
 	}
 	v, err = c.opts.Codec.Unmarshal(e.payload)
 	if err != nil {
-		c.drop(ctx, key, raw, &c.undecodable, "error", err.Error())
+		c.drop(ctx, key, string(raw), &c.undecodable, "error", err.Error())
 		return v, nil, false
 	}
 	return v, nil, true
@@ -250,7 +250,7 @@ func (c *Cache[V]) miss(ctx context.Context, key string, load func(context.Conte
 	})
 	switch {
 	case errors.Is(err, errWaitedOut):
-		v, err := c.bounded(ctx, load) // not filled: the load it joined will be
+		v, err := c.direct(ctx, key, load) // not filled: the load it joined will be
 		return v, err, false
 	case err != nil:
 		return v, err, false
@@ -367,7 +367,7 @@ func (c *Cache[V]) wait(ctx context.Context, key, lease string, load func(contex
 	if c.opts.OnLeaseTimeout == FailBusy {
 		return v, ErrBusy, false
 	}
-	v, err = c.direct(ctx, key, false, load)
+	v, err = c.direct(ctx, key, load)
 	return v, err, false
 }
 

@@ -48,14 +48,17 @@ func (c *Cache[V]) callAll(ctx context.Context, n int, fn func(context.Context) 
 	} else {
 		resps = fn(bounded)
 	}
-	found := false // some command found the cache down
+	found, answered := false, false // some command found the cache down; some was answered
 	for _, resp := range resps {
-		found = found || isDown(resp.Error())
+		down := isDown(resp.Error())
+		found, answered = found || down, answered || !down
+	}
+	if answered {
+		c.answered()
 	}
 	switch {
 	case !found:
 		c.breaker.done(probe, up)
-		c.answered()
 	case ctx.Err() != nil:
 		c.breaker.done(probe, unknown) // the caller gave up: that says nothing of the cache
 	default:
@@ -100,6 +103,9 @@ func detached(ctx context.Context, n int, fn func(context.Context) []valkey.Valk
 // if only with a miss or an error reply: any error that is not a reply, and
 // the replies of a cluster that cannot serve the key for now.
 func isDown(err error) bool {
+	if err == nil {
+		return false
+	}
 	var reply *valkey.ValkeyError
 	if errors.As(err, &reply) {
 		return reply.IsClusterDown() || reply.IsTryAgain() || reply.IsLoading()

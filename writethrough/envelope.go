@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // An entry is stored as "wt1|<kind>|<stamp>|<version>|<delta µs>|<expiry ms>|<payload>":
@@ -86,7 +87,9 @@ func decodeEntry(raw []byte) (entry, error) {
 		return f, ok
 	}
 	stamp, ok := field()
-	e.stamp = string(stamp)
+	// Not copied: raw is a reply's bytes, which nothing writes (valkey-go's
+	// AsBytes is a view of its string), and a stamp is read on every hit.
+	e.stamp = unsafe.String(unsafe.SliceData(stamp), len(stamp))
 	switch e.kind {
 	case kindLease:
 		if !ok || len(rest) != 0 {

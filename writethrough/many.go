@@ -34,7 +34,7 @@ func (e *ManyError) Error() string {
 	return b.String()
 }
 
-// Unwrap gives the keys' errors, in the keys' order, for errors.Is.
+// Unwrap gives the keys' errors, sorted by key, for errors.Is.
 func (e *ManyError) Unwrap() []error {
 	keys := slices.Sorted(maps.Keys(e.Failed))
 	errs := make([]error, len(keys))
@@ -53,7 +53,10 @@ func (e *ManyError) Unwrap() []error {
 // twice is read once; no keys, no call. When some keys fail, their errors
 // are in a *ManyError, and the others are answered.
 func (c *Cache[V]) GetMany(ctx context.Context, keys []string, load func(ctx context.Context, keys []string) (map[string]V, error)) (map[string]V, error) {
-	m := &many[V]{c: c, load: load, found: map[string]V{}, failed: map[string]error{}, keepers: map[string]keeper[V]{}}
+	m := &many[V]{c: c, load: load, found: make(map[string]V, len(keys)), failed: map[string]error{}}
+	if c.opts.Local != nil {
+		m.keepers = map[string]keeper[V]{}
+	}
 	var pending []string
 	for _, k := range uniq(keys) {
 		v, err, keep, ok := c.fromLocal(k)
@@ -113,7 +116,8 @@ func (m *many[V]) one(key string) func(context.Context) (V, error) {
 	}
 }
 
-// batch calls the loader, turning a panic into an error as Get does.
+// batch calls the loader, turning a panic into an error as Get does, so
+// that the leases of its keys are given back.
 func (m *many[V]) batch(ctx context.Context, keys []string) (vs map[string]V, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -127,15 +131,10 @@ func (m *many[V]) batch(ctx context.Context, keys []string) (vs map[string]V, er
 // waits for others' leases; it returns the keys to read again.
 func (m *many[V]) pass(ctx context.Context, keys []string) (again []string) {
 	c := m.c
-	resps := c.callAll(ctx, len(keys), func(ctx context.Context) []valkey.ValkeyResult {
-		cmds := make(valkey.Commands, len(keys))
-		for i, k := range keys {
-			cmds[i] = c.client.B().Get().Key(k).Build()
-		}
-		return c.client.DoMulti(ctx, cmds...)
-	})
-	var misses, leased, leases, hitKeys, hitRaws, down, failed []string
-	var hits []entry
+	resps := m.gets(ctx, keys)
+	var misses, leased, leases, tagged, down, failed []string
+	var taggedRaws [][]byte
+	var taggedEntries []entry
 	for i, r := range resps {
 		k := keys[i]
 		raw, err := r.AsBytes()
@@ -158,20 +157,17 @@ func (m *many[V]) pass(ctx context.Context, keys []string) (again []string) {
 				again = append(again, k)
 			case e.kind == kindLease:
 				leased, leases = append(leased, k), append(leases, string(raw))
-			default:
-				hitKeys, hitRaws, hits = append(hitKeys, k), append(hitRaws, string(raw)), append(hits, e)
+			case e.kind == kindTagged: // checked in its tags, all at once below
+				tagged, taggedRaws, taggedEntries = append(tagged, k), append(taggedRaws, raw), append(taggedEntries, e)
+			case !m.hit(ctx, k, e, raw, nil):
+				again = append(again, k)
 			}
 		}
 	}
-	for i, vouched := range c.registered(ctx, hitKeys, hits) {
-		k, e := hitKeys[i], hits[i]
-		v, err, ok := c.hit(ctx, k, e, hitRaws[i], vouched, m.one(k))
-		if !ok {
-			again = append(again, k)
-			continue
+	for i, vouched := range c.registered(ctx, tagged, taggedEntries) {
+		if !m.hit(ctx, tagged[i], taggedEntries[i], taggedRaws[i], vouched) {
+			again = append(again, tagged[i])
 		}
-		m.keepers[k].keep(v, err, len(hitRaws[i]), e.expiry)
-		m.answer(k, v, err)
 	}
 	m.direct(ctx, down, true)
 	m.direct(ctx, failed, false)
@@ -179,18 +175,65 @@ func (m *many[V]) pass(ctx context.Context, keys []string) (again []string) {
 	return append(again, m.wait(ctx, leased, leases)...)
 }
 
-// chunks calls fn on keys, MaxBatch at a time, all at once.
+// pipeline is how many commands GetMany sends at once, each pipeline
+// within CacheTimeout: a call for many keys is not an outage.
+const pipeline = 1000
+
+// gets reads keys, a pipeline at a time.
+func (m *many[V]) gets(ctx context.Context, keys []string) []valkey.ValkeyResult {
+	c := m.c
+	resps := make([]valkey.ValkeyResult, 0, len(keys))
+	for part := range slices.Chunk(keys, pipeline) {
+		resps = append(resps, c.callAll(ctx, len(part), func(ctx context.Context) []valkey.ValkeyResult {
+			cmds := make(valkey.Commands, len(part))
+			for i, k := range part {
+				cmds[i] = c.client.B().Get().Key(k).Build()
+			}
+			return c.client.DoMulti(ctx, cmds...)
+		})...)
+	}
+	return resps
+}
+
+// hit serves key from e, as Get's hit does; false says to read it again.
+func (m *many[V]) hit(ctx context.Context, key string, e entry, raw []byte, vouched error) bool {
+	v, err, ok := m.c.hit(ctx, key, e, raw, vouched, m.one)
+	if ok {
+		m.keepers[key].keep(v, err, len(raw), e.expiry)
+		m.answer(key, v, err)
+	}
+	return ok
+}
+
+// loadsAtOnce is how many loader calls one GetMany makes at once.
+const loadsAtOnce = 4
+
+// chunks calls fn on keys, MaxBatch at a time, loadsAtOnce at once. A
+// panic in fn — the loader's, the Codec's, TagsOf's — fails its keys.
 func (m *many[V]) chunks(keys []string, fn func(keys []string)) {
 	var wg sync.WaitGroup
+	turns := make(chan struct{}, loadsAtOnce)
 	for chunk := range slices.Chunk(keys, m.c.opts.MaxBatch) {
-		wg.Go(func() { fn(chunk) })
+		turns <- struct{}{}
+		wg.Go(func() {
+			defer func() {
+				<-turns
+				if p := recover(); p != nil {
+					err := fmt.Errorf("writethrough: panicked: %v\n%s", p, debug.Stack())
+					for _, k := range chunk {
+						m.answer(k, *new(V), err)
+					}
+				}
+			}()
+			fn(chunk)
+		})
 	}
 	wg.Wait()
 }
 
 // direct loads keys without filling, within MaxConcurrentLoads; while the
 // cache is down (down), what the local tier kept for StaleIfError is
-// served instead.
+// served instead, and what is loaded is kept there, as Get's outage does.
 func (m *many[V]) direct(ctx context.Context, keys []string, down bool) {
 	if down {
 		keys = slices.DeleteFunc(keys, func(k string) bool {
@@ -203,18 +246,26 @@ func (m *many[V]) direct(ctx context.Context, keys []string, down bool) {
 	}
 	m.chunks(keys, func(keys []string) {
 		var vs map[string]V
-		err := m.c.enter(ctx)
+		err := m.c.directs.enter(ctx)
 		if err == nil {
 			vs, err = m.batch(ctx, keys)
-			m.c.leave()
+			m.c.directs.leave()
 		}
 		for _, k := range keys {
 			v, ok := vs[k]
 			switch {
 			case err != nil && !errors.Is(err, ErrNotFound):
 				m.answer(k, v, err)
+				continue
 			case ok:
 				m.answer(k, v, nil)
+			}
+			if down {
+				var absent error
+				if !ok {
+					absent = ErrNotFound
+				}
+				m.keepers[k].keep(v, absent, 0, m.c.opts.Clock.Now().Add(m.c.opts.TTL))
 			}
 		}
 	})
@@ -227,7 +278,16 @@ func (m *many[V]) miss(ctx context.Context, keys []string) (again []string) {
 		return nil
 	}
 	c := m.c
-	clock, err := c.clock(ctx)
+	if ctx.Err() != nil {
+		for _, k := range keys {
+			m.answer(k, *new(V), ctx.Err())
+		}
+		return nil
+	}
+	// Leases taken are given back or filled whatever becomes of ctx, as
+	// Get's are: each call within CacheTimeout.
+	held := context.WithoutCancel(ctx)
+	clock, err := c.clock(held)
 	if err != nil {
 		m.direct(ctx, keys, false)
 		return nil
@@ -239,9 +299,9 @@ func (m *many[V]) miss(ctx context.Context, keys []string) (again []string) {
 		lease := entry{kind: kindLease, stamp: tokens[i]}.encode()
 		cmds[i] = c.client.B().Set().Key(k).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()
 	}
-	resps := c.callAll(ctx, len(keys), func(ctx context.Context) []valkey.ValkeyResult { return c.client.DoMulti(ctx, cmds...) })
+	resps := c.callAll(held, len(keys), func(ctx context.Context) []valkey.ValkeyResult { return c.client.DoMulti(ctx, cmds...) })
 	var mine, unsure, unsureTokens []string
-	held := map[string]string{}
+	tokenOf := map[string]string{}
 	for i, r := range resps {
 		switch err := r.Error(); {
 		case valkey.IsValkeyNil(err):
@@ -249,17 +309,17 @@ func (m *many[V]) miss(ctx context.Context, keys []string) (again []string) {
 		case err != nil:
 			unsure, unsureTokens = append(unsure, keys[i]), append(unsureTokens, tokens[i])
 		default:
-			mine, held[keys[i]] = append(mine, keys[i]), tokens[i]
+			mine, tokenOf[keys[i]] = append(mine, keys[i]), tokens[i]
 		}
 	}
 	// A SET that failed may have taken the lease all the same: readers
 	// would wait on it for a fill that never comes.
-	m.dropLeases(ctx, unsure, unsureTokens)
+	m.dropLeases(held, unsure, unsureTokens)
 	m.direct(ctx, unsure, false)
 	m.chunks(mine, func(keys []string) {
 		start := c.opts.Clock.Now()
 		vs, err := m.batch(ctx, keys)
-		m.fill(ctx, keys, held, clock, vs, err, c.opts.Clock.Now().Sub(start))
+		m.fill(held, keys, tokenOf, clock, vs, err, c.opts.Clock.Now().Sub(start))
 	})
 	return again
 }
@@ -381,14 +441,15 @@ func (m *many[V]) wait(ctx context.Context, keys, leases []string) (again []stri
 
 // uniq is keys without repeats, in their order.
 func uniq(keys []string) []string {
-	seen := make(map[string]bool, len(keys))
-	return slices.DeleteFunc(slices.Clone(keys), func(k string) bool {
-		if seen[k] {
-			return true
+	seen := make(map[string]struct{}, len(keys))
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			out = append(out, k)
 		}
-		seen[k] = true
-		return false
-	})
+	}
+	return out
 }
 
 // mapped is held's values of keys, in their order.

@@ -216,7 +216,8 @@ func TestWhileTheCacheIsDownStaleIfErrorServesWhatTheTierKept(t *testing.T) {
 }
 
 // TestLoadsWhileTheCacheIsDownAreBounded: the direct loads of a key are
-// one, and no more than MaxConcurrentLoads run at once.
+// one at a time, those who came meanwhile sharing the next, and no more
+// than MaxConcurrentLoads run at once.
 func TestLoadsWhileTheCacheIsDownAreBounded(t *testing.T) {
 	c := New[product](downClient(t), Options[product]{MaxConcurrentLoads: 2})
 	var loads, running, most atomic.Int32
@@ -248,9 +249,59 @@ func TestLoadsWhileTheCacheIsDownAreBounded(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	if most.Load() != 2 || loads.Load() > 4 {
-		t.Fatalf("%d loads, at most %d at once; want one a key, 2 at once", loads.Load(), most.Load())
+	if most.Load() != 2 || loads.Load() > 8 {
+		t.Fatalf("%d loads, at most %d at once; want two a key at most, 2 at once", loads.Load(), most.Load())
 	}
 }
 
 var _ valkey.Client = (*lossyClient)(nil)
+
+type panickingCodec struct{ JSONCodec[product] }
+
+func (panickingCodec) Marshal(product) ([]byte, error) { panic("marshal") }
+
+func TestGetManyTurnsAPanicIntoErrors(t *testing.T) {
+	c := New[product](testenv.Cache(t), Options[product]{Codec: panickingCodec{}})
+	keys := keysOf(t, 2)
+	var many *ManyError
+	if _, err := c.GetMany(t.Context(), keys, (&source{}).load); !errors.As(err, &many) || len(many.Failed) != 2 {
+		t.Fatalf("err = %v; want both keys failed", err)
+	}
+}
+
+func TestGetManyCancelledGivesItsLeasesBack(t *testing.T) {
+	client := testenv.Cache(t)
+	c := New[product](client, Options[product]{})
+	keys := keysOf(t, 3)
+	ctx, cancel := context.WithCancel(t.Context())
+	if _, err := c.GetMany(ctx, keys, func(ctx context.Context, _ []string) (map[string]product, error) {
+		cancel()
+		return nil, ctx.Err()
+	}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, k := range keys {
+		if exists(t, client, k) {
+			t.Fatalf("%s still holds a lease", k)
+		}
+	}
+}
+
+// TestAGetManyOfManyKeysIsNoOutage: its reads go a pipeline at a time, each
+// within CacheTimeout; a call that answered ends StaleIfError's serving.
+func TestAGetManyOfManyKeysIsNoOutage(t *testing.T) {
+	near := newFakeLocal()
+	c := New[product](testenv.Cache(t), Options[product]{Local: near, BreakerThreshold: 1})
+	keys := keysOf(t, 20_000)
+	near.stale = map[string]product{keys[0]: {ID: "stale"}}
+	got, err := c.GetMany(t.Context(), keys, (&source{}).load)
+	if err != nil || c.breaker.isOpen.Load() || got[keys[0]].ID == "stale" || len(got) != len(keys) {
+		t.Fatalf("%d values, %v, breaker open %v, %s served %q", len(got), err, c.breaker.isOpen.Load(), keys[0], got[keys[0]].ID)
+	}
+	partly := &lossyClient{Client: testenv.Cache(t), lose: func(a []string) (bool, bool) { return len(a) > 1 && a[1] == "down:k", false }}
+	near.stale = map[string]product{"down:k": {ID: "stale"}}
+	c = New[product](partly, Options[product]{Local: near, BreakerThreshold: -1})
+	if got, _ := c.GetMany(t.Context(), []string{"down:k", key(t)}, (&source{}).load); got["down:k"].ID == "stale" {
+		t.Fatal("served stale in a call the cache answered")
+	}
+}

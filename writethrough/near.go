@@ -17,13 +17,15 @@ type Local[V any] interface {
 	// returns what keeps its result: keep stores it, for no longer than
 	// expiry, unless key was dropped or the tier forgot everything since
 	// Reserve. size is the value's size in the shared cache. Reserve
-	// returns nil when the tier keeps nothing now.
+	// returns nil when the tier keeps nothing now. While the shared cache
+	// does not answer, keep is also given what Get loads from the source,
+	// for Stale.
 	Reserve(key string) (keep func(v V, notFound bool, size int, expiry time.Time))
 	// Drop forgets keys at once, and tells the other processes' tiers to.
 	Drop(ctx context.Context, keys ...string) error
-	// Stale returns what the tier still holds for key from before it
-	// could no longer vouch for it, as local.Options.StaleIfError allows;
-	// Get asks only when the shared cache did not answer.
+	// Stale returns what the tier kept for key since it could no longer
+	// vouch for what it holds, as local.Options.StaleIfError allows; Get
+	// asks only when the shared cache did not answer.
 	Stale(key string) (v V, notFound, ok bool)
 	// Answered tells the tier that the shared cache answered: Stale gives
 	// nothing from then on.

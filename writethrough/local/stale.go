@@ -5,56 +5,78 @@ import (
 	"time"
 )
 
-// kept is what a tier held when it lost its subscription, for
-// Options.StaleIfError: served only while the shared cache does not answer.
+// kept is what a tier held when it lost its subscription, and what its
+// process loaded from the source since, for Options.StaleIfError: served
+// only while the shared cache does not answer.
 type kept[V any] struct {
-	vouched time.Time // when the subscription was last heard: the entries were current then
 	mu      sync.Mutex
-	entries map[string]held[V]
+	entries map[string]keptEntry[V]
+	bytes   uint64 // their weight, when the tier is bounded by MaxBytes
 }
 
-// keep takes what the tier holds as kept, on a flush for cause: only when
-// the subscription is lost, as when the cache goes down, and only the
-// first time, so that what is kept is never vouched for later than it
-// was. t.flush is held.
+type keptEntry[V any] struct {
+	held[V]
+	vouched time.Time // the entry was current then
+}
+
+// keep starts keeping, on a flush for cause: what the tier holds, current
+// when the subscription was last heard (vouched). Only when the
+// subscription is lost, as when the cache goes down, and only the first
+// time, so that nothing kept is vouched for later than it was. t.flush is
+// held.
 func (t *Tier[V]) keep(cause Cause, vouched time.Time) {
 	switch {
 	case cause == CauseClosed:
 		t.kept.Store(nil)
 	case t.staleIfError <= 0 || cause != CauseLost && cause != CauseSilent || t.kept.Load() != nil:
 	default:
-		k := &kept[V]{vouched: vouched, entries: make(map[string]held[V], t.store.EstimatedSize())}
+		k := &kept[V]{entries: make(map[string]keptEntry[V], t.store.EstimatedSize())}
 		for key, h := range t.store.All() {
-			k.entries[key] = h
+			k.entries[key] = keptEntry[V]{h, vouched}
+			k.bytes += uint64(h.size)
 		}
-		if len(k.entries) > 0 {
-			t.kept.Store(k)
-		}
+		t.kept.Store(k)
 	}
 }
 
-// Stale is writethrough.Local's: what the tier kept for key when it lost
-// its subscription, for up to StaleIfError after it last heard it.
+// keepLoaded keeps what this process loaded from the source for key while
+// the shared cache did not answer, current when the read began (since),
+// unless the cache answered since, or the tier is full. The caller holds
+// key's stripe, and found it not dropped since.
+func (t *Tier[V]) keepLoaded(k *kept[V], key string, h held[V], since time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	old, had := k.entries[key]
+	full := t.maxBytes > 0 && k.bytes+uint64(h.size) > t.maxBytes || t.maxBytes == 0 && len(k.entries) >= t.maxEntries
+	if t.kept.Load() != k || full && !had {
+		return
+	}
+	k.bytes += uint64(h.size) - uint64(old.size)
+	k.entries[key] = keptEntry[V]{h, since}
+}
+
+// Stale is writethrough.Local's: what the tier kept for key since it lost
+// its subscription, if it was current within StaleIfError, and would still
+// be held (MaxLifetime, its expiry in the shared cache): what bounds the
+// staleness of a held entry should a lost announcement go unseen bounds it
+// here too.
 func (t *Tier[V]) Stale(key string) (v V, notFound, ok bool) {
 	k := t.kept.Load()
 	if k == nil {
 		return v, false, false
 	}
-	age := time.Since(k.vouched)
-	if age > t.staleIfError {
-		t.kept.CompareAndSwap(k, nil)
-		return v, false, false
-	}
 	k.mu.Lock()
-	h, ok := k.entries[key]
+	e, ok := k.entries[key]
 	k.mu.Unlock()
-	if !ok {
+	now := time.Now()
+	age := now.Sub(e.vouched)
+	if !ok || age > t.staleIfError || !now.Before(e.until) {
 		return v, false, false
 	}
 	t.staleReads.Add(1)
 	for old := t.staleOldest.Load(); int64(age) > old && !t.staleOldest.CompareAndSwap(old, int64(age)); old = t.staleOldest.Load() {
 	}
-	return h.v, h.notFound, true
+	return e.v, e.notFound, true
 }
 
 // Answered is writethrough.Local's: the shared cache answered, so nothing
@@ -69,7 +91,10 @@ func (t *Tier[V]) Answered() {
 func (t *Tier[V]) unkeep(key string) {
 	if k := t.kept.Load(); k != nil {
 		k.mu.Lock()
-		delete(k.entries, key)
+		if e, ok := k.entries[key]; ok {
+			k.bytes -= uint64(e.size)
+			delete(k.entries, key)
+		}
 		k.mu.Unlock()
 	}
 }

@@ -36,8 +36,20 @@ func TestStaleIfErrorKeepsWhatWasHeldUntilTheCacheAnswers(t *testing.T) {
 	if s := kept.Stats(); s.StaleReads != 2 || s.StaleOldest <= 0 {
 		t.Fatalf("stats %+v: want 2 stale reads, and their age", s)
 	}
+	// What the process loads meanwhile is kept too, unless it writes the key.
+	kept.Reserve("c")("v-c", false, 3, time.Now().Add(time.Hour))
+	keepD := kept.Reserve("d")
+	if err := kept.Drop(t.Context(), "d"); err != nil {
+		t.Fatal(err)
+	}
+	keepD("v-d", false, 3, time.Now().Add(time.Hour))
+	if !stale(kept, "c") || stale(kept, "d") || plain.Reserve("c") != nil {
+		t.Fatalf("loaded while down: c kept %v, d (written meanwhile) kept %v; want c only, and only with StaleIfError", stale(kept, "c"), stale(kept, "d"))
+	}
+	keepE := kept.Reserve("e")
 	kept.Answered()
-	if stale(kept, "a") {
+	keepE("v-e", false, 3, time.Now().Add(time.Hour))
+	if stale(kept, "a") || stale(kept, "e") || kept.Reserve("a") != nil {
 		t.Fatal("served stale after the cache answered")
 	}
 }
@@ -67,5 +79,20 @@ func TestStaleIfErrorIsBoundedAndEndsWithTheSubscription(t *testing.T) {
 	ch.lost(2, CauseGap, errors.New("a gap"))
 	if _, _, ok := tier.Stale("a"); ok {
 		t.Fatal("kept on a gap, with the cache answering")
+	}
+}
+
+func TestStaleIfErrorNeverOutlivesTheEntry(t *testing.T) {
+	ch := newChannel(&wire{byPub: map[string][]sent{}}, ChannelOptions{Channel: "stale", Logger: discard, ReadOnly: true})
+	tier := New[string](ch, Options{StaleIfError: time.Hour, MaxLifetime: 50 * time.Millisecond})
+	ch.subscribed(0, time.Now(), "node")
+	tier.Reserve("a")("v", false, 1, time.Now().Add(time.Hour))
+	ch.lost(0, CauseLost, errors.New("gone"))
+	tier.Reserve("b")("v", false, 1, time.Now().Add(time.Hour)) // loaded while down
+	time.Sleep(100 * time.Millisecond)
+	for _, k := range []string{"a", "b"} {
+		if v, _, ok := tier.Stale(k); ok {
+			t.Fatalf("Stale served %s = %q past its MaxLifetime", k, v)
+		}
 	}
 }

@@ -29,13 +29,15 @@ type Options struct {
 	MaxLifetime time.Duration
 	// StaleIfError, opt-in, keeps what the tier holds when it loses its
 	// subscription — its connection ended or went silent, as when the
-	// shared cache goes down — and serves it while the shared cache does
-	// not answer this process, for up to StaleIfError after the
-	// subscription was last heard: at most that much staleness, in exchange
-	// for reads that do not all go to the database during an outage. A key
-	// this process writes is dropped from it at once; all of it is dropped
-	// as soon as the shared cache answers, or the subscription is back.
-	// Default 0: nothing is kept.
+	// shared cache goes down — and what this process loads from the source
+	// meanwhile, and serves them while the shared cache does not answer this
+	// process, each for up to StaleIfError after it was last known current
+	// (the subscription last heard; the load begun): at most that much
+	// staleness, in exchange for reads that do not all go to the database
+	// during an outage. A key this process writes is dropped from it at
+	// once; all of it is dropped as soon as the shared cache answers, or the
+	// subscription is back. It holds no more than the tier does. Default 0:
+	// nothing is kept.
 	StaleIfError time.Duration
 }
 
@@ -55,6 +57,8 @@ type Tier[V any] struct {
 	store        *otter.Cache[string, held[V]]
 	lifetime     time.Duration
 	staleIfError time.Duration
+	maxEntries   int    // the store's bound, and what is kept's
+	maxBytes     uint64 // the same, by weight; 0: by entries
 	seed         maphash.Seed
 	kept         atomic.Pointer[kept[V]] // StaleIfError's; nil: none
 
@@ -74,6 +78,7 @@ type held[V any] struct {
 	notFound bool
 	size     uint32        // its key's, its value's in the shared cache, and entryOverhead
 	life     time.Duration // how long it is held
+	until    time.Time     // when that ends
 }
 
 // stripe counts the drops of its keys; a drop and a kept read of them
@@ -101,7 +106,8 @@ func New[V any](ch *Channel, opts Options) *Tier[V] {
 	default:
 		o.MaximumSize = 10_000
 	}
-	t := &Tier[V]{ch: ch, store: otter.Must(o), lifetime: opts.MaxLifetime, staleIfError: max(opts.StaleIfError, 0), seed: maphash.MakeSeed()}
+	t := &Tier[V]{ch: ch, store: otter.Must(o), lifetime: opts.MaxLifetime, staleIfError: max(opts.StaleIfError, 0), seed: maphash.MakeSeed(),
+		maxEntries: o.MaximumSize, maxBytes: o.MaximumWeight}
 	ch.join(t)
 	return t
 }
@@ -121,21 +127,39 @@ func (t *Tier[V]) Get(key string) (v V, notFound, ok bool) {
 	return h.v, h.notFound, true
 }
 
-// Reserve is writethrough.Local's: nil while the channel is not
-// subscribed, else what keeps a read of key that begins now, unless key is
-// dropped or the tier flushed before it is kept.
+// Reserve is writethrough.Local's: what keeps a read of key that begins
+// now, unless key is dropped or the tier flushed before it is kept. While
+// the channel is not subscribed, nil; or, while the tier keeps what it held
+// for StaleIfError, what keeps a value loaded from the source meanwhile,
+// with what it held, until the shared cache answers.
 func (t *Tier[V]) Reserve(key string) func(v V, notFound bool, size int, expiry time.Time) {
 	// The epoch before the state: a flush between the two is seen by
 	// either.
 	epoch := t.epoch.Load()
-	if !t.ch.Subscribed() {
+	k := t.kept.Load()
+	subscribed := t.ch.Subscribed()
+	if !subscribed && k == nil {
 		return nil
 	}
+	since := time.Now()
 	s := &t.stripes[maphash.String(t.seed, key)%stripes]
 	s.mu.Lock()
 	drops := s.drops
 	s.mu.Unlock()
-	return func(v V, notFound bool, size int, expiry time.Time) {
+	size := func(n int) uint32 { return uint32(min(len(key)+n+entryOverhead, 1<<31)) }
+	if !subscribed {
+		return func(v V, notFound bool, n int, expiry time.Time) {
+			until := since.Add(min(t.lifetime, expiry.Sub(since)))
+			t.flush.RLock()
+			defer t.flush.RUnlock()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if t.epoch.Load() == epoch && s.drops == drops {
+				t.keepLoaded(k, key, held[V]{v: v, notFound: notFound, size: size(n), until: until}, since)
+			}
+		}
+	}
+	return func(v V, notFound bool, n int, expiry time.Time) {
 		life := min(t.lifetime, time.Until(expiry))
 		if life <= 0 {
 			return
@@ -148,7 +172,7 @@ func (t *Tier[V]) Reserve(key string) func(v V, notFound bool, size int, expiry 
 			t.refused.Add(1)
 			return
 		}
-		t.store.Set(key, held[V]{v: v, notFound: notFound, size: uint32(min(len(key)+size+entryOverhead, 1<<31)), life: life})
+		t.store.Set(key, held[V]{v: v, notFound: notFound, size: size(n), life: life, until: time.Now().Add(life)})
 		t.kepts.Add(1)
 	}
 }
