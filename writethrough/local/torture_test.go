@@ -24,6 +24,10 @@ import (
 // announcement this process has heard of: delivered, or numbered before
 // one delivered from the same publisher — which the process knows it
 // missed. A message lost is made up for only by the flush on the gap.
+// With StaleIfError, the shared cache also goes down and comes back: while
+// it is down, a miss asks Stale, and a read loads from the source and is
+// kept; what Stale serves must pass the same check, so nothing kept from
+// before the cache last answered, nor older than this process's writes.
 
 // wire is the channel between the publishers and the subscription: what
 // was published, in order, some of it lost on the way.
@@ -69,8 +73,10 @@ type torture struct {
 	heard    map[string]bool   // publishers heard on this subscription
 	session  uint64
 	up       bool
+	down     bool // the shared cache does not answer (StaleIfError's runs)
 	reads    []*read
 	hits     int
+	stale    int // hits served by Stale
 	trace    []string
 }
 
@@ -83,12 +89,12 @@ type read struct {
 
 const tortureKeys = 6
 
-func newTorture(t *testing.T, seed uint64) *torture {
+func newTorture(t *testing.T, seed uint64, staleIfError time.Duration) *torture {
 	w := &wire{byPub: map[string][]sent{}}
 	x := &torture{t: t, r: rand.New(rand.NewPCG(seed, 0)), wire: w, source: map[string]int{}, shared: map[string]int{},
 		required: map[string]int{}, known: map[string]uint64{}, heard: map[string]bool{}}
 	x.ch = newChannel(w, ChannelOptions{Channel: "torture", Logger: discard})
-	x.tier = New[int](x.ch, Options{MaxEntries: 4, MaxLifetime: time.Hour})
+	x.tier = New[int](x.ch, Options{MaxEntries: 4, MaxLifetime: time.Hour, StaleIfError: staleIfError})
 	for range 2 {
 		x.workers = append(x.workers, announce.NewPublisher(w, "torture"))
 	}
@@ -112,6 +118,10 @@ func (x *torture) subscribe() {
 }
 
 func (x *torture) step() {
+	if x.tier.staleIfError > 0 && x.r.IntN(1000) < map[bool]int{false: 5, true: 30}[x.down] {
+		x.outage()
+		return
+	}
 	switch n := x.r.IntN(1000); {
 	case n < 250:
 		if len(x.reads) < 8 {
@@ -139,7 +149,7 @@ func (x *torture) step() {
 			x.up = false
 			x.wire.queue = nil // in flight to the connection that closed
 			x.log("subscription lost")
-		} else {
+		} else if !x.down {
 			x.subscribe()
 		}
 	case n < 997:
@@ -148,10 +158,27 @@ func (x *torture) step() {
 	case n < 998:
 		x.forge()
 	default:
-		if !x.up {
+		if !x.up && !x.down {
 			x.subscribe()
 		}
 	}
+}
+
+// outage takes the shared cache down, and the subscription with it, or
+// brings it back: a call of a Cache's answers first.
+func (x *torture) outage() {
+	if x.down = !x.down; !x.down {
+		x.tier.Answered()
+		x.log("the cache answers")
+		return
+	}
+	if x.up {
+		x.ch.lost(x.session, CauseLost, errors.New("the cache is down"))
+		x.session++
+		x.up = false
+		x.wire.queue = nil
+	}
+	x.log("the cache is down")
 }
 
 // startRead reads key through the tier: a hit is checked; a miss reserves.
@@ -165,6 +192,16 @@ func (x *torture) startRead() {
 		}
 		return
 	}
+	if x.down {
+		if v, _, ok := x.tier.Stale(k); ok {
+			x.stale++
+			x.log("stale %s v%d (required v%d)", k, v, x.required[k])
+			if v < x.required[k] {
+				x.fail("stale read: %s holds v%d, the process heard of v%d", k, v, x.required[k])
+			}
+			return
+		}
+	}
 	x.reads = append(x.reads, &read{key: k, keep: x.tier.Reserve(k)})
 	x.log("miss %s, reserved %v", k, x.reads[len(x.reads)-1].keep != nil)
 }
@@ -172,10 +209,13 @@ func (x *torture) startRead() {
 func (x *torture) readShared() {
 	for _, i := range x.r.Perm(len(x.reads)) {
 		if rd := x.reads[i]; !rd.read {
-			if _, ok := x.shared[rd.key]; !ok {
+			if _, ok := x.shared[rd.key]; !ok && !x.down {
 				x.shared[rd.key] = x.source[rd.key] // a fill under its lease
 			}
 			rd.value, rd.read = x.shared[rd.key], true
+			if x.down {
+				rd.value = x.source[rd.key] // loaded directly
+			}
 			x.log("shared read %s v%d", rd.key, rd.value)
 			return
 		}
@@ -287,17 +327,19 @@ func (x *torture) fail(format string, args ...any) {
 }
 
 func TestTortureNoHitOlderThanWhatTheProcessHeardOf(t *testing.T) {
-	hits := 0
-	for seed := range uint64(300) {
-		x := newTorture(t, seed)
-		for range 3000 {
-			x.step()
+	for _, staleIfError := range []time.Duration{0, time.Hour} {
+		hits, stale := 0, 0
+		for seed := range uint64(300) {
+			x := newTorture(t, seed, staleIfError)
+			for range 3000 {
+				x.step()
+			}
+			hits, stale = hits+x.hits, stale+x.stale
 		}
-		hits += x.hits
-	}
-	t.Logf("%d hits checked", hits)
-	if hits < 10_000 {
-		t.Fatalf("only %d hits in all runs: the torture tortures nothing", hits)
+		t.Logf("StaleIfError %v: %d hits checked, %d of Stale's", staleIfError, hits, stale)
+		if hits < 5_000 || staleIfError > 0 && stale < 1_000 {
+			t.Fatalf("only %d hits, %d of Stale's, in all runs: the torture tortures nothing", hits, stale)
+		}
 	}
 }
 
