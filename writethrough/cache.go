@@ -215,7 +215,9 @@ func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw []byte, vou
 // refreshEarly is XFetch: recompute when now − Δ·β·ln(rand) ≥ expiry, which
 // grows likelier as expiry nears and the value is costlier to compute.
 func (c *Cache[V]) refreshEarly(e entry, now time.Time) bool {
-	if c.opts.Beta == 0 {
+	// −ln of a float64 in (0, 1) is below 37: further from expiry than
+	// that many deltas, no draw can refresh (and none is drawn).
+	if c.opts.Beta == 0 || now.Add(time.Duration(37*float64(e.delta)*c.opts.Beta)).Before(e.expiry) {
 		return false
 	}
 	gap := -float64(e.delta) * c.opts.Beta * math.Log(c.opts.Rand())

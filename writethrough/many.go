@@ -265,7 +265,7 @@ func (m *many[V]) direct(ctx context.Context, keys []string, down bool) {
 				if !ok {
 					absent = ErrNotFound
 				}
-				m.keepers[k].keep(v, absent, 0, m.c.opts.Clock.Now().Add(m.c.opts.TTL))
+				m.keepers[k].keep(v, absent, fromSource, m.c.opts.Clock.Now().Add(m.c.opts.TTL))
 			}
 		}
 	})

@@ -16,10 +16,10 @@ type Local[V any] interface {
 	// Reserve is told that a read of key from the shared cache begins, and
 	// returns what keeps its result: keep stores it, for no longer than
 	// expiry, unless key was dropped or the tier forgot everything since
-	// Reserve. size is the value's size in the shared cache. Reserve
-	// returns nil when the tier keeps nothing now. While the shared cache
-	// does not answer, keep is also given what Get loads from the source,
-	// for Stale.
+	// Reserve. size is the value's size in the shared cache, or -1 for
+	// what Get loaded from the source while the shared cache did not
+	// answer, which a tier keeps only for Stale. Reserve returns nil when
+	// the tier keeps nothing now.
 	Reserve(key string) (keep func(v V, notFound bool, size int, expiry time.Time))
 	// Drop forgets keys at once, and tells the other processes' tiers to.
 	Drop(ctx context.Context, keys ...string) error

@@ -14,10 +14,14 @@ func (c *Cache[V]) outage(ctx context.Context, key string, keep keeper[V], load 
 	}
 	v, err := c.directs.load(ctx, key, load)
 	if err == nil || errors.Is(err, ErrNotFound) {
-		keep.keep(v, err, 0, c.opts.Clock.Now().Add(c.opts.TTL))
+		keep.keep(v, err, fromSource, c.opts.Clock.Now().Add(c.opts.TTL))
 	}
 	return v, err
 }
+
+// fromSource is the size given a local tier for a value loaded while the
+// cache did not answer: kept only for StaleIfError.
+const fromSource = -1
 
 // direct loads key without filling: the cache could not be used for it.
 func (c *Cache[V]) direct(ctx context.Context, key string, load func(context.Context) (V, error)) (V, error) {

@@ -23,6 +23,7 @@ import (
 // faultResult is a fault, when it lasted, and the probes sent at its end.
 type faultResult struct {
 	name     string
+	quiet    time.Time // the steady time before it began then
 	from, to time.Time
 	probes   []probeResult
 	// Of the writethrough keys on the nodes that stayed up, sampled a

@@ -86,7 +86,7 @@ func (l *load) listDefs() []listDef {
 func (l *load) readLists(ctx context.Context) {
 	l.readEach(ctx, func(ctx context.Context) error {
 		def := l.lists[rand.N(len(l.lists))]
-		return readThrough(ctx, &l.wt, l.listCache, def.key, func(ctx context.Context) (list, error) {
+		return readThrough(ctx, &l.wt, kindList, l.listCache, def.key, func(ctx context.Context) (list, error) {
 			s, err := l.sourceList(ctx, def)
 			slowly(ctx)
 			return s, err

@@ -153,6 +153,7 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 	l.start(ctx)
 	var faults []faultResult
 	progress.phase("warm-up")
+	quiet := time.Now()
 	wait.For(ctx, p.warmup)
 	for _, f := range s.faults(p) {
 		if ctx.Err() != nil {
@@ -173,12 +174,13 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 		if err := f.inject(ctx); err != nil {
 			return false, fmt.Errorf("%s: %w", f.name, err)
 		}
-		fr := faultResult{name: f.name, from: from, to: time.Now()}
+		fr := faultResult{name: f.name, quiet: quiet, from: from, to: time.Now()}
 		if b != nil {
 			fr.samples, fr.staleLive, fr.lateLive = b.end()
 		}
 		fr.probes = l.probe(ctx, f.name)
 		faults = append(faults, fr)
+		quiet = time.Now()
 		progress.phase(f.name + ", steady")
 		wait.For(ctx, p.steady)
 	}

@@ -17,8 +17,14 @@ import (
 )
 
 // nearProcesses is how many service processes read through a local tier:
-// each its own cache client, channel, and tiers, as on separate hosts.
+// each its own cache client, channel, and tiers, as on separate hosts. One
+// more reads through a tier with StaleIfError.
 const nearProcesses = 2
+
+// staleIfError is that process's: longer than the longest outage, its
+// MaxLifetime longer still, so that its reads are served from memory for
+// all of it.
+const staleIfError = 2 * time.Minute
 
 // near are the readers through local tiers. Every hit is checked, once the
 // run is over, against the announcements its process had applied before
@@ -31,6 +37,7 @@ type near struct {
 // nearProcess is one process: its channel, its caches with their local
 // tier, and what it saw.
 type nearProcess struct {
+	kind            string // kindNear, or kindStaleIfError
 	ch              *local.Channel
 	tier            *local.Tier[item]
 	products, users *writethrough.Cache[item]
@@ -63,15 +70,20 @@ func (l *load) startNear(ctx context.Context) (*near, error) {
 	logger := slog.New(slog.NewJSONHandler(logFile, nil))
 	opts := writethrough.Options[item]{TTL: time.Hour, VersionOf: func(v item) int64 { return v.Version }}
 	n := &near{}
-	for i := range nearProcesses {
+	for i := range nearProcesses + 1 {
 		client, err := elasticache.New(l.env.cache)
 		if err != nil {
 			return nil, err
 		}
-		p := &nearProcess{drops: map[string][]applied{}, closeClient: client.Close}
+		p := &nearProcess{kind: kindNear, drops: map[string][]applied{}, closeClient: client.Close}
 		p.ch = local.Open(client, local.ChannelOptions{Channel: os.Getenv("ANNOUNCE_CHANNEL"), Logger: logger.With("process", i), OnMessage: p.applied})
-		p.tier = local.New[item](p.ch, local.Options{MaxEntries: 10_000, MaxLifetime: 5 * time.Minute})
-		o := opts
+		tierOpts, o := local.Options{MaxEntries: 10_000, MaxLifetime: 5 * time.Minute}, opts
+		if i == nearProcesses {
+			// A bound on its loads above its readers: nothing sheds but in
+			// an outage, and then only what the tier does not hold.
+			p.kind, tierOpts.StaleIfError, o.MaxConcurrentLoads = kindStaleIfError, staleIfError, 16
+		}
+		p.tier = local.New[item](p.ch, tierOpts)
 		o.Local = recorder{p.tier, p}
 		p.products, p.users = writethrough.New[item](client, o), writethrough.New[item](client, o)
 		n.procs = append(n.procs, p)
@@ -114,12 +126,12 @@ func (n *near) readers(l *load) {
 		for range 2 {
 			l.readers.Go(func() {
 				l.read(l.readCtx, "product", func(ctx context.Context, id string) error {
-					return readThrough(ctx, &l.wt, p.products, "cache:product:"+id, l.loadProduct(id))
+					return readThrough(ctx, &l.wt, p.kind, p.products, "cache:product:"+id, l.loadProduct(id))
 				})
 			})
 			l.readers.Go(func() {
 				l.read(l.readCtx, "user", func(ctx context.Context, id string) error {
-					return readThrough(ctx, &l.wt, p.users, "cache:user:"+id, l.loadUser(id))
+					return readThrough(ctx, &l.wt, p.kind, p.users, "cache:user:"+id, l.loadUser(id))
 				})
 			})
 		}
@@ -129,6 +141,8 @@ func (n *near) readers(l *load) {
 // nearCounts are what the local tiers did, and the stale hits among them.
 type nearCounts struct {
 	hits, stale, kept, refused, messages int64
+	staleReads                           int64         // served by StaleIfError
+	staleOldest                          time.Duration // the most stale of them
 	flushes                              map[local.Cause]int64
 	notes                                []string
 }
@@ -139,6 +153,7 @@ func (n *near) check(l *load) nearCounts {
 	for _, p := range n.procs {
 		s, cs := p.tier.Stats(), p.ch.Stats()
 		c.kept, c.refused, c.messages = c.kept+s.Kept, c.refused+s.Refused, c.messages+cs.Messages
+		c.staleReads, c.staleOldest = c.staleReads+s.StaleReads, max(c.staleOldest, s.StaleOldest)
 		for cause, k := range cs.Flushes {
 			c.flushes[cause] += k
 		}
@@ -203,7 +218,9 @@ func (c nearCounts) print(line func(string, any)) bool {
 	for _, cause := range causes {
 		line("local_flushes_"+string(cause), c.flushes[cause])
 	}
-	return c.stale == 0 && c.hits > 0
+	line("stale_if_error_reads", c.staleReads)
+	line("stale_if_error_oldest_ms", c.staleOldest.Milliseconds())
+	return c.stale == 0 && c.hits > 0 && c.staleOldest <= staleIfError
 }
 
 func (n *near) close() {

@@ -50,7 +50,7 @@ const maxReplicaLag = 500 * time.Millisecond
 // read the version before it.
 func (l *load) replicaRead(entity string) func(ctx context.Context, id string) error {
 	return func(ctx context.Context, id string) error {
-		return readThrough(ctx, &l.wt, l.replicas, "replica:"+entity+":"+id, func(ctx context.Context) (item, error) {
+		return readThrough(ctx, &l.wt, kindReplica, l.replicas, "replica:"+entity+":"+id, func(ctx context.Context) (item, error) {
 			it := l.replica(entity, id, time.Now().Add(-rand.N(maxReplicaLag)))
 			slowly(ctx)
 			return it, nil
@@ -110,11 +110,11 @@ func (l *load) loadUser(id string) func(context.Context) (item, error) {
 }
 
 func (l *load) cachedProduct(ctx context.Context, id string) error {
-	return readThrough(ctx, &l.wt, l.products, "cache:product:"+id, l.loadProduct(id))
+	return readThrough(ctx, &l.wt, kindPlain, l.products, "cache:product:"+id, l.loadProduct(id))
 }
 
 func (l *load) cachedUser(ctx context.Context, id string) error {
-	return readThrough(ctx, &l.wt, l.users, "cache:user:"+id, l.loadUser(id))
+	return readThrough(ctx, &l.wt, kindPlain, l.users, "cache:user:"+id, l.loadUser(id))
 }
 
 func (l *load) naiveProduct(ctx context.Context, id string) error {

@@ -15,6 +15,10 @@ func TestStaleIfErrorKeepsWhatWasHeldUntilTheCacheAnswers(t *testing.T) {
 			tier.Reserve(k)("v-"+k, false, 3, time.Now().Add(time.Hour))
 		}
 	}
+	kept.Reserve("loaded")("v", false, -1, time.Now().Add(time.Hour)) // from the source, the cache down: not for Get
+	if _, _, ok := kept.Get("loaded"); ok {
+		t.Fatal("a value loaded while the cache did not answer is served as current")
+	}
 	stale := func(tier *Tier[string], k string) bool { _, _, ok := tier.Stale(k); return ok }
 	if stale(kept, "a") {
 		t.Fatal("served stale while subscribed")
@@ -29,6 +33,7 @@ func TestStaleIfErrorKeepsWhatWasHeldUntilTheCacheAnswers(t *testing.T) {
 	if err := kept.Drop(t.Context(), "b"); err != nil || stale(kept, "b") {
 		t.Fatalf("a key this process wrote is still served stale (%v)", err)
 	}
+	keepC := kept.Reserve("c")
 	ch.lost(1, CauseLost, errors.New("still gone")) // subscribing again failed: what is kept stays, as old as it was
 	if !stale(kept, "a") {
 		t.Fatal("what was kept is gone after a second loss")
@@ -37,7 +42,7 @@ func TestStaleIfErrorKeepsWhatWasHeldUntilTheCacheAnswers(t *testing.T) {
 		t.Fatalf("stats %+v: want 2 stale reads, and their age", s)
 	}
 	// What the process loads meanwhile is kept too, unless it writes the key.
-	kept.Reserve("c")("v-c", false, 3, time.Now().Add(time.Hour))
+	keepC("v-c", false, -1, time.Now().Add(time.Hour))
 	keepD := kept.Reserve("d")
 	if err := kept.Drop(t.Context(), "d"); err != nil {
 		t.Fatal(err)

@@ -154,14 +154,16 @@ func (t *Tier[V]) Reserve(key string) func(v V, notFound bool, size int, expiry 
 			defer t.flush.RUnlock()
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if t.epoch.Load() == epoch && s.drops == drops {
-				t.keepLoaded(k, key, held[V]{v: v, notFound: notFound, size: size(n), until: until}, since)
+			// Not the epoch: the flushes of the attempts to subscribe again
+			// leave what is kept as it was.
+			if s.drops == drops {
+				t.keepLoaded(k, key, held[V]{v: v, notFound: notFound, size: size(max(n, 0)), until: until}, since)
 			}
 		}
 	}
 	return func(v V, notFound bool, n int, expiry time.Time) {
 		life := min(t.lifetime, time.Until(expiry))
-		if life <= 0 {
+		if life <= 0 || n < 0 { // a value loaded while the cache did not answer is only for StaleIfError
 			return
 		}
 		t.flush.RLock()
