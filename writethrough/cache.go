@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	randv2 "math/rand/v2"
 	"time"
 
@@ -212,18 +211,6 @@ func (c *Cache[V]) hit(ctx context.Context, key string, e entry, raw []byte, vou
 	return v, nil, true
 }
 
-// refreshEarly is XFetch: recompute when now − Δ·β·ln(rand) ≥ expiry, which
-// grows likelier as expiry nears and the value is costlier to compute.
-func (c *Cache[V]) refreshEarly(e entry, now time.Time) bool {
-	// −ln of a float64 in (0, 1) is below 37: further from expiry than
-	// that many deltas, no draw can refresh (and none is drawn).
-	if c.opts.Beta == 0 || now.Add(time.Duration(37*float64(e.delta)*c.opts.Beta)).Before(e.expiry) {
-		return false
-	}
-	gap := -float64(e.delta) * c.opts.Beta * math.Log(c.opts.Rand())
-	return now.Add(time.Duration(gap)).Compare(e.expiry) >= 0
-}
-
 // miss loads a missing key under a lease. retry says to read the key again:
 // another process took the lease first, or this caller joined a load whose
 // fill was cancelled by an invalidation, so the value may predate a write
@@ -373,17 +360,6 @@ func (c *Cache[V]) wait(ctx context.Context, key, lease string, load func(contex
 	return v, err, false
 }
 
-// renew extends a hit to a full lifetime, unless it changed meanwhile.
-func (c *Cache[V]) renew(ctx context.Context, key string, e entry) {
-	from := e.stamp
-	ttl := c.jittered(c.opts.TTL)
-	if e.kind == kindNotFound {
-		ttl = c.opts.NegativeTTL
-	}
-	e.stamp, e.expiry = stamp(), c.opts.Clock.Now().Add(ttl)
-	_ = c.exec(ctx, fillScript, key, from, e.encode(), ms(ttl)).Error()
-}
-
 // clock reads the tag clock for a fill, when values have tags: before the
 // load, so that an invalidation of a tag after it shows in the tag.
 func (c *Cache[V]) clock(ctx context.Context) (int64, error) {
@@ -391,11 +367,6 @@ func (c *Cache[V]) clock(ctx context.Context) (int64, error) {
 		return 0, nil
 	}
 	return c.tick(ctx)
-}
-
-func (c *Cache[V]) jittered(ttl time.Duration) time.Duration {
-	f := 1 + c.opts.Jitter*(2*c.opts.Rand()-1)
-	return max(time.Duration(float64(ttl)*f), time.Millisecond)
 }
 
 func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
