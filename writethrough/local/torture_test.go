@@ -181,26 +181,23 @@ func (x *torture) outage() {
 	x.log("the cache is down")
 }
 
-// startRead reads key through the tier: a hit is checked; a miss reserves.
+// startRead reads key through the tier: a hit is checked (while the cache
+// is down, one of Stale's too); a miss reserves.
 func (x *torture) startRead() {
 	k := x.key(x.r.IntN(tortureKeys))
-	if v, _, ok := x.tier.Get(k); ok {
-		x.hits++
-		x.log("hit %s v%d (required v%d)", k, v, x.required[k])
+	v, _, ok := x.tier.Get(k)
+	what, count := "hit", &x.hits
+	if !ok && x.down {
+		v, _, ok = x.tier.Stale(k)
+		what, count = "stale read", &x.stale
+	}
+	if ok {
+		*count++
+		x.log("%s %s v%d (required v%d)", what, k, v, x.required[k])
 		if v < x.required[k] {
-			x.fail("stale hit: %s holds v%d, the process heard of v%d", k, v, x.required[k])
+			x.fail("%s: %s holds v%d, the process heard of v%d", what, k, v, x.required[k])
 		}
 		return
-	}
-	if x.down {
-		if v, _, ok := x.tier.Stale(k); ok {
-			x.stale++
-			x.log("stale %s v%d (required v%d)", k, v, x.required[k])
-			if v < x.required[k] {
-				x.fail("stale read: %s holds v%d, the process heard of v%d", k, v, x.required[k])
-			}
-			return
-		}
 	}
 	x.reads = append(x.reads, &read{key: k, keep: x.tier.Reserve(k)})
 	x.log("miss %s, reserved %v", k, x.reads[len(x.reads)-1].keep != nil)
