@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/invalidator-go/invalidator/internal/tagset"
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -163,9 +164,13 @@ func (m *many[V]) pass(ctx context.Context, keys []string) (again []string) {
 			}
 		}
 	}
-	for i, vouched := range c.registered(ctx, tagged, taggedEntries) {
-		if !m.hit(ctx, tagged[i], taggedEntries[i], taggedRaws[i], vouched) {
-			again = append(again, tagged[i])
+	// A hundred entries' tags a pipeline, as a fill's are.
+	for from := 0; from < len(tagged); from += 100 {
+		to := min(from+100, len(tagged))
+		for i, vouched := range c.registered(ctx, tagged[from:to], taggedEntries[from:to]) {
+			if !m.hit(ctx, tagged[from+i], taggedEntries[from+i], taggedRaws[from+i], vouched) {
+				again = append(again, tagged[from+i])
+			}
 		}
 	}
 	m.direct(ctx, down, true)
@@ -180,16 +185,32 @@ const pipeline = 1000
 
 // gets reads keys, a pipeline at a time.
 func (m *many[V]) gets(ctx context.Context, keys []string) []valkey.ValkeyResult {
+	return m.send(ctx, len(keys), func(i int) valkey.Completed { return m.c.client.B().Get().Key(keys[i]).Build() })
+}
+
+// send sends the n commands cmd gives, a pipeline at a time.
+func (m *many[V]) send(ctx context.Context, n int, cmd func(i int) valkey.Completed) []valkey.ValkeyResult {
 	c := m.c
-	resps := make([]valkey.ValkeyResult, 0, len(keys))
-	for part := range slices.Chunk(keys, pipeline) {
-		resps = append(resps, c.callAll(ctx, len(part), func(ctx context.Context) []valkey.ValkeyResult {
-			cmds := make(valkey.Commands, len(part))
-			for i, k := range part {
-				cmds[i] = c.client.B().Get().Key(k).Build()
+	resps := make([]valkey.ValkeyResult, 0, n)
+	for from := 0; from < n; from += pipeline {
+		part := min(pipeline, n-from)
+		resps = append(resps, c.callAll(ctx, part, func(ctx context.Context) []valkey.ValkeyResult {
+			cmds := make(valkey.Commands, part)
+			for i := range cmds {
+				cmds[i] = cmd(from + i)
 			}
 			return c.client.DoMulti(ctx, cmds...)
 		})...)
+	}
+	return resps
+}
+
+// each runs s on keys, the i-th with args(i), a pipeline at a time.
+func (m *many[V]) each(ctx context.Context, s tagset.Script, keys []string, args func(i int) []string) []valkey.ValkeyResult {
+	resps := make([]valkey.ValkeyResult, 0, len(keys))
+	for from := 0; from < len(keys); from += pipeline {
+		part := keys[from:min(from+pipeline, len(keys))]
+		resps = append(resps, m.c.each(ctx, s, part, func(i int) []string { return args(from + i) })...)
 	}
 	return resps
 }

@@ -31,13 +31,13 @@ func (m *many[V]) miss(ctx context.Context, keys []string) (again []string) {
 		return nil
 	}
 	tokens := make([]string, len(keys))
-	cmds := make(valkey.Commands, len(keys))
-	for i, k := range keys {
+	for i := range tokens {
 		tokens[i] = stamp()
-		lease := entry{kind: kindLease, stamp: tokens[i]}.encode()
-		cmds[i] = c.client.B().Set().Key(k).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()
 	}
-	resps := c.callAll(held, len(keys), func(ctx context.Context) []valkey.ValkeyResult { return c.client.DoMulti(ctx, cmds...) })
+	resps := m.send(held, len(keys), func(i int) valkey.Completed {
+		lease := entry{kind: kindLease, stamp: tokens[i]}.encode()
+		return c.client.B().Set().Key(keys[i]).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()
+	})
 	var mine, unsure, unsureTokens []string
 	tokenOf := map[string]string{}
 	for i, r := range resps {
@@ -115,7 +115,7 @@ func (m *many[V]) fill(ctx context.Context, keys []string, held map[string]strin
 // dropLeases gives back the leases tokens of keys.
 func (m *many[V]) dropLeases(ctx context.Context, keys, tokens []string) {
 	if len(keys) > 0 {
-		_ = m.c.each(ctx, dropStampedScript, keys, func(i int) []string { return []string{tokens[i]} })
+		_ = m.each(ctx, dropStampedScript, keys, func(i int) []string { return []string{tokens[i]} })
 	}
 }
 
@@ -128,7 +128,7 @@ func (m *many[V]) wait(ctx context.Context, keys, leases []string) (again []stri
 	c := m.c
 	life := ms(c.opts.LeaseTTL)
 	var waiting []string
-	for i, r := range c.each(ctx, staleLeaseScript, keys, func(i int) []string { return []string{leases[i], life} }) {
+	for i, r := range m.each(ctx, staleLeaseScript, keys, func(i int) []string { return []string{leases[i], life} }) {
 		if ttl, err := r.AsInt64(); err == nil && ttl != 0 {
 			c.staleLeases.found(c.opts.Logger, keys[i], "ttl_ms", ttl)
 			again = append(again, keys[i])
@@ -149,13 +149,7 @@ func (m *many[V]) wait(ctx context.Context, keys, leases []string) (again []stri
 			return again
 		case <-time.After(c.opts.WaitStep):
 		}
-		resps := c.callAll(ctx, len(waiting), func(ctx context.Context) []valkey.ValkeyResult {
-			cmds := make(valkey.Commands, len(waiting))
-			for i, k := range waiting {
-				cmds[i] = c.client.B().Get().Key(k).Build()
-			}
-			return c.client.DoMulti(ctx, cmds...)
-		})
+		resps := m.gets(ctx, waiting)
 		still := waiting[:0:0]
 		for i, r := range resps {
 			raw, err := r.AsBytes()
