@@ -22,27 +22,43 @@ type session struct {
 
 // connect reads the worker's configuration from this environment, with
 // the cache endpoint and the rules file the flags gave, and connects to AWS
-// and the cache as the worker would (IAM auth with these credentials, the
-// password read from CACHE_PASSWORD_SECRET_ARN with them).
+// and the cache as the worker would.
 func connect(ctx context.Context, endpoint, rules string) (session, error) {
-	getenv := ruleEnv(rules, func(key string) string {
+	s, err := settings(ctx, endpoint, rules)
+	if err == nil {
+		s.cache, err = dial(s.aws, s.cfg.Cache)
+	}
+	return s, err
+}
+
+// settings is connect without the cache: the configuration and AWS's.
+func settings(ctx context.Context, endpoint, rules string) (session, error) {
+	var s session
+	var err error
+	if s.cfg, err = worker.ConfigFromEnv(ruleEnv(rules, endpointEnv(endpoint))); err != nil {
+		return s, err
+	}
+	s.aws, err = config.LoadDefaultConfig(ctx)
+	return s, err
+}
+
+// endpointEnv is this environment with the cache endpoint a flag gave.
+func endpointEnv(endpoint string) func(string) string {
+	return func(key string) string {
 		if key == "CACHE_ENDPOINT" {
 			return endpoint
 		}
 		return os.Getenv(key)
-	})
-	var s session
-	var err error
-	if s.cfg, err = worker.ConfigFromEnv(getenv); err != nil {
-		return s, err
 	}
-	if s.aws, err = config.LoadDefaultConfig(ctx); err != nil {
-		return s, err
+}
+
+// dial connects to the cache as the worker would: IAM auth signed with
+// these AWS credentials, or the password read from
+// CACHE_PASSWORD_SECRET_ARN with them.
+func dial(cfg aws.Config, c elasticache.Config) (valkey.Client, error) {
+	c.SignWith(cfg.Region, cfg.Credentials)
+	if secret := c.PasswordSecret; secret != nil {
+		secret.Read = worker.SecretPassword(secretsmanager.NewFromConfig(cfg))
 	}
-	s.cfg.Cache.SignWith(s.aws.Region, s.aws.Credentials)
-	if secret := s.cfg.Cache.PasswordSecret; secret != nil {
-		secret.Read = worker.SecretPassword(secretsmanager.NewFromConfig(s.aws))
-	}
-	s.cache, err = elasticache.New(s.cfg.Cache)
-	return s, err
+	return elasticache.New(c)
 }

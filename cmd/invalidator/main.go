@@ -5,6 +5,7 @@
 //	invalidator keys      the keys an event's records plan, touching nothing
 //	invalidator inspect   measure the cache's consistency with the changes
 //	invalidator replay    re-invalidate what the failure queue (or a DLQ) holds
+//	invalidator cache     set or get a key, or wait for its invalidation
 package main
 
 import (
@@ -26,6 +27,7 @@ var verbs = []verb{
 	{"keys", "print the keys the rules plan for an event's records, touching nothing", keysVerb},
 	{"inspect", "measure the cache's consistency with the changes, as a second consumer of the events", inspectVerb},
 	{"replay", "re-invalidate what the failure queue (or a DLQ) holds, and delete what passes", replayVerb},
+	{"cache", "set or get a key, or wait until an invalidation deletes it", cacheVerb},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -74,7 +74,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
-	opts.Logger = slog.Default()
+	opts.Logger, opts.Region = slog.Default(), aws.Region
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return poller.Run(ctx, queues, w, opts) })
 	if cfg.SecondDeleteQueueURL != "" { // consumed even when off: what is left in it

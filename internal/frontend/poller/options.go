@@ -14,6 +14,10 @@ import (
 type Options struct {
 	// QueueURL is the queue to consume (QUEUE_URL). Required.
 	QueueURL string
+	// Region is the queue's AWS region, for its ARN, which a parked
+	// record names as where it came from; the region in an SQS URL's host
+	// wins. Default us-east-1.
+	Region string
 	// Receivers is how many receive loops always run. Default 2: a task's
 	// throughput grows with more tasks, which the template scales on the
 	// queue's backlog, and with MaxReceivers while a backlog lasts.
@@ -85,6 +89,9 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 func (o *Options) defaults() {
 	if o.Receivers <= 0 {
 		o.Receivers = 2
+	}
+	if o.Region == "" {
+		o.Region = "us-east-1"
 	}
 	if o.MaxReceivers == 0 {
 		o.MaxReceivers = 8

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -45,7 +46,7 @@ func Run(ctx context.Context, client SQS, handler Handler, opts Options) error {
 	if opts.QueueURL == "" {
 		return errors.New("poller: no queue URL")
 	}
-	p := &poller{client: client, handler: handler, opts: opts, gate: newGate(handler.Probe, opts.Logger)}
+	p := &poller{client: client, handler: handler, opts: opts, gate: newGate(handler.Probe, opts.Logger), arn: queueARN(opts.QueueURL, opts.Region)}
 	stopHealth, err := p.serveHealth()
 	if err != nil {
 		return err
@@ -72,6 +73,7 @@ type poller struct {
 	handler  Handler
 	opts     Options
 	gate     *gate
+	arn      string // the queue's, which what it parks names
 	draining atomic.Bool
 	loops    atomic.Int32 // receive loops running
 	wg       sync.WaitGroup
@@ -82,7 +84,7 @@ type poller struct {
 func (p *poller) receive(ctx context.Context, steady bool) {
 	failures := 0
 	for p.gate.pass(ctx) {
-		msgs, err := p.receiveOnce(ctx)
+		msgs, requestID, err := p.receiveOnce(ctx)
 		if err == nil && len(msgs) == int(p.opts.MaxMessages) {
 			p.scale(ctx)
 		}
@@ -110,7 +112,7 @@ func (p *poller) receive(ctx context.Context, steady bool) {
 			scaled := make(chan struct{})
 			held := time.AfterFunc(heldBatch, func() { defer close(scaled); p.scale(ctx) })
 			// The batch finishes even when a stop signal arrives meanwhile.
-			p.gate.saw(ctx, p.handle(context.WithoutCancel(ctx), msgs))
+			p.gate.saw(ctx, p.handle(worker.WithInvocation(context.WithoutCancel(ctx), worker.Invocation{RequestID: requestID}), msgs))
 			if !held.Stop() {
 				<-scaled // a loop started while this one still counts: Run waits for it
 			}
@@ -146,7 +148,7 @@ func (p *poller) scale(ctx context.Context) {
 // short: SQS may already have handed out messages that only its answer
 // names, and they must be handed back, not left hidden until their
 // visibility timeout.
-func (p *poller) receiveOnce(ctx context.Context) ([]types.Message, error) {
+func (p *poller) receiveOnce(ctx context.Context) (msgs []types.Message, requestID string, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.WaitTime+10*time.Second)
 	defer cancel()
 	out, err := p.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
@@ -158,9 +160,12 @@ func (p *poller) receiveOnce(ctx context.Context) ([]types.Message, error) {
 			types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount},
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return out.Messages, nil
+	// The receive's request ID names the batch in its log lines and in
+	// what it parks, as an invoke's does a function's.
+	requestID, _ = awsmiddleware.GetRequestIDMetadata(out.ResultMetadata)
+	return out.Messages, requestID, nil
 }
 
 // handle processes one batch: its successes and what was parked are
@@ -176,7 +181,7 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 		changes, err := events.DecodeSQSBody(id, aws.ToString(m.Body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
 		return invalidate.Record{ID: id, Changes: changes, Err: err}
 	})
-	rep := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) []byte { return lambdaRecord(&msgs[i]) })
+	rep := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) []byte { return lambdaRecord(&msgs[i], p.arn, p.opts.Region) })
 	stopExtending()
 
 	var done []types.DeleteMessageBatchRequestEntry
@@ -218,11 +223,11 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 // form parking reads an SQS message from. <, > and & stay themselves:
 // encoding/json's six bytes each would make a parked 1 MB body a 6 MB
 // record on its way.
-func lambdaRecord(m *types.Message) []byte {
+func lambdaRecord(m *types.Message, queueARN, region string) []byte {
 	var rec bytes.Buffer
 	enc := json.NewEncoder(&rec)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(shape.SQSMessageOf(*m, "", ""))
+	_ = enc.Encode(shape.SQSMessageOf(*m, queueARN, region))
 	return bytes.TrimSuffix(rec.Bytes(), []byte("\n"))
 }
 

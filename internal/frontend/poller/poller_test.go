@@ -319,7 +319,7 @@ func TestPollerReceivesBesideAHeldBatch(t *testing.T) {
 // message is read from keeps <, > and & as they are, not six bytes each.
 func TestARecordToParkIsNotEscapedAgain(t *testing.T) {
 	body := strings.Repeat("<&>", 100_000)
-	rec := lambdaRecord(&types.Message{MessageId: aws.String("m"), Body: aws.String(body)})
+	rec := lambdaRecord(&types.Message{MessageId: aws.String("m"), Body: aws.String(body)}, "", "")
 	var back struct{ Body string }
 	if err := json.Unmarshal(rec, &back); err != nil || back.Body != body || len(rec) > len(body)+200 {
 		t.Fatalf("a record of %d bytes (%v) for a body of %d", len(rec), err, len(body))

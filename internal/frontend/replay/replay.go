@@ -45,6 +45,13 @@ type Replayer struct {
 	Keep bool
 	// Max stops after this many messages. Default all.
 	Max int
+	// DryRun plans each message's keys and tags and reports them, touching
+	// neither the cache nor the queue: every message is visible again when
+	// Run returns. The Invalidator is asked only for its rules.
+	DryRun bool
+	// WaitFor keeps reading an empty queue until this many messages were
+	// read, or ctx ends: for a record about to be parked.
+	WaitFor int
 	// Timeout bounds the invalidation of one message's changes. Default 30 s.
 	Timeout time.Duration
 }
@@ -62,10 +69,22 @@ type Outcome struct {
 	MessageID string        `json:"messageId"`
 	Kind      string        `json:"kind"`
 	Source    events.Source `json:"source,omitempty"`
-	Records   int           `json:"records"`
-	Keys      int           `json:"keys"`
-	Deleted   bool          `json:"deleted"`
-	Error     string        `json:"error,omitempty"`
+	// ParkedBy and Reason are, for a parked record, the function that
+	// parked it and why.
+	ParkedBy string `json:"parkedBy,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Records  int    `json:"records"`
+	Keys     int    `json:"keys"`
+	// Planned are the keys and tags a dry run would invalidate.
+	Planned *Planned `json:"planned,omitempty"`
+	Deleted bool     `json:"deleted"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// Planned is what a message's records plan.
+type Planned struct {
+	Keys []string `json:"keys"`
+	Tags []string `json:"tags"`
 }
 
 // Run replays the queue's messages until none is left, or Max, and calls
@@ -96,12 +115,12 @@ func (r *Replayer) Run(ctx context.Context, report func(Outcome)) (replayed, fai
 		if err != nil {
 			return replayed, failed, fmt.Errorf("receive from %s: %w", r.QueueURL, err)
 		}
-		if len(out.Messages) == 0 {
+		if len(out.Messages) == 0 && replayed >= r.WaitFor {
 			return replayed, failed, nil
 		}
 		for _, m := range out.Messages {
 			o := r.message(ctx, m)
-			if o.Error == "" && !r.Keep {
+			if o.Error == "" && !r.Keep && !r.DryRun {
 				if _, err := r.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(r.QueueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
 					o.Error = "replayed, but not deleted: " + err.Error()
 				} else {
@@ -109,7 +128,7 @@ func (r *Replayer) Run(ctx context.Context, report func(Outcome)) (replayed, fai
 				}
 			}
 			replayed++
-			if o.Error != "" || r.Keep {
+			if o.Error != "" || r.Keep || r.DryRun {
 				again = append(again, m.ReceiptHandle)
 			}
 			if o.Error != "" {
@@ -125,7 +144,11 @@ func (r *Replayer) Run(ctx context.Context, report func(Outcome)) (replayed, fai
 func (r *Replayer) message(ctx context.Context, m types.Message) Outcome {
 	o := Outcome{MessageID: aws.ToString(m.MessageId)}
 	records, err := r.records(ctx, m, &o)
-	if err == nil {
+	switch {
+	case err != nil:
+	case r.DryRun:
+		err = r.plan(records, &o)
+	default:
 		err = r.invalidate(ctx, records, &o)
 	}
 	if err != nil {
@@ -138,7 +161,7 @@ func (r *Replayer) message(ctx context.Context, m types.Message) Outcome {
 func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]invalidate.Record, error) {
 	body := []byte(aws.ToString(m.Body))
 	if p, ok, err := parking.Parse(aws.ToString(m.Body), m.MessageAttributes); ok {
-		o.Kind, o.Source = KindParked, p.Source
+		o.Kind, o.Source, o.ParkedBy, o.Reason = KindParked, p.Source, p.Function, p.Reason
 		if err != nil {
 			return nil, err
 		}
@@ -256,6 +279,25 @@ func (r *Replayer) streamRecord(ctx context.Context, content []byte) ([]invalida
 		}
 	}
 	return nil, fmt.Errorf("no shard of %s holds record %s any more: past the stream's 24 h", rec.EventSourceArn, seq)
+}
+
+// plan plans the records' keys and tags as the worker would; any failure
+// fails the message.
+func (r *Replayer) plan(records []invalidate.Record, o *Outcome) error {
+	rules, p := r.Invalidator.Rules(), &Planned{Keys: []string{}, Tags: []string{}}
+	o.Records, o.Planned = len(records), p
+	var errs []error
+	for _, rec := range records {
+		errs = append(errs, rec.Err)
+		for i := range rec.Changes {
+			var kerr, terr error
+			p.Keys, kerr = rules.Keys(&rec.Changes[i], p.Keys)
+			p.Tags, terr = rules.Tags(&rec.Changes[i], p.Tags)
+			errs = append(errs, kerr, terr)
+		}
+	}
+	o.Keys = len(p.Keys)
+	return errors.Join(errs...)
 }
 
 // invalidate deletes the records' keys; any failure fails the message.
