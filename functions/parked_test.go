@@ -108,4 +108,3 @@ func parkedMessageAttributes(t *testing.T, url string) map[string]string {
 	t.Fatal("nothing parked after 20 s")
 	return nil
 }
-
