@@ -5,7 +5,7 @@ SHELL := bash
 ENV := . localstack/env.sh
 LAMBDAS := $(filter-out poller,$(notdir $(patsubst %/,%,$(wildcard functions/*/))))
 
-.PHONY: help setup up down local test fuzz-short build image bench bench-record e2e e2e-record e2e-short soak soak-short lint
+.PHONY: help setup up down local quick-try test fuzz-short build image bench bench-record e2e e2e-record e2e-short soak soak-short lint
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -21,6 +21,9 @@ down: ## stop everything the local stack started
 
 local: up build ## run the worker on the local stack in the foreground: poller, and the functions under the emulator
 	bash localstack/local.sh
+
+quick-try: up build ## run the README's quick try as written, against the worker as make local runs it, with only what make setup provides on PATH
+	bash localstack/quicktry.sh
 
 test: up ## vet and test everything against the local stack, then lint the SAM template
 	$(ENV) && go vet ./... && (cd bench && go vet ./...) && (cd cmd/image && go vet ./...)
@@ -56,14 +59,13 @@ fuzz-short: ## run every fuzz target for FUZZ_TIME (default 5s) without minimizi
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux go build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
 build: ## build functions/<name> into bin/<name>/bootstrap, bin/poller/poller and bin/invalidator
-	$(ENV) && arch=$${GOARCH:-$$(go env GOARCH)} && for fn in $(LAMBDAS); do \
+	@$(ENV) && arch=$${GOARCH:-$$(go env GOARCH)} && for fn in $(LAMBDAS); do \
+	  echo "building bin/$$fn/bootstrap (linux/$$arch)"; \
 	  GOARCH=$$arch $(LAMBDA_BUILD) -o bin/$$fn/bootstrap ./functions/$$fn; \
-	  echo "bin/$$fn/bootstrap (linux/$$arch)"; \
 	done
-	$(ENV) && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/poller/poller ./functions/poller && \
-	  echo "bin/poller/poller ($$(go env GOOS)/$${GOARCH:-$$(go env GOARCH)})"
-	$(ENV) && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/invalidator ./cmd/invalidator && \
-	  echo "bin/invalidator ($$(go env GOOS)/$${GOARCH:-$$(go env GOARCH)})"
+	@$(ENV) && echo "building bin/poller/poller and bin/invalidator ($$(go env GOOS)/$${GOARCH:-$$(go env GOARCH)})" && \
+	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/poller/poller ./functions/poller && \
+	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/invalidator ./cmd/invalidator
 
 # sam build runs build-<logical ID> here (BuildMethod: makefile, CodeUri: .)
 # with ARTIFACTS_DIR set, and no architecture: GOARCH defaults to arm64,

@@ -8,6 +8,10 @@
   RUN_DIR="$LOCAL_STATE/run"     # one pidfile per process the stack started
   TLS_DIR="$LOCAL_STATE/tls"
   CACHE_DIR="$LOCAL_STATE/cache" # one directory per cluster node
+  # The commands make setup provides, linked in one folder (record_tools):
+  # make quick-try runs the README's quick try with only them and the
+  # system's base tools on PATH.
+  TOOLS_DIR="$INVALIDATOR_ROOT/.local/tools"
 }
 
 say() { printf '%s\n' "$*"; }
@@ -131,4 +135,24 @@ cache_cli() {
   shift
   REDISCLI_AUTH="$CACHE_PASSWORD" "$(cache_cli_bin)" --tls --cacert "$CACHE_CA_FILE" \
     -h 127.0.0.1 -p "$port" --user "$CACHE_USERNAME" --no-auth-warning "$@"
+}
+
+# record_tools links each command given, as found on PATH, into TOOLS_DIR,
+# which it first empties.
+record_tools() {
+  rm -rf "$TOOLS_DIR"
+  mkdir -p "$TOOLS_DIR"
+  local name path
+  for name in "$@"; do
+    path=$(command -v "$name") || die "setup: $name is not on PATH after setup"
+    ln -s "$path" "$TOOLS_DIR/$name"
+  done
+}
+
+# quick_try_block prints the README's quick try: the shell block after the
+# line <!-- quick-try -->, without its fences.
+quick_try_block() {
+  awk '/^<!-- quick-try -->$/ { marked = 1; next }
+       marked && /^```/ { if (inside) exit; inside = 1; next }
+       inside { print }' "$INVALIDATOR_ROOT/README.md"
 }

@@ -16,6 +16,7 @@ export HEALTH_ADDR="${HEALTH_ADDR:-127.0.0.1:8080}"
 # Stopping waits for the poller's long polls in flight: 5 s, not 20, here.
 export POLLER_WAIT_TIME="${POLLER_WAIT_TIME:-5s}"
 mkdir -p "$RUN_DIR"
+say "building the local event source mapping driver"
 go build -o "$LOCAL_STATE/bin/driver" ./localstack/driver
 
 pids=()
@@ -39,11 +40,7 @@ echo $! >"$RUN_DIR/poller.pid"
 pids+=($!)
 echo $! >"$RUN_DIR/driver.pid"
 
-cat <<EOT
-worker running on the local stack (Ctrl-C stops it). In another shell, . localstack/env.sh, then:
-  redis-cli --tls --cacert "\$CACHE_CA_FILE" --user "\$CACHE_USERNAME" --pass "\$CACHE_PASSWORD" --no-auth-warning -c -p 7001 set cache:product:42 cached
-  aws --endpoint-url "\$AWS_ENDPOINT_URL" sns publish --topic-arn "\$TOPIC_ARN" --message '{"entity":"product","id":"42"}'
-  aws --endpoint-url "\$AWS_ENDPOINT_URL" dynamodb put-item --table-name Products --item '{"id":{"S":"42"},"category":{"S":"shoes"}}'
-and watch the batch lines below.
-EOT
+say "worker running on the local stack (Ctrl-C stops it). Try it in another shell, at $INVALIDATOR_ROOT (README.md):"
+quick_try_block | sed 's/^/  /'
+say "and watch the batch lines below."
 wait -n "${pids[@]}"

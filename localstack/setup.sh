@@ -66,6 +66,13 @@ install_rie() {
     die "could not build the Lambda Runtime Interface Emulator"
 }
 
-go mod download && (cd bench && go mod download)
+# Every module any target needs, so that make test, e2e, bench and image then
+# run with the module proxy off (CI: GOPROXY=off make test): go mod download
+# fetches what go.mod names, go list what the tests' imports reach beyond it.
+for module in . bench cmd/image; do
+  (cd "$module" && go mod download && go list -deps -test ./... >/dev/null)
+done
 install_rie
+record_tools go gofmt "$(basename "$(cache_server_bin)")" "$(basename "$(cache_cli_bin)")" openssl curl aws cfn-lint \
+  $(read -ra moto <<<"$(moto_cmd)" && basename "${moto[0]}")
 say "setup: $(go version | cut -d' ' -f3), $("$(cache_server_bin)" --version | cut -d' ' -f1-3), moto $(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null || echo '(version unknown)'), $(aws --version 2>&1 | cut -d' ' -f1), cfn-lint $(cfn-lint --version | cut -d' ' -f2)"

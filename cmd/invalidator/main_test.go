@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -31,6 +32,9 @@ func TestVerbsAndHelp(t *testing.T) {
 		{[]string{"replay", "--queue", ""}, 2, "no queue"},
 		{[]string{"keys", "--help"}, 0, "usage: invalidator keys"},
 		{[]string{"keys", "no-such-file.json"}, 2, "no-such-file.json"},
+		{[]string{"cache", "--help"}, 0, "usage: invalidator cache"},
+		{[]string{"cache", "set", "k"}, 2, "usage: invalidator cache"},
+		{[]string{"cache", "drop", "k"}, 2, "usage: invalidator cache"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(tc.args, &stdout, &stderr); code != tc.code || !strings.Contains(stdout.String()+stderr.String(), tc.out) {
@@ -93,5 +97,67 @@ func TestReplayExitStatus(t *testing.T) {
 	send(`{"entity":"user","id":"` + rand.Text() + `"}`)
 	if code, lines := replay(); code != 0 || len(lines) != 2 || lines[0]["deleted"] != true {
 		t.Fatalf("exit %d, output %v: want 0 and the message deleted", code, lines)
+	}
+}
+
+// TestCacheVerb: set, get and gone against the stack; gone waits for a
+// deletion and fails, non-zero, when the key outlives --within.
+func TestCacheVerb(t *testing.T) {
+	c := testenv.Cache(t)
+	key := "cache:cli:" + rand.Text()
+	cli := func(args ...string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"cache"}, args...), &stdout, &stderr)
+		return code, stdout.String() + stderr.String()
+	}
+	if code, out := cli("set", key, "v1"); code != 0 {
+		t.Fatalf("set: exit %d: %s", code, out)
+	}
+	if code, out := cli("get", key); code != 0 || out != "v1\n" {
+		t.Fatalf("get: exit %d, %q; want 0 and the value", code, out)
+	}
+	if code, out := cli("gone", key, "--within", "300ms"); code != 1 || !strings.Contains(out, "still there after 0.3 s") {
+		t.Fatalf("gone of a key that stays: exit %d, %q; want 1 and why", code, out)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_ = c.Do(context.Background(), c.B().Unlink().Key(key).Build()).Error()
+	}()
+	if code, out := cli("gone", key); code != 0 || !strings.HasPrefix(out, key+" gone after 0.") {
+		t.Fatalf("gone: exit %d, %q; want 0 and how long it waited", code, out)
+	}
+	if code, out := cli("get", key); code != 1 || !strings.Contains(out, "no such key") {
+		t.Fatalf("get of a key that is gone: exit %d, %q", code, out)
+	}
+}
+
+// TestReplayDryRunConsumesNothing: a dry run prints each message's plan or
+// failure and leaves them all, visible; --wait-for fails when fewer come.
+func TestReplayDryRunConsumesNothing(t *testing.T) {
+	c := awsenv.SQS(t)
+	q, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("test-cli-" + strings.ToLower(rand.Text()[:12]))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	for _, body := range []string{`{"entity":"user","id":"7"}`, `{"entity":"user"}`} {
+		if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No cache is asked: the endpoint is nothing.
+	t.Setenv("CACHE_ENDPOINT", "127.0.0.1:1")
+	for range 2 {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"replay", "--queue", *q.QueueUrl, "--dry-run", "--wait-for", "2"}, &stdout, &stderr)
+		if out := stdout.String(); code != 0 || !strings.Contains(out, "would delete") || !strings.Contains(out, "cache:user:7") ||
+			!strings.Contains(out, "would FAIL") || !strings.Contains(stderr.String(), "nothing touched") {
+			t.Fatalf("dry run: exit %d, %s%s; want both messages planned", code, out, stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"replay", "--queue", *q.QueueUrl, "--dry-run", "--wait-for", "3", "--within", "2s"}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "2 message(s) read of the 3 waited for") {
+		t.Fatalf("a wait for more than came: exit %d, %s", code, stderr.String())
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -148,9 +146,12 @@ func replayer(ctx context.Context, queue, endpoint, rules string, dryRun bool) (
 // printPlanned prints a dry run's outcome: what the message would
 // invalidate, or why it would fail; a parked record says who parked it.
 func printPlanned(w io.Writer, o replay.Outcome) {
-	line := strings.Join(slices.DeleteFunc([]string{o.MessageID, o.Kind, string(o.Source)}, func(s string) bool { return s == "" }), " ")
+	line := o.MessageID + " " + o.Kind
 	if o.ParkedBy != "" {
-		line += " parked by " + o.ParkedBy
+		line += " by " + o.ParkedBy
+	}
+	if o.Source != "" {
+		line += " (" + string(o.Source) + ")"
 	}
 	if o.Error != "" {
 		fmt.Fprintf(w, "would FAIL %s: %s\n", line, shown(o.Error))
