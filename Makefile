@@ -25,11 +25,8 @@ local: up build ## run the worker on the local stack in the foreground: poller, 
 quick-try: up build ## run the README's quick try as written, against the worker as make local runs it, with only what make setup provides on PATH
 	bash localstack/quicktry.sh
 
-test: up ## vet and test everything against the local stack, then lint the SAM template
-	$(ENV) && go vet ./... && (cd bench && go vet ./...) && (cd cmd/image && go vet ./...)
-	$(ENV) && go test -race -count=1 ./...
-	$(ENV) && cd cmd/image && go test -count=1 ./...
-	$(ENV) && if [ -f template.yaml ]; then cfn-lint template.yaml; fi
+test: up ## vet and test everything against the local stack, and lint the SAM template (localstack/test.sh); each part prints its duration
+	bash localstack/test.sh
 
 # Every fuzz target, FUZZ_TIME each (go test fuzzes one target per run), with
 # no time spent minimizing: the front ends' fuzzers otherwise spend theirs

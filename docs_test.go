@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 // docs are the pages a newcomer reads.
@@ -141,7 +143,7 @@ func TestDocsCommandsExist(t *testing.T) {
 		return
 	}
 	cli := filepath.Join(t.TempDir(), "invalidator")
-	if out, err := exec.Command("go", "build", "-o", cli, "./cmd/invalidator").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", append(append([]string{"build"}, testenv.BuildFlags()...), "-o", cli, "./cmd/invalidator")...).CombinedOutput(); err != nil {
 		t.Fatalf("build the CLI: %v\n%s", err, out)
 	}
 	for verb := range verbs {

@@ -81,7 +81,7 @@ func TestSNSToSQSToTheFunction(t *testing.T) {
 	q := newQueue(t, 30*time.Second, 5)
 	topic := newTopic(t, q)
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{})
-	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Functions: []esm.Invoker{fn}}).Run)
+	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Functions: []esm.Invoker{fn}, WaitTime: time.Second}).Run)
 	key := "cache:product:" + rand.Text()
 	setKeys(t, c, key)
 	if _, err := awsenv.SNS(t).Publish(t.Context(), &sns.PublishInput{TopicArn: aws.String(topic),
@@ -112,7 +112,7 @@ func TestPoisonMessageIsParked(t *testing.T) {
 		t.Fatal(err)
 	}
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
-	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Functions: []esm.Invoker{fn}}).Run)
+	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Functions: []esm.Invoker{fn}, WaitTime: time.Second}).Run)
 
 	eventually(t, 15*time.Second, "the good messages of the batch were not processed", gone(t, c, good...))
 	// At least once: the SDK sends a batch again when it cannot read moto's
@@ -170,8 +170,8 @@ func TestSecondDeleteUnderTheEmulator(t *testing.T) {
 	q, again := newQueue(t, 30*time.Second, 100), newQueue(t, 30*time.Second, 100)
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{
 		"SECOND_DELETE_QUEUE_URL=" + again.URL, "SECOND_DELETE_DELAY=2s"}})
-	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Functions: []esm.Invoker{fn}}).Run)
-	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: again.URL, Functions: []esm.Invoker{fn}}).Run)
+	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Functions: []esm.Invoker{fn}, WaitTime: time.Second}).Run)
+	mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: again.URL, Functions: []esm.Invoker{fn}, WaitTime: time.Second}).Run)
 	key := "cache:product:" + rand.Text()
 	setKeys(t, c, key)
 	start := time.Now()

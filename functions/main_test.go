@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 // binDir holds the binaries, built once for all tests as make build does,
@@ -19,8 +21,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", dir+string(filepath.Separator), "./...", "../cmd/invalidator")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd := exec.Command("go", append(append([]string{"build"}, testenv.BuildFlags()...), "-tags", "lambda.norpc", "-o", dir+string(filepath.Separator), "./...", "../cmd/invalidator")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the functions: %v\n%s", err, out)
 		os.RemoveAll(dir)

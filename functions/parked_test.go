@@ -26,7 +26,7 @@ func TestParkedMessagesCarryTheDocumentedAttributes(t *testing.T) {
 	}{
 		{"sqs-invalidate", func(t *testing.T, q queue, env []string) {
 			fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
-			mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Functions: []esm.Invoker{fn}}).Run)
+			mapping(t, (&esm.SQSMapping{Client: awsenv.SQS(t), QueueURL: q.URL, Functions: []esm.Invoker{fn}, WaitTime: time.Second}).Run)
 		}},
 		{"poller", func(t *testing.T, q queue, env []string) { startPoller(t, q, testenv.WorkerCacheConfig(t), env...) }},
 	} {

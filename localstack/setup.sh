@@ -67,10 +67,11 @@ install_rie() {
 }
 
 # Every module any target needs, so that make test, e2e, bench and image then
-# run with the module proxy off (CI: GOPROXY=off make test): go mod download
-# fetches what go.mod names, go list what the tests' imports reach beyond it.
+# run with the module proxy off (CI: GOPROXY=off make test): every module of
+# each module's graph (the tests of what a service imports too, which
+# services_test.go's go mod tidy reads), and what the tests' imports reach.
 for module in . bench cmd/image; do
-  (cd "$module" && go mod download && go list -deps -test ./... >/dev/null)
+  (cd "$module" && go mod download all && go list -deps -test ./... >/dev/null)
 done
 install_rie
 record_tools go gofmt "$(basename "$(cache_server_bin)")" "$(basename "$(cache_cli_bin)")" openssl curl aws cfn-lint \

@@ -82,7 +82,7 @@ func TestBatchingWindowGathersReceives(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, Functions: []esm.Invoker{fn}, BatchSize: 25, BatchingWindow: 2 * time.Second,
+		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, WaitTime: time.Second, Functions: []esm.Invoker{fn}, BatchSize: 25, BatchingWindow: 2 * time.Second,
 			Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
 	}()
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -137,7 +137,7 @@ func TestAMappingScalesWithTheBacklog(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, Functions: []esm.Invoker{fn, fn, fn}, Steady: 1,
+		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, WaitTime: time.Second, Functions: []esm.Invoker{fn, fn, fn}, Steady: 1,
 			Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
 	}()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -164,7 +164,7 @@ func TestAStoppedMappingHandsBack(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		// A window longer than the test: the batch is still gathering when stopped.
-		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, Functions: []esm.Invoker{fn}, Steady: 1, BatchSize: 100,
+		done <- (&esm.SQSMapping{Client: c, QueueURL: *q.QueueUrl, WaitTime: time.Second, Functions: []esm.Invoker{fn}, Steady: 1, BatchSize: 100,
 			BatchingWindow: time.Minute, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
 	}()
 	visible := func() string {

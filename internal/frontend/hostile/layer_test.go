@@ -43,7 +43,7 @@ func cli(t *testing.T) string {
 			return
 		}
 		cliPath = filepath.Join(dir, "invalidator")
-		out, err := exec.Command("go", "build", "-o", cliPath, "../../../cmd/invalidator").CombinedOutput()
+		out, err := exec.Command("go", append(append([]string{"build"}, testenv.BuildFlags()...), "-o", cliPath, "../../../cmd/invalidator")...).CombinedOutput()
 		if err != nil {
 			cliErr = fmt.Errorf("%w\n%s", err, out)
 		}
