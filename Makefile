@@ -122,7 +122,7 @@ E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=$(E2E_MOTO_PORT) AWS_ENDPO
 	CACHE_REPLICAS="$(E2E_REPLICA_PORT):$(E2E_LAST_MASTER)" CACHE_ANNOUNCE="$(E2E_LAST_MASTER):$(E2E_ENDPOINT_PORT) $(E2E_REPLICA_PORT):$(E2E_ENDPOINT_PORT)" \
 	WORKER_KEYS="cache:* naive:* replica:* e2e:mark:*"
 # What env.sh derives from the endpoint, should the calling shell have it.
-STACK_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL \
+STACK_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL WINDOW_QUEUE_URL \
 	MOTO_DYNAMODB_PORT AWS_ENDPOINT_URL_DYNAMODB AWS_ENDPOINT_URL_DYNAMODB_STREAMS
 
 # The run leaves its lag over time in .local/e2e/lag.json, which the bench
@@ -142,7 +142,7 @@ e2e-record: E2E_PLOT := localstack/e2e/lag.svg
 e2e-record: e2e ## make e2e that draws its lag into the tracked localstack/e2e/lag.svg instead
 
 e2e-short: E2E_FLAGS := -short
-e2e-short: e2e ## make e2e with shorter outages and races and one failover, about 7 minutes (CI)
+e2e-short: e2e ## make e2e with shorter outages and races and two failovers, about 8 minutes (CI)
 
 # make soak runs on make e2e's stack, without faults.
 soak: E2E_FLAGS := -soak 10m

@@ -117,7 +117,7 @@ type fields struct {
 	detailType, detail, time []byte // EventBridge envelope
 	entity, id, op, version  field  // change message
 	keys, tags, occurredAt   field
-	secondDelete             field
+	secondDelete, failover   field
 	msgBuf                   *[]byte // from messageBuffers, until release
 }
 
@@ -174,6 +174,8 @@ func collect(raw []byte) (f fields, err error) {
 			f.occurredAt = field{value, kind}
 		case "secondDelete":
 			f.secondDelete = field{value, kind}
+		case "failover":
+			f.failover = field{value, kind}
 		}
 		return end, nil
 	})
@@ -325,6 +327,18 @@ func (f *fields) change(env envelope) (c Change, err error) {
 		}
 		if c.SecondDelete && len(c.Keys) == 0 && len(c.Tags) == 0 {
 			return c, invalid("a second delete needs keys or tags")
+		}
+	}
+	if f.failover.raw != nil {
+		switch f.failover.kind {
+		case jsonscan.True:
+			c.Failover = true
+		case jsonscan.False:
+		default:
+			return c, invalid("failover must be true or false, not " + f.failover.kind.String())
+		}
+		if c.Failover && !c.SecondDelete {
+			return c, invalid("failover marks a second delete: secondDelete must be true")
 		}
 	}
 	if c.Entity == "" && len(c.Keys) == 0 && len(c.Tags) == 0 {

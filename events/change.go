@@ -49,6 +49,10 @@ type Change struct {
 	// its delay queue ("secondDelete": true): deleted again, never delayed
 	// a third time.
 	SecondDelete bool
+	// Failover marks the second delete that the failover schedule sends,
+	// long enough after the first to land on whichever primary then holds
+	// the key ("failover": true, with "secondDelete": true).
+	Failover bool
 	// OccurredAt is when the change happened, as precisely as the event
 	// tells: the change's own occurredAt, else its envelope's time, else when
 	// the queue received it. Zero when unknown.

@@ -10,7 +10,8 @@
 // entity (string) and id (string or integer) name what changed; op (create,
 // update or delete), version (integer), occurredAt (RFC 3339) and keys
 // (explicit cache keys, replacing the rules) are optional; secondDelete
-// (true, with keys) marks a worker's own delayed second delete. A body may also be
+// (true, with keys) marks a worker's own delayed second delete, and failover
+// (true, beside it) the failover schedule's. A body may also be
 // a JSON array of change messages. In SQS the message may arrive raw, wrapped
 // in an SNS envelope ("Type":"Notification", "Message": the change as a
 // string) or in an EventBridge envelope ("detail-type", "detail": the change

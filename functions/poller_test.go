@@ -3,6 +3,7 @@ package functions
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -98,6 +99,19 @@ func (p *pollerProcess) succeeded() (n int) {
 		}
 	}
 	return n
+}
+
+// field is a field of the first line logged with msg, as text; empty when
+// there is none.
+func (p *pollerProcess) field(msg, name string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		if l["msg"] == msg {
+			return fmt.Sprint(l[name])
+		}
+	}
+	return ""
 }
 
 func (p *pollerProcess) logged(msg string) bool {

@@ -287,8 +287,10 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 		res.Record = records[r].ID
 		res.Err = records[r].Err
 		res.SecondDelete = len(records[r].Changes) > 0
+		res.Failover = res.SecondDelete
 		for c := range records[r].Changes {
 			res.SecondDelete = res.SecondDelete && records[r].Changes[c].SecondDelete
+			res.Failover = res.Failover && records[r].Changes[c].Failover
 		}
 		if res.Err == nil {
 			res.Err = b.planErr[r]

@@ -67,8 +67,9 @@ type Result struct {
 	// retried first.
 	Transient bool
 	// SecondDelete says that every change of the record is a second
-	// delete: done again, it schedules none.
-	SecondDelete bool
+	// delete: done again, it schedules none. Failover says they are all the
+	// failover schedule's.
+	SecondDelete, Failover bool
 	// Parked says that the record, failed for good, is in the failure
 	// queue: whoever parks it sets it. A record that failed and is not
 	// parked goes back to its source.

@@ -80,6 +80,11 @@ export FAILURE_QUEUE_NAME="${FAILURE_QUEUE_NAME:-cache-invalidation-failures}"
 export RAW_QUEUE_NAME="${RAW_QUEUE_NAME:-cache-invalidation-raw}"
 export SECOND_DELETE_QUEUE_NAME="${SECOND_DELETE_QUEUE_NAME:-cache-invalidation-again}"
 export INSPECT_QUEUE_NAME="${INSPECT_QUEUE_NAME:-cache-invalidation-inspect}"
+# The failover window's queue. Its URL is not exported as the worker's
+# FAILOVER_WINDOW_QUEUE_URL: the workers of tests would share it, and each
+# sign of a failover in one test would delete the others' keys again.
+# make local and make e2e give it to theirs.
+export FAILOVER_WINDOW_QUEUE_NAME="${FAILOVER_WINDOW_QUEUE_NAME:-cache-invalidation-window}"
 export TABLE_NAME="${TABLE_NAME:-Products}"
 export TOPIC_ARN="${TOPIC_ARN:-arn:aws:sns:$AWS_REGION:$AWS_ACCOUNT_ID:$TOPIC_NAME}"
 export WORKER_PASSWORD_SECRET_ARN="${WORKER_PASSWORD_SECRET_ARN:-arn:aws:secretsmanager:$AWS_REGION:$AWS_ACCOUNT_ID:secret:$WORKER_PASSWORD_SECRET_NAME}"
@@ -89,3 +94,4 @@ export DLQ_URL="${DLQ_URL:-$AWS_ENDPOINT_URL/$AWS_ACCOUNT_ID/$DLQ_NAME}"
 export FAILURE_QUEUE_URL="${FAILURE_QUEUE_URL:-$AWS_ENDPOINT_URL/$AWS_ACCOUNT_ID/$FAILURE_QUEUE_NAME}"
 export SECOND_DELETE_QUEUE_URL="${SECOND_DELETE_QUEUE_URL:-$AWS_ENDPOINT_URL/$AWS_ACCOUNT_ID/$SECOND_DELETE_QUEUE_NAME}"
 export INSPECT_QUEUE_URL="${INSPECT_QUEUE_URL:-$AWS_ENDPOINT_URL/$AWS_ACCOUNT_ID/$INSPECT_QUEUE_NAME}"
+export WINDOW_QUEUE_URL="${WINDOW_QUEUE_URL:-$AWS_ENDPOINT_URL/$AWS_ACCOUNT_ID/$FAILOVER_WINDOW_QUEUE_NAME}"

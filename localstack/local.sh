@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$INVALIDATOR_ROOT"
 
 export INVALIDATION_RULES_FILE="${INVALIDATION_RULES_FILE:-$INVALIDATOR_ROOT/localstack/rules.yaml}"
+export FAILOVER_WINDOW_QUEUE_URL="${FAILOVER_WINDOW_QUEUE_URL:-$WINDOW_QUEUE_URL}"
 export HEALTH_ADDR="${HEALTH_ADDR:-127.0.0.1:8080}"
 # Stopping waits for the poller's long polls in flight: 5 s, not 20, here.
 export POLLER_WAIT_TIME="${POLLER_WAIT_TIME:-5s}"

@@ -10,7 +10,12 @@ part of an invalidation (bench/README.md, "The soak"; docs/local-stack.md):
   its queue, counts included), so a backlog of hundreds made each send and
   receive slow, where SQS's cost does not grow with the backlog.
 
-Behaviour is unchanged: the same answers, the same times.
+Behaviour is unchanged — the same answers, the same times — but for one
+fix, where moto differs from SQS: a message older than its queue's
+MessageRetentionPeriod is deleted, as SQS deletes it; moto leaves it in the
+queue and stops each receive at it, so that a queue holding one expired
+message answers every receive with nothing (the worker's failover window,
+which keeps messages 60 s, would seem empty a minute after its first).
 
     python3 localstack/run_moto.py -H 127.0.0.1 -p 4566
 """
@@ -44,6 +49,20 @@ def _clock(slow, scale):
 for _name, _scale in (("unix_time", 1.0), ("unix_time_millis", 1000.0)):
     if callable(getattr(moto.sqs.models, _name, None)):
         setattr(moto.sqs.models, _name, _clock(getattr(moto.sqs.models, _name), _scale))
+
+_receive = moto.sqs.models.SQSBackend.receive_message
+
+
+def _receive_unexpired(self, queue_name, *args, **kwargs):
+    """receive_message, after deleting the queue's expired messages."""
+    queue = self.get_queue(queue_name)
+    oldest = (time.time() - int(queue.message_retention_period)) * 1000
+    with queue._messages_lock:
+        queue._messages = [m for m in queue._messages if m.sent_timestamp is None or m.sent_timestamp > oldest]
+    return _receive(self, queue_name, *args, **kwargs)
+
+
+moto.sqs.models.SQSBackend.receive_message = _receive_unexpired
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -111,6 +111,9 @@ user $CACHE_USERNAME on >$CACHE_PASSWORD ~* &* +@all
 user $WORKER_USERNAME on >$WORKER_PASSWORD $(worker_keys) $WORKER_ACL$(worker_acl_extra)
 masteruser $CACHE_USERNAME
 masterauth $CACHE_PASSWORD
+# A replica's full sync starts at once, not after Valkey's 5 s wait for
+# other replicas to share it: there is one.
+repl-diskless-sync-delay 0
 $(node_extra_conf "$port")
 EOF
 }

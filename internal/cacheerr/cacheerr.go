@@ -108,3 +108,16 @@ func Auth(err error) bool {
 	var reply *valkey.ValkeyError
 	return errors.As(err, &reply) && authCode(codeOf(reply))
 }
+
+// Failover reports whether err is a reply that only a node in a failover
+// gives: READONLY (a write reached a primary since demoted), MASTERDOWN (a
+// replica lost its primary) or LOADING (a node restarted, loading its data).
+// The deletes its old primary acknowledged last may be lost.
+func Failover(err error) bool {
+	var reply *valkey.ValkeyError
+	if !errors.As(err, &reply) || reply.IsNil() {
+		return false
+	}
+	code := codeOf(reply)
+	return reply.IsLoading() || code == "READONLY" || code == "MASTERDOWN"
+}

@@ -13,13 +13,14 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/internal/wait"
+	"github.com/invalidator-go/invalidator/localstack/endpoint"
 )
 
 // shard is the cluster's shard behind the endpoint: its master and its
 // replica, by their own ports, which trade places at each failover.
 type shard struct {
 	master, replica int
-	endpoint        *endpoint
+	endpoint        *endpoint.Endpoint
 }
 
 // parseShard reads the shard that make e2e puts behind one endpoint:
@@ -49,11 +50,17 @@ func parseShard(replicas, announce string) (*shard, string, error) {
 // replica behind its master by lag, second deletes delay after the first.
 type failoverResult struct {
 	delay, lag         time.Duration
+	invisible          bool
 	cameBack, reverted int // keys the promotion brought back, or back to another value
-	redeletes          int // re-deletes the workers logged after it
-	drained            bool
-	drain              time.Duration // how long its drain took
-	stale              staleCounts
+	// Of the keys the promotion brought back — deletes the failover lost
+	// —, those deleted again on the promoted replica, and when the last of
+	// them was, after the promotion.
+	deletedAgain int
+	lastAgain    time.Duration
+	redeletes    int // re-deletes of the window the workers logged after it
+	drained      bool
+	drain        time.Duration // how long its drain took
+	stale        staleCounts
 }
 
 func (f failoverResult) name() string {
@@ -61,19 +68,24 @@ func (f failoverResult) name() string {
 	if f.delay > 0 {
 		sd = f.delay.String()
 	}
-	return "failover_lag_" + f.lag.String() + "_second_delete_" + sd
+	name := "failover_lag_" + f.lag.String() + "_second_delete_" + sd
+	if f.invisible {
+		name += "_invisible"
+	}
+	return name
 }
 
 // runFailover restarts the worker with second deletes delay after the
 // first (0: off), runs writers and readers on entities of their own, fails
 // the shard over with its replica lag behind, lets the load run on for
-// steady, drains, and counts what the failover left stale.
-func runFailover(ctx context.Context, env env, s *stack, delay, lag, steady time.Duration, start time.Time) (failoverResult, error) {
-	r := failoverResult{delay: delay, lag: lag}
+// steady, drains, and counts what the failover left stale, and which of
+// the deletes it lost were done again.
+func runFailover(ctx context.Context, env env, s *stack, delay, lag time.Duration, invisible bool, steady time.Duration, start time.Time) (failoverResult, error) {
+	r := failoverResult{delay: delay, lag: lag, invisible: invisible}
 	if err := s.setSecondDelete(delay); err != nil {
 		return r, err
 	}
-	l, err := newLoad(ctx, env, "fo-"+strconv.Itoa(int(lag.Seconds()))+"-"+strconv.FormatBool(delay > 0)+"-", false)
+	l, err := newLoad(ctx, env, "fo-"+strconv.Itoa(int(lag.Seconds()))+"-"+strconv.FormatBool(delay > 0)+"-"+strconv.FormatBool(invisible)+"-", false)
 	if err != nil {
 		return r, err
 	}
@@ -83,9 +95,12 @@ func runFailover(ctx context.Context, env env, s *stack, delay, lag, steady time
 	l.start(ctx)
 	wait.For(ctx, steady) // the readers fill the cache
 	logged := s.logSizes()
-	if r.cameBack, r.reverted, err = s.failover(ctx, lag, l.prefix); err != nil {
+	lost, promoted, watch, err := s.failover(ctx, lag, invisible, l.prefix)
+	if err != nil {
 		return r, err
 	}
+	defer watch.stop()
+	r.cameBack, r.reverted = len(lost.cameBack), lost.reverted
 	wait.For(ctx, steady)
 	progress.phase(r.name() + ", draining")
 	l.stopWriters()
@@ -94,63 +109,88 @@ func runFailover(ctx context.Context, env env, s *stack, delay, lag, steady time
 	if r.stale, err = l.stale(ctx); err != nil {
 		return r, err
 	}
-	// The re-deletes a reconnect set off, as on ElastiCache Serverless,
-	// whose failover shows no new node (the shard's one endpoint): the
-	// failovers show it fires so.
-	r.redeletes, err = s.countSince(logged, `"cause":"reconnected to `)
+	for _, key := range lost.cameBack {
+		if at, ok := watch.deleted(key); ok {
+			r.deletedAgain++
+			r.lastAgain = max(r.lastAgain, at.Sub(promoted))
+		}
+	}
+	r.redeletes, err = s.countSince(logged, `"msg":"keys deleted again after a sign of a failover"`)
 	return r, err
+}
+
+// lostDeletes are what a failover undid: the keys it brought back, and how
+// many it turned back to another value.
+type lostDeletes struct {
+	cameBack []string
+	reverted int
 }
 
 // failover fails the shard over the way ElastiCache can lose deletes: the
 // replica cut off from its master for lag, writes and deletes going on;
 // then the master killed, the replica promoted, and the old master brought
-// back as its replica. It returns, of the keys with prefix in their name,
-// how many the promotion brought back (gone from the master, there on the
-// replica) and how many it turned back to another value.
-func (s *stack) failover(ctx context.Context, lag time.Duration, prefix string) (cameBack, reverted int, err error) {
+// back as its replica. The endpoint drops the clients' connections, or,
+// invisible, holds them and moves them to the promoted replica. It
+// returns, of the keys with prefix in their name, what the promotion
+// undid; when the promotion was, and a watch of the promoted replica's
+// deletes from then on.
+func (s *stack) failover(ctx context.Context, lag time.Duration, invisible bool, prefix string) (lost lostDeletes, promoted time.Time, watch *monitor, err error) {
 	sh := s.shard
 	if err := s.kill(sh.replica, syscall.SIGSTOP); err != nil {
-		return 0, 0, err
+		return lost, promoted, nil, err
 	}
 	if err := s.run(ctx, sh.master, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
-		return 0, 0, err
+		return lost, promoted, nil, err
 	}
 	wait.For(ctx, lag)
-	sh.endpoint.cut()
+	if invisible {
+		sh.endpoint.Pause()
+	} else {
+		sh.endpoint.Cut()
+	}
 	before, err := s.snapshot(ctx, sh.master, prefix)
 	if err != nil {
-		return 0, 0, err
+		return lost, promoted, nil, err
 	}
 	if err := s.kill(sh.master, syscall.SIGKILL); err != nil {
-		return 0, 0, err
+		return lost, promoted, nil, err
 	}
 	if err := s.kill(sh.replica, syscall.SIGCONT); err != nil {
-		return 0, 0, err
+		return lost, promoted, nil, err
 	}
 	if err := s.run(ctx, sh.replica, "CLUSTER", "FAILOVER", "TAKEOVER"); err != nil {
-		return 0, 0, err
+		return lost, promoted, nil, err
 	}
 	for deadline := time.Now().Add(10 * time.Second); !s.isMaster(ctx, sh.replica); wait.For(ctx, 50*time.Millisecond) {
 		if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("node %d is not master 10 s after its takeover", sh.replica)
+			return lost, promoted, nil, fmt.Errorf("node %d is not master 10 s after its takeover", sh.replica)
 		}
 	}
+	promoted = time.Now()
 	after, err := s.snapshot(ctx, sh.replica, prefix)
 	if err != nil {
-		return 0, 0, err
+		return lost, promoted, nil, err
 	}
 	for k, v := range after {
 		was, ok := before[k]
 		switch {
 		case !ok:
-			cameBack++
+			lost.cameBack = append(lost.cameBack, k)
 		case was != v:
-			reverted++
+			lost.reverted++
 		}
 	}
-	sh.endpoint.follow("127.0.0.1:" + strconv.Itoa(sh.replica))
+	// Watched before the clients reach it: every delete it gets is seen.
+	if watch, err = s.monitor(ctx, sh.replica); err != nil {
+		return lost, promoted, nil, err
+	}
+	if invisible {
+		sh.endpoint.Repoint("127.0.0.1:" + strconv.Itoa(sh.replica))
+	} else {
+		sh.endpoint.Follow("127.0.0.1:" + strconv.Itoa(sh.replica))
+	}
 	sh.master, sh.replica = sh.replica, sh.master
-	return cameBack, reverted, s.cacheUp(ctx) // the old master comes back as the replica
+	return lost, promoted, watch, s.cacheUp(ctx) // the old master comes back as the replica
 }
 
 // run runs a command on the node on port.
@@ -229,15 +269,18 @@ func (s *stack) countSince(sizes map[string]int64, what string) (int, error) {
 	return n, nil
 }
 
-// printFailovers prints each failover's lines and tells whether they pass:
-// no writethrough value is ever left stale, none of any reader with the
-// second delete on, and the re-delete fired after each.
-func printFailovers(fs []failoverResult, line func(string, any)) (ok bool, notes []string) {
-	ok = true
+// printFailovers prints each failover's lines and notes its gates: no
+// writethrough value is ever left stale, none of any reader with the
+// second delete on, every delete the failover lost done again within
+// lim.failoverAgain of the promotion, and the window deleted again after
+// each.
+func printFailovers(fs []failoverResult, line func(string, any), g *gates, lim limits) {
 	for _, f := range fs {
 		name := f.name()
 		line(name+"_came_back", f.cameBack)
 		line(name+"_reverted", f.reverted)
+		line(name+"_deleted_again", f.deletedAgain)
+		line(name+"_last_again_ms", f.lastAgain.Milliseconds())
 		line(name+"_redeletes", f.redeletes)
 		line(name+"_stale_writethrough", f.stale.writethrough)
 		line(name+"_stale_naive", f.stale.naive)
@@ -246,16 +289,15 @@ func printFailovers(fs []failoverResult, line func(string, any)) (ok bool, notes
 		line(name+"_drained", f.drained)
 		line(name+"_drain_s", int(f.drain.Seconds()))
 		stale := f.stale.writethrough + f.stale.list
+		what := "writethrough, list"
 		if f.delay > 0 {
 			stale += f.stale.naive + f.stale.replica
+			what = "every reader"
 		}
-		if !f.drained || stale > 0 || f.redeletes == 0 {
-			ok = false
-			notes = append(notes, f.stale.notes...)
-			if f.redeletes == 0 {
-				notes = append(notes, name+": no re-delete after the failover")
-			}
-		}
+		g.check(name+": stale after the drain ("+what+")", stale, "= 0, drained", stale == 0 && f.drained)
+		g.check(name+": deletes it lost done again, the last after the promotion",
+			fmt.Sprintf("%d of %d, %d ms", f.deletedAgain, f.cameBack, f.lastAgain.Milliseconds()),
+			fmt.Sprintf("all, ≤ %d ms", lim.failoverAgain.Milliseconds()), f.deletedAgain == f.cameBack && f.lastAgain <= lim.failoverAgain)
+		g.check(name+": the window deleted again", f.redeletes, "> 0", f.redeletes > 0)
 	}
-	return ok, notes
 }

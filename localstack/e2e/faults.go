@@ -84,7 +84,7 @@ func (s *stack) faults(p plan) []fault {
 				return errors.New("no endpoint to throttle: CACHE_REPLICAS is unset")
 			}
 			logged := s.logSizes()
-			refused := s.shard.endpoint.throttle(50, p.throttle)
+			refused := s.shard.endpoint.Throttle(50, p.throttle)
 			met, err := s.countSince(logged, `"throttled":`)
 			if err != nil {
 				return err

@@ -38,10 +38,11 @@ type plan struct {
 }
 
 // failoverPlan is a failover with the replica lag behind its master, the
-// second delete on or off.
+// second delete on or off; an invisible one moves the clients' connections
+// to the promoted replica without closing them.
 type failoverPlan struct {
-	lag          time.Duration
-	secondDelete bool
+	lag                     time.Duration
+	secondDelete, invisible bool
 }
 
 func (f failoverPlan) delay(secondDelete time.Duration) time.Duration {
@@ -50,13 +51,14 @@ func (f failoverPlan) delay(secondDelete time.Duration) time.Duration {
 
 // The replica is behind by less than the second delete's delay (1 s against
 // 5 s), and by more (6 s), when the deletes and their second deletes are
-// lost together; the short run, CI's, has the hardest one only: behind by
-// more, the second delete off, the re-delete alone to bring the keys back.
+// lost together; the short run, CI's, has the hardest ones only: behind by
+// more, the second delete off, the re-delete alone to bring the keys back,
+// the connections dropped or, invisible, moved.
 var (
 	full = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second, race: 30 * time.Second, throttle: 10 * time.Second,
-		failovers: []failoverPlan{{time.Second, true}, {time.Second, false}, {6 * time.Second, true}, {6 * time.Second, false}}}
+		failovers: []failoverPlan{{time.Second, true, false}, {time.Second, false, false}, {6 * time.Second, true, false}, {6 * time.Second, false, false}, {6 * time.Second, false, true}}}
 	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second, race: 10 * time.Second, throttle: 5 * time.Second,
-		failovers: []failoverPlan{{6 * time.Second, false}}}
+		failovers: []failoverPlan{{6 * time.Second, false, false}, {6 * time.Second, false, true}}}
 )
 
 func main() {
@@ -72,9 +74,9 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	p := full
+	p, lim := full, goals
 	if *isShort {
-		p = short
+		p, lim = short, stalls
 	}
 	soak.judgeGrowth = soak.steady >= 5*time.Minute
 	prefix := map[bool]string{true: "SOAK", false: "E2E"}[soak.steady > 0]
@@ -85,9 +87,12 @@ func main() {
 		}
 		fmt.Printf("%s server %s\n", prefix, server)
 		if soak.steady > 0 {
-			return runSoak(ctx, env, s, soak)
+			if !soak.judgeGrowth {
+				lim = stalls // a short soak is CI's
+			}
+			return runSoak(ctx, env, s, soak, lim)
 		}
-		return run(ctx, env, s, p, *bin, *secondDelete)
+		return run(ctx, env, s, p, lim, *bin, *secondDelete)
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -123,7 +128,7 @@ func onStack(ctx context.Context, bin string, delay time.Duration, what func(env
 	return what(env, s)
 }
 
-func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelete time.Duration) (bool, error) {
+func run(ctx context.Context, env env, s *stack, p plan, lim limits, bin string, secondDelete time.Duration) (bool, error) {
 	start := time.Now()
 	l, err := newLoad(ctx, env, "", true)
 	if err != nil {
@@ -205,7 +210,7 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 	}
 	if s.shard != nil {
 		for _, f := range p.failovers {
-			fo, err := runFailover(ctx, env, s, f.delay(secondDelete), f.lag, p.steady, start)
+			fo, err := runFailover(ctx, env, s, f.delay(secondDelete), f.lag, f.invisible, p.steady, start)
 			if err != nil {
 				return false, fmt.Errorf("%s: %w", fo.name(), err)
 			}
@@ -229,7 +234,7 @@ func run(ctx context.Context, env env, s *stack, p plan, bin string, secondDelet
 		return false, err
 	}
 	printReplicaReads(replicaStale)
-	return r.print(faults, drained, drain, time.Since(start)), nil
+	return r.print(faults, drained, drain, time.Since(start), lim), nil
 }
 
 // runRace restarts the worker with second deletes delay after the first

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/localstack/endpoint"
 )
 
 // env is the e2e stack's environment, as localstack/env.sh exports it.
@@ -23,6 +24,7 @@ type env struct {
 	topicARN, queueURL, rawQueue string
 	failureQueue, dlq, table     string
 	againQueue                   string // of second deletes
+	windowQueue                  string // the failover window
 	inspectQueue                 string // the inspector's copy of the topic
 	cachePorts                   []int
 	shard                        *shard             // behind one endpoint, for the failovers; nil: none
@@ -34,9 +36,9 @@ type env struct {
 func loadEnv() (env, error) {
 	e := env{root: os.Getenv("INVALIDATOR_ROOT"), state: os.Getenv("LOCAL_STATE"), topicARN: os.Getenv("TOPIC_ARN"),
 		queueURL: os.Getenv("QUEUE_URL"), rawQueue: os.Getenv("RAW_QUEUE_URL"), failureQueue: os.Getenv("FAILURE_QUEUE_URL"),
-		dlq: os.Getenv("DLQ_URL"), table: os.Getenv("TABLE_NAME"), againQueue: os.Getenv("SECOND_DELETE_QUEUE_URL"), inspectQueue: os.Getenv("INSPECT_QUEUE_URL"), workerUser: os.Getenv("WORKER_USERNAME"),
+		dlq: os.Getenv("DLQ_URL"), table: os.Getenv("TABLE_NAME"), againQueue: os.Getenv("SECOND_DELETE_QUEUE_URL"), windowQueue: os.Getenv("WINDOW_QUEUE_URL"), inspectQueue: os.Getenv("INSPECT_QUEUE_URL"), workerUser: os.Getenv("WORKER_USERNAME"),
 		ca: os.Getenv("CACHE_CA_FILE")}
-	for _, v := range []string{e.root, e.state, e.topicARN, e.queueURL, e.rawQueue, e.failureQueue, e.dlq, e.table, e.workerUser, e.againQueue, e.inspectQueue} {
+	for _, v := range []string{e.root, e.state, e.topicARN, e.queueURL, e.rawQueue, e.failureQueue, e.dlq, e.table, e.workerUser, e.againQueue, e.windowQueue, e.inspectQueue} {
 		if v == "" {
 			return e, errors.New("the e2e stack's environment is missing: run make e2e")
 		}
@@ -105,7 +107,7 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	var sh *shard
 	if e.shard != nil {
 		copied := *e.shard
-		if copied.endpoint, err = listenEndpoint(e.endpoint, "127.0.0.1:"+strconv.Itoa(copied.master), filepath.Join(e.state, "tls")); err != nil {
+		if copied.endpoint, err = endpoint.Listen(e.endpoint, "127.0.0.1:"+strconv.Itoa(copied.master), filepath.Join(e.state, "tls")); err != nil {
 			return nil, fmt.Errorf("the shard's endpoint: %w", err)
 		}
 		sh = &copied
@@ -116,7 +118,7 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=", "CACHE_PASSWORD_SECRET_ARN=" + os.Getenv("WORKER_PASSWORD_SECRET_ARN"),
 		"LOG_LEVEL=debug",
 		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table),
-		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String()}
+		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String(), "FAILOVER_WINDOW_QUEUE_URL=" + e.windowQueue}
 	s := &stack{env: e, shard: sh,
 		poller: &proc{name: "poller", path: filepath.Join(bin, "poller", "poller"), log: filepath.Join(logs, "poller.log"),
 			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
@@ -159,7 +161,7 @@ func (s *stack) stop() {
 func (s *stack) close() {
 	s.stop()
 	if s.shard != nil {
-		s.shard.endpoint.close()
+		s.shard.endpoint.Close()
 	}
 }
 

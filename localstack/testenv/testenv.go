@@ -17,6 +17,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/localstack/endpoint"
 )
 
 const howToStart = "start the local stack with `make up` and run tests with `make test` (or `. localstack/env.sh` first)"
@@ -116,8 +117,15 @@ func User(t testing.TB, client valkey.Client, prefix string, rules ...string) st
 type Cluster struct {
 	Config elasticache.Config
 	Ports  []int
-	env    []string
-	state  string
+	// Replica is the port of the last master's replica, and Master that
+	// master's; StartClusterWithReplica's only. Failover swaps them.
+	Replica, Master int
+	// endpoints are StartServerlessCluster's: one per shard, by the port
+	// of the master behind it.
+	endpoints map[int]*endpoint.Endpoint
+	ids       map[int]string // node IDs by port, read at the start
+	env       []string
+	state     string
 }
 
 // StartCluster starts a 3-master cluster on ports base..base+2, with its own
@@ -126,6 +134,70 @@ type Cluster struct {
 // added to every base: checkouts testing side by side on one machine each
 // get ports of their own.
 func StartCluster(t testing.TB, name string, base int) *Cluster {
+	t.Helper()
+	return startCluster(t, name, base, false)
+}
+
+// StartClusterWithReplica starts a cluster as StartCluster does, with a
+// replica of its last master on base+3, which fails over only when told
+// (CutReplica, Promote).
+func StartClusterWithReplica(t testing.TB, name string, base int) *Cluster {
+	t.Helper()
+	return startCluster(t, name, base, true)
+}
+
+// StartServerlessCluster starts a cluster with a replica as
+// StartClusterWithReplica does, whose clients see no node: every shard is
+// behind an endpoint on base+10 and up (the nodes announce it), as
+// ElastiCache Serverless hides its nodes behind one. HideFailover fails it
+// over without any client seeing it.
+func StartServerlessCluster(t testing.TB, name string, base int) *Cluster {
+	t.Helper()
+	c := startCluster(t, name, base, true, func(port int) int { return base + 10 + min(port-base, 2) })
+	c.endpoints = map[int]*endpoint.Endpoint{}
+	for i := range 3 {
+		e, err := endpoint.Listen("127.0.0.1:"+strconv.Itoa(base+10+i), "127.0.0.1:"+strconv.Itoa(c.Ports[i]), filepath.Dir(c.Config.CAFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Close)
+		c.endpoints[c.Ports[i]] = e
+	}
+	c.ids = map[int]string{c.Master: c.nodeID(t, c.Master), c.Replica: c.nodeID(t, c.Replica)}
+	c.replicating(t) // through its master's endpoint, up only now
+	c.Config.Endpoint = "127.0.0.1:" + strconv.Itoa(base+10)
+	return c
+}
+
+// HideFailover fails the shard with the replica over, cut off since
+// CutReplica, as Promote does, but no client sees it: its endpoint holds
+// their connections and moves them to the promoted replica, and every
+// endpoint shows the promoted replica's node ID as its old master's.
+func (c *Cluster) HideFailover(t testing.TB) {
+	t.Helper()
+	e := c.endpoints[c.Master]
+	oldID, newID := c.ids[c.Master], c.ids[c.Replica]
+	e.Pause()
+	c.Promote(t)
+	for _, other := range c.endpoints {
+		other.Rewrite(newID, oldID)
+	}
+	e.Repoint("127.0.0.1:" + strconv.Itoa(c.Master))
+	c.endpoints[c.Master] = e
+}
+
+func (c *Cluster) nodeID(t testing.TB, port int) string {
+	t.Helper()
+	node := c.Node(t, port)
+	defer node.Close()
+	id, err := node.Do(t.Context(), node.B().ClusterMyid().Build()).ToString()
+	if err != nil {
+		t.Fatalf("CLUSTER MYID on %d: %v", port, err)
+	}
+	return id
+}
+
+func startCluster(t testing.TB, name string, base int, replica bool, announce ...func(port int) int) *Cluster {
 	t.Helper()
 	root := Getenv(t, "INVALIDATOR_ROOT")
 	if offset := os.Getenv("TESTENV_PORT_OFFSET"); offset != "" {
@@ -144,8 +216,22 @@ func StartCluster(t testing.TB, name string, base int) *Cluster {
 	endpoint := "127.0.0.1:" + ports[0]
 	c.env = append(os.Environ(), "LOCAL_STATE="+c.state, "CACHE_PORTS="+strings.Join(ports, " "),
 		"CACHE_ENDPOINT="+endpoint, "CACHE_CA_FILE="+filepath.Join(c.state, "tls", "ca.crt"))
+	if replica {
+		c.Master, c.Replica = base+2, base+3
+		c.env = append(c.env, "CACHE_REPLICAS="+strconv.Itoa(c.Replica)+":"+strconv.Itoa(c.Master))
+	}
+	if len(announce) > 0 {
+		var pairs []string
+		for port := base; port <= base+3; port++ {
+			pairs = append(pairs, strconv.Itoa(port)+":"+strconv.Itoa(announce[0](port)))
+		}
+		c.env = append(c.env, "CACHE_ANNOUNCE="+strings.Join(pairs, " "))
+	}
 	t.Cleanup(func() { c.script(t, "down.sh") })
 	c.script(t, "up.sh", "cache")
+	if replica && len(announce) == 0 {
+		defer c.replicating(t) // once c.Config is set
+	}
 	cfg := CacheConfig(t)
 	cfg.Endpoint, cfg.CAFile = endpoint, filepath.Join(c.state, "tls", "ca.crt")
 	c.Config = cfg
@@ -207,6 +293,80 @@ func (c *Cluster) pid(t testing.TB, port int) int {
 		t.Fatalf("node %d pidfile: %v", port, err)
 	}
 	return pid
+}
+
+// replicating waits until the replica's link to its master is up.
+func (c *Cluster) replicating(t testing.TB) {
+	t.Helper()
+	node := c.Node(t, c.Replica)
+	defer node.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info, err := node.Do(t.Context(), node.B().Info().Section("replication").Build()).ToString()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d does not replicate its master 20 s after the start: %v %s", c.Replica, err, info)
+		}
+	}
+}
+
+// CutReplica cuts the replica off its master, as a lagging replica is:
+// what the master does from now on, its replica does not get, until
+// Promote loses it. What the master did before, the replica has.
+func (c *Cluster) CutReplica(t testing.TB) {
+	t.Helper()
+	node := c.Node(t, c.Master)
+	defer node.Close()
+	if n, err := node.Do(t.Context(), node.B().Wait().Numreplicas(1).Timeout(5000).Build()).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("node %d's replica did not catch up: %d, %v", c.Master, n, err)
+	}
+	c.Freeze(t, c.Replica)
+	if err := node.Do(t.Context(), node.B().ClientKill().TypeReplica().Build()).Error(); err != nil {
+		t.Fatalf("cut the replica off node %d: %v", c.Master, err)
+	}
+}
+
+// Promote kills the master and promotes its replica, cut off since
+// CutReplica: what the master did since is lost, as an asynchronous
+// replica's failover loses it. Master and Replica swap: the old master, dead,
+// stays as the replica's port.
+func (c *Cluster) Promote(t testing.TB) {
+	t.Helper()
+	c.StopNode(t, c.Master)
+	c.Thaw(t, c.Replica)
+	node := c.Node(t, c.Replica)
+	defer node.Close()
+	if err := node.Do(t.Context(), node.B().ClusterFailover().Takeover().Build()).Error(); err != nil {
+		t.Fatalf("promote node %d: %v", c.Replica, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		role, err := node.Do(t.Context(), node.B().Role().Build()).ToArray()
+		if err == nil && len(role) > 0 {
+			if r, _ := role[0].ToString(); r == "master" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d is not master 10 s after its takeover", c.Replica)
+		}
+	}
+	c.Master, c.Replica = c.Replica, c.Master
+}
+
+// Node is a client of one node alone, as the stack's user.
+func (c *Cluster) Node(t testing.TB, port int) valkey.Client {
+	t.Helper()
+	opt, err := c.Config.ClientOption()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.InitAddress, opt.ForceSingleClient = []string{"127.0.0.1:" + strconv.Itoa(port)}, true
+	node, err := valkey.NewClient(opt)
+	if err != nil {
+		t.Fatalf("connect to node %d: %v", port, err)
+	}
+	return node
 }
 
 // Restart starts the stopped nodes again; they rejoin with their slots.

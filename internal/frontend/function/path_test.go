@@ -62,7 +62,7 @@ func TestTheDeletePathIsStraight(t *testing.T) {
 	const queue = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
 	w := worker.New(invalidate.New(cache, invalidate.Options{}), worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard,
 		Park: parking.Queue{Client: queues, URL: queue + "-failures"}, Queues: queues,
-		Recent:       worker.NewRecent(time.Minute, 1<<20, true),
+		Window:       &worker.Window{Client: queues, URL: queue + "-window"},
 		SecondDelete: worker.DelayQueue{Client: queues, URL: queue + "-again", Delay: time.Second},
 		Announce:     announce.NewPublisher(discard{}, "near")})
 	payload, _ := json.Marshal(shape.SQSEvent{Records: []shape.SQSMessage{{MessageId: "1", Body: `{"entity":"user","id":"1"}`}}})

@@ -414,8 +414,9 @@ var rows = []row{
 	{
 		name: "128 MiB of 1 KiB keys through the re-delete window", finding: "6",
 		messages: func(ns string) []string {
-			// 512 messages of 256 keys of 1,024 bytes: the worker's window
-			// holds every key deleted in the last 30 s.
+			// 512 messages of 256 keys of 1,024 bytes: a window of the last
+			// deletes kept in the worker's memory would hold them all (the
+			// failover window is an SQS queue since).
 			out := make([]string, 512)
 			for m := range out {
 				out[m] = keysMessage(keys(256, func(i int) string {
@@ -437,11 +438,11 @@ var rows = []row{
 			return out
 		},
 		want: fates(done), noSecondDelete: []string{"fakes", "stack"}, retained: 80 << 20,
-		// The window is the worker's, the same behind every front end: the
+		// What the worker keeps is the same behind every front end: the
 		// stream function, which takes the 128 MiB in the fewest invokes,
 		// shows it.
-		skip: map[string]string{"messages": "the window is the worker's, the same behind every front end: the stream function shows it",
-			"stack/stream-function": "the window is in the worker's memory, which the fakes show as well; 128 MiB of UNLINKs would slow the tests that share the stack's cluster"},
+		skip: map[string]string{"messages": "what the worker keeps is the same behind every front end: the stream function shows it",
+			"stack/stream-function": "what the worker keeps in memory the fakes show as well; 128 MiB of UNLINKs would slow the tests that share the stack's cluster"},
 	},
 
 	// --- Findings 7 to 10: the docs, the services' library, the template ---

@@ -269,7 +269,7 @@ func newWorker(e *env, rules string, secondDelete bool, name string, logs io.Wri
 	}
 	cache := e.cache
 	opts := worker.Options{Name: name, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard,
-		Queues: e.sqs, Park: parking.Queue{Client: e.sqs, URL: cfg.FailureQueueURL}, Recent: worker.DefaultRecent()}
+		Queues: e.sqs, Park: parking.Queue{Client: e.sqs, URL: cfg.FailureQueueURL}}
 	if cfg.SecondDeleteDelay > 0 && cfg.SecondDeleteQueueURL != "" {
 		opts.SecondDelete = worker.DelayQueue{Client: e.sqs, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: worker.DefaultDelayMaxBytes}
 	}

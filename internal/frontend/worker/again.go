@@ -9,9 +9,11 @@ const (
 	// batch scheduled SECOND_DELETE_DELAY earlier through the delay queue
 	// (seconddelete.go), for fills that raced the first delete.
 	causeDelayed = "delayed"
-	// causeReconnect: a re-delete of the window of recent deletes after a
-	// reconnect (recent.go), for deletes a failover lost.
-	causeReconnect = "reconnect"
+	// causeFailover: for deletes a failover lost (failover.go) — the
+	// failover schedule's, a change marked failover that a batch sent
+	// FAILOVER_REDELETE_AFTER earlier through the delay queue, and the
+	// window, read and deleted again after a sign of a failover.
+	causeFailover = "failover"
 )
 
 // again counts what a batch deleted again for one cause: distinct keys and
@@ -47,15 +49,19 @@ func (a *again) add(res *invalidate.Result) {
 	}
 }
 
-// delayedAgain counts the second deletes among the batch's records.
-func delayedAgain(rep invalidate.Report) again {
-	a := again{cause: causeDelayed}
+// scheduledAgain counts the second deletes among the batch's records, and
+// the failover schedule's.
+func scheduledAgain(rep invalidate.Report) []again {
+	delayed, failover := again{cause: causeDelayed}, again{cause: causeFailover}
 	for i := range rep.Results {
-		if rep.Results[i].SecondDelete {
-			a.add(&rep.Results[i])
+		switch res := &rep.Results[i]; {
+		case res.Failover:
+			failover.add(res)
+		case res.SecondDelete:
+			delayed.add(res)
 		}
 	}
-	return a
+	return []again{delayed, failover}
 }
 
 // figures are the counts as batch-line fields (again_<cause>_...) and

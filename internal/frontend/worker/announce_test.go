@@ -18,6 +18,7 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
 
 // channel is a fake of the announcements' channel: what was published,
@@ -110,11 +111,11 @@ func TestReDeletesAreAnnounced(t *testing.T) {
 	ch := &channel{}
 	w := announcingWorker(ch, &cachetest.Cache{}, io.Discard)
 	defer w.Close()
-	w.opts.Recent = NewRecent(time.Minute, 1<<20, false)
-	w.opts.Recent.add([]string{"cache:user:7"}, false)
-	w.opts.Recent.Started([]string{"node:1"})
-	w.opts.Recent.Connected("node:1")
-	w.opts.Recent.Connected("node:1") // a reconnect
+	w.opts.Window = &Window{Client: &fakes.SQS{}, URL: testQueueURL + "-window"}
+	w.opts.Window.Add(t.Context(), []string{"cache:user:7"}, nil)
+	w.signs.started([]string{"node:1"})
+	w.signs.connectedTo("node:1")
+	w.signs.connectedTo("node:1") // a reconnect
 	w.Handle(deadline(t), events.SourceSQS, invalidate.Decoded([]invalidate.Record{{ID: "1", Changes: []events.Change{{Entity: "user", ID: "8"}}}}), nil)
 	if keys := ch.announcedKeys(); !slices.Contains(keys, "cache:user:7") || !slices.Contains(keys, "cache:user:8") {
 		t.Fatalf("announced %v: want the batch's key and the one deleted again", keys)

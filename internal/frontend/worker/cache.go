@@ -25,10 +25,10 @@ import (
 // connected every key fails for now, with the reason: its records are
 // retried, never parked.
 type connection struct {
-	cache  elasticache.Config
-	opt    valkey.ClientOption // cache's, tuned
-	log    *slog.Logger
-	recent *Recent // told when the first client is made; nil when none
+	cache elasticache.Config
+	opt   valkey.ClientOption // cache's, tuned
+	log   *slog.Logger
+	signs *signs // told when the first client is made, and of replies
 
 	mu      sync.Mutex
 	client  valkey.Client
@@ -41,8 +41,8 @@ type connection struct {
 // valkey-go's client closes, for the next process to do.
 var errClosed = fmt.Errorf("the cache connection is closed: %w", valkey.ErrClosing)
 
-func newConnection(cache elasticache.Config, opt valkey.ClientOption, log *slog.Logger, recent *Recent) *connection {
-	c := &connection{cache: cache, opt: opt, log: log, recent: recent}
+func newConnection(cache elasticache.Config, opt valkey.ClientOption, log *slog.Logger, signs *signs) *connection {
+	c := &connection{cache: cache, opt: opt, log: log, signs: signs}
 	c.mu.Lock()
 	c.dial()
 	c.mu.Unlock()
@@ -57,8 +57,8 @@ func (c *connection) dial() {
 		client, err := valkey.NewClient(c.opt)
 		if err != nil {
 			err = fmt.Errorf("connect to cache %s: %w", c.cache.Endpoint, err)
-		} else if c.recent != nil {
-			c.recent.Started(slices.Collect(maps.Keys(client.Nodes())))
+		} else {
+			c.signs.started(slices.Collect(maps.Keys(client.Nodes())))
 		}
 		c.mu.Lock()
 		if c.closed && client != nil {
@@ -119,7 +119,9 @@ func (c *connection) Unlink(ctx context.Context, keys []string, status []invalid
 		}
 		return errs
 	}
-	return invalidate.Valkey(client).Unlink(ctx, keys, status)
+	errs := invalidate.Valkey(client).Unlink(ctx, keys, status)
+	c.signs.replied(errs...)
+	return errs
 }
 
 // Tick is invalidate.Cache's.
@@ -128,7 +130,9 @@ func (c *connection) Tick(ctx context.Context, clock string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return invalidate.Valkey(client).Tick(ctx, clock)
+	n, err := invalidate.Valkey(client).Tick(ctx, clock)
+	c.signs.replied(err)
+	return n, err
 }
 
 // Page is invalidate.Cache's.
@@ -137,7 +141,9 @@ func (c *connection) Page(ctx context.Context, key string, reading int64, cursor
 	if err != nil {
 		return nil, 0, err
 	}
-	return invalidate.Valkey(client).Page(ctx, key, reading, cursor, count)
+	members, next, err := invalidate.Valkey(client).Page(ctx, key, reading, cursor, count)
+	c.signs.replied(err)
+	return members, next, err
 }
 
 // Forget is invalidate.Cache's.
@@ -146,7 +152,19 @@ func (c *connection) Forget(ctx context.Context, key string, members []invalidat
 	if err != nil {
 		return err
 	}
-	return invalidate.Valkey(client).Forget(ctx, key, members)
+	err = invalidate.Valkey(client).Forget(ctx, key, members)
+	c.signs.replied(err)
+	return err
+}
+
+// checkTopology asks the cluster's topology for signs, when connected.
+func (c *connection) checkTopology(ctx context.Context) {
+	c.mu.Lock()
+	client := c.client
+	c.mu.Unlock()
+	if client != nil {
+		c.signs.checkTopology(ctx, client)
+	}
 }
 
 // close ends the connection, or the attempt in flight once it ends; what
@@ -165,9 +183,9 @@ func (c *connection) close() {
 	}
 }
 
-// noteConnections is a valkey-go dialer, its own default, that tells recent
+// noteConnections is a valkey-go dialer, its own default, that tells signs
 // of every connection made.
-func noteConnections(recent *Recent) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+func noteConnections(signs *signs) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
 	return func(ctx context.Context, dst string, dialer *net.Dialer, cfg *tls.Config) (conn net.Conn, err error) {
 		if cfg != nil {
 			conn, err = (&tls.Dialer{NetDialer: dialer, Config: cfg}).DialContext(ctx, "tcp", dst)
@@ -175,7 +193,7 @@ func noteConnections(recent *Recent) func(context.Context, string, *net.Dialer, 
 			conn, err = dialer.DialContext(ctx, "tcp", dst)
 		}
 		if err == nil {
-			recent.Connected(dst)
+			signs.connectedTo(dst)
 		}
 		return conn, err
 	}

@@ -33,6 +33,18 @@ type Config struct {
 	// keys are deleted they are deleted again, in whole seconds up to 15
 	// minutes. Default 2s; 0 turns second deletes off.
 	SecondDeleteDelay time.Duration
+	// FailoverRedeleteAfter is FAILOVER_REDELETE_AFTER: how long after a
+	// record's keys are deleted the failover schedule deletes them once
+	// more, through the delay queue, in whole seconds up to 15 minutes:
+	// longer than the replication lag a failover can lose. Default 60s; 0
+	// turns it off.
+	FailoverRedeleteAfter time.Duration
+	// FailoverWindowQueueURL is FAILOVER_WINDOW_QUEUE_URL: the queue that
+	// keeps the fleet's last minute of deletes, read and deleted again when
+	// a process sees a sign of a failover (Window). Default none: a failover
+	// no client sees and one they all see are repaired alike, by the
+	// failover schedule.
+	FailoverWindowQueueURL string
 	// AnnounceChannel is ANNOUNCE_CHANNEL: the pub/sub channel on which the
 	// keys of every delete are announced once it succeeded, for the
 	// services' local tiers (writethrough/local). The cache user needs
@@ -80,8 +92,20 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.SecondDeleteDelay%time.Second != 0 {
 		return c, fmt.Errorf("SECOND_DELETE_DELAY=%v: want whole seconds from 0 (off) to 15m, like 2s", c.SecondDeleteDelay)
 	}
-	if most := maxEscapedBytes(c.Rules.MaxKeyBytes()); c.SecondDeleteQueueURL != "" && c.SecondDeleteDelay > 0 && most > DefaultDelayMaxBytes {
-		return c, fmt.Errorf("INVALIDATION_RULES: a key of the rules' maxKeyBytes (%d) takes up to %d bytes in a second-delete message, more than the delay queue's %d (DefaultDelayMaxBytes, template.yaml's MaximumMessageSize); lower maxKeyBytes, or turn second deletes off (SECOND_DELETE_DELAY=0s)",
+	if c.FailoverRedeleteAfter, err = env.Duration(getenv, "FAILOVER_REDELETE_AFTER", time.Minute, 0, 15*time.Minute); err != nil {
+		return c, err
+	}
+	if c.FailoverRedeleteAfter%time.Second != 0 {
+		return c, fmt.Errorf("FAILOVER_REDELETE_AFTER=%v: want whole seconds from 0 (off) to 15m, like 60s", c.FailoverRedeleteAfter)
+	}
+	if c.FailoverWindowQueueURL = env.String(getenv, "FAILOVER_WINDOW_QUEUE_URL"); c.FailoverWindowQueueURL != "" {
+		if err := checkQueueURL("FAILOVER_WINDOW_QUEUE_URL", c.FailoverWindowQueueURL); err != nil {
+			return c, err
+		}
+	}
+	again := c.SecondDeleteQueueURL != "" && (c.SecondDeleteDelay > 0 || c.FailoverRedeleteAfter > 0)
+	if most := maxEscapedBytes(c.Rules.MaxKeyBytes()); (again || c.FailoverWindowQueueURL != "") && most > DefaultDelayMaxBytes {
+		return c, fmt.Errorf("INVALIDATION_RULES: a key of the rules' maxKeyBytes (%d) takes up to %d bytes in a second-delete message, more than the delay queue's %d (DefaultDelayMaxBytes, template.yaml's MaximumMessageSize); lower maxKeyBytes",
 			c.Rules.MaxKeyBytes(), most, DefaultDelayMaxBytes)
 	}
 	if c.AnnounceChannel = env.String(getenv, "ANNOUNCE_CHANNEL"); strings.ContainsAny(c.AnnounceChannel, " \t\n*?[]") || len(c.AnnounceChannel) > 256 {

@@ -28,14 +28,22 @@ type SecondDeleter interface {
 // ({"keys":[...],"secondDelete":true}, or "tags") in an SQS queue, each
 // hidden for Delay, that the SQS function or the poller consumes: they
 // survive the process that sent them. A change marked secondDelete is
-// deleted and never delayed again.
+// deleted and never delayed again. With FailoverAfter it schedules each
+// key and tag once more, that long after, marked "failover": true — the
+// failover schedule (docs/operations.md, "Deletes that survive a
+// failover").
 type DelayQueue struct {
 	Client parking.SQS
 	URL    string
 	// Delay is how long after the first delete the second comes: longer
 	// than the slowest load plus the replica lag. SQS counts it in whole
-	// seconds, from 1 to 900.
+	// seconds, from 1 to 900. Zero: none.
 	Delay time.Duration
+	// FailoverAfter is how long after the first delete the failover
+	// schedule's comes: longer than the replication lag a failover can
+	// lose, so that it lands on whichever primary then holds the key.
+	// Zero: none.
+	FailoverAfter time.Duration
 	// MaxBytes is the most a message holds, as sent: the queue's
 	// MaximumMessageSize. Default DefaultDelayMaxBytes.
 	MaxBytes int
@@ -51,10 +59,18 @@ const maxDelayKeys = 500
 
 // maxEscapedBytes is the most bytes a name of n bytes takes in a message:
 // a control character is written as six (\u0001).
-func maxEscapedBytes(n int) int { return 6*n + len(`{"keys":[""],"secondDelete":true}`) }
+func maxEscapedBytes(n int) int { return 6*n + len(tailFailover) + len(`{"keys":[""`) }
 
-// ErrSecondDelete fails a record whose second delete could not be
-// scheduled: it is retried, and never acknowledged without it.
+// The ends of a second-delete message: a second delete, or the failover
+// schedule's.
+const (
+	tailSecond   = `],"secondDelete":true}`
+	tailFailover = `],"secondDelete":true,"failover":true}`
+)
+
+// ErrSecondDelete fails a record whose second delete, failover schedule or
+// window could not be sent: it is retried, and never acknowledged without
+// them.
 var ErrSecondDelete = errors.New("second delete not scheduled")
 
 // delayMessage is one second-delete message: its body, as sent, and the
@@ -64,12 +80,30 @@ type delayMessage struct {
 	names []string
 }
 
-// Schedule is SecondDeleter's: one message per chunk of keys or of tags,
-// sent ten at a time, each encoded as its turn comes: ten bodies in memory
-// at most, however many keys.
+// Schedule is SecondDeleter's: the second delete's messages, then the
+// failover schedule's.
 func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
-	delay := int32(min(max((q.Delay+time.Second-1)/time.Second, 1), 900))
 	limit := cmp.Or(q.MaxBytes, DefaultDelayMaxBytes)
+	if q.Delay > 0 {
+		failedKeys, failedTags = sendAgain(ctx, q.Client, q.URL, delaySeconds(q.Delay), tailSecond, limit, keys, tags)
+	}
+	if q.FailoverAfter > 0 {
+		k, t := sendAgain(ctx, q.Client, q.URL, delaySeconds(q.FailoverAfter), tailFailover, limit, keys, tags)
+		failedKeys, failedTags = append(failedKeys, k...), append(failedTags, t...)
+	}
+	return failedKeys, failedTags
+}
+
+// delaySeconds is d as SQS's DelaySeconds: whole seconds, 1 to 900.
+func delaySeconds(d time.Duration) int32 {
+	return int32(min(max((d+time.Second-1)/time.Second, 1), 900))
+}
+
+// sendAgain sends keys and tags to the queue at url as second-delete
+// messages ending in tail, each hidden delay seconds: one message per
+// chunk, sent ten at a time, each encoded as its turn comes — ten bodies
+// in memory at most, however many keys. It returns what it could not send.
+func sendAgain(ctx context.Context, client parking.SQS, url string, delay int32, tail string, limit int, keys, tags []string) (failedKeys, failedTags []string) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 10)
@@ -78,12 +112,12 @@ func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKe
 		tags   bool
 		failed *[]string
 	}{{keys, false, &failedKeys}, {tags, true, &failedTags}} {
-		for msg := range delayMessages(kind.names, kind.tags, limit) {
+		for msg := range delayMessages(kind.names, kind.tags, tail, limit) {
 			slots <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				_, err := q.Client.SendMessage(ctx, &sqs.SendMessageInput{
-					QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(msg.body)), DelaySeconds: delay,
+				_, err := client.SendMessage(ctx, &sqs.SendMessageInput{
+					QueueUrl: aws.String(url), MessageBody: aws.String(string(msg.body)), DelaySeconds: delay,
 				})
 				if err != nil {
 					mu.Lock()
@@ -97,17 +131,17 @@ func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKe
 	return failedKeys, failedTags
 }
 
-// delayMessages yields the messages of names, keys or tags, each of at
-// most maxDelayKeys names and limit bytes as sent: each name is encoded
-// once, in time linear in the names. A name that alone is over limit goes
-// alone, for SQS to refuse: ConfigFromEnv keeps the longest key within it
-// (maxEscapedBytes).
-func delayMessages(names []string, tags bool, limit int) iter.Seq[delayMessage] {
+// delayMessages yields the messages of names, keys or tags, each ending in
+// tail, of at most maxDelayKeys names and limit bytes as sent: each name
+// is encoded once, in time linear in the names. A name that alone is over
+// limit goes alone, for SQS to refuse: ConfigFromEnv keeps the longest key
+// within it (maxEscapedBytes).
+func delayMessages(names []string, tags bool, tail string, limit int) iter.Seq[delayMessage] {
 	return func(yield func(delayMessage) bool) {
 		if len(names) == 0 {
 			return
 		}
-		head, tail := `{"keys":[`, `],"secondDelete":true}`
+		head := `{"keys":[`
 		if tags {
 			head = `{"tags":[`
 		}
@@ -135,13 +169,14 @@ func delayMessages(names []string, tags bool, limit int) iter.Seq[delayMessage] 
 // again later.
 type scheduled struct{ keys, tags int }
 
-// scheduleSecondDeletes schedules the keys and tags of the records done,
-// but for second deletes themselves, and fails for now the records whose
-// keys or tags could not be scheduled.
-func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Report) (n scheduled) {
+// scheduleAgain sends the keys and tags of the records done, but for
+// second deletes themselves, to be deleted again — to the delay queue
+// (second delete, failover schedule) and to the failover window —, and
+// fails for now the records whose keys or tags could not be sent to each.
+func (w *Worker) scheduleAgain(ctx context.Context, rep *invalidate.Report) (n scheduled) {
 	var keys, tags owned
 	for i, res := range rep.Results {
-		if res.SecondDelete || res.Err != nil || w.opts.SecondDelete == nil {
+		if res.SecondDelete || res.Err != nil || (w.opts.SecondDelete == nil && w.opts.Window == nil) {
 			continue
 		}
 		for _, k := range res.Keys {
@@ -154,10 +189,20 @@ func (w *Worker) scheduleSecondDeletes(ctx context.Context, rep *invalidate.Repo
 	if len(keys.names)+len(tags.names) == 0 {
 		return n
 	}
-	failedKeys, failedTags := w.opts.SecondDelete.Schedule(ctx, keys.names, tags.names)
-	n.keys, n.tags = len(keys.names)-len(failedKeys), len(tags.names)-len(failedTags)
-	keys.fail(rep, failedKeys, ErrSecondDelete, true)
-	tags.fail(rep, failedTags, ErrSecondDelete, true)
+	var failedKeys, failedTags, windowKeys, windowTags []string
+	var wg sync.WaitGroup
+	if w.opts.SecondDelete != nil {
+		wg.Go(func() { failedKeys, failedTags = w.opts.SecondDelete.Schedule(ctx, keys.names, tags.names) })
+		n.keys, n.tags = len(keys.names), len(tags.names)
+	}
+	if w.opts.Window != nil {
+		wg.Go(func() { windowKeys, windowTags = w.opts.Window.Add(ctx, keys.names, tags.names) })
+	}
+	wg.Wait()
+	n.keys -= len(failedKeys)
+	n.tags -= len(failedTags)
+	keys.fail(rep, append(failedKeys, windowKeys...), ErrSecondDelete, true)
+	tags.fail(rep, append(failedTags, windowTags...), ErrSecondDelete, true)
 	return n
 }
 

@@ -17,17 +17,8 @@ import (
 // SQS is what a worker needs of SQS: to park records in the failure queue
 // and hand messages back to theirs. *sqs.Client has it.
 type SQS interface {
-	parking.SQS
-	Queues
+	WindowSQS
 }
-
-// RedeleteWindow is how far back, from the last time the cache answered,
-// the keys deleted are deleted again after a reconnect: at least the
-// cache's replication lag, which ElastiCache bounds nowhere ("typically
-// within milliseconds"); 30 s is thousands of times the lag measured
-// (docs/operations.md, "Deletes that survive a failover"), and the window
-// is bounded in bytes besides (defaultRedeleteMaxBytes).
-const RedeleteWindow = 30 * time.Second
 
 // AnnounceHeartbeat is how often the worker looks whether a confirmation
 // of its last announcement is due on ANNOUNCE_CHANNEL (1, 2, 4 … 32 s
@@ -35,13 +26,6 @@ const RedeleteWindow = 30 * time.Second
 // announcement of its they missed: the second of a service process's own
 // (writethrough/local's ChannelOptions.Heartbeat).
 const AnnounceHeartbeat = time.Second
-
-// DefaultRecent is the re-delete window Start gives a Worker: the keys
-// deleted in the last RedeleteWindow, up to defaultRedeleteMaxBytes of
-// them, deleted again after a reconnect, and after a connection to a node
-// that was not in the cluster at the start (a node-based cluster's
-// promoted replica; ElastiCache Serverless shows none).
-func DefaultRecent() *Recent { return NewRecent(RedeleteWindow, defaultRedeleteMaxBytes, true) }
 
 // Start builds, once per process, the logger and the Worker named name,
 // and starts connecting to the cache in the background: the process
@@ -68,20 +52,27 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	// The metrics' namespace and how long a batch retries its keys are
 	// Options' defaults: "Invalidator", which the template's alarms and
 	// dashboards name, and RetryFor's 1 s.
-	opts := Options{Name: name, Logger: logger, Queues: queues, Recent: DefaultRecent()}
-	opt.DialCtxFn = noteConnections(opts.Recent)
-	conn := newConnection(cfg.Cache, opt, logger, opts.Recent)
+	opts := Options{Name: name, Logger: logger, Queues: queues}
+	signs := newSigns()
+	opt.DialCtxFn = noteConnections(signs)
+	conn := newConnection(cfg.Cache, opt, logger, signs)
 	if cfg.FailureQueueURL != "" {
 		opts.Park = parking.Queue{Client: queues, URL: cfg.FailureQueueURL}
 	} else {
 		logger.Warn("no FAILURE_QUEUE_URL: records that fail for good are handed back to their source, to be retried until its DLQ or on-failure destination takes them")
 	}
 	switch {
-	case cfg.SecondDeleteDelay == 0:
+	case cfg.SecondDeleteDelay == 0 && cfg.FailoverRedeleteAfter == 0:
 	case cfg.SecondDeleteQueueURL != "":
-		opts.SecondDelete = DelayQueue{Client: queues, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: DefaultDelayMaxBytes}
+		opts.SecondDelete = DelayQueue{Client: queues, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay,
+			FailoverAfter: cfg.FailoverRedeleteAfter, MaxBytes: DefaultDelayMaxBytes}
 	default:
-		logger.Warn("no SECOND_DELETE_QUEUE_URL: keys are deleted once, and a fill that read the source before a change may outlive its invalidation")
+		logger.Warn("no SECOND_DELETE_QUEUE_URL: keys are deleted once, and a fill that read the source before a change, or a failover, may undo it")
+	}
+	if cfg.FailoverWindowQueueURL != "" {
+		opts.Window = &Window{Client: queues, URL: cfg.FailoverWindowQueueURL, MaxBytes: DefaultDelayMaxBytes}
+	} else {
+		logger.Warn("no FAILOVER_WINDOW_QUEUE_URL: the deletes a failover loses are done again by the failover schedule only, FAILOVER_REDELETE_AFTER after them")
 	}
 	var beat *heartbeat
 	if cfg.AnnounceChannel != "" {
@@ -89,7 +80,7 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 		beat = startHeartbeat(opts.Announce, cfg.AnnounceChannel, AnnounceHeartbeat, logger)
 	}
 	w := New(invalidate.New(conn, invalidate.Options{Rules: cfg.Rules, ECPUPerSecond: cfg.ECPUPerSecond}), opts)
-	w.conn, w.heartbeat = conn, beat
+	w.conn, w.heartbeat, w.signs = conn, beat, signs
 	return w, nil
 }
 

@@ -51,9 +51,9 @@ type Options struct {
 	// later. A record whose keys it cannot schedule fails for now. Default
 	// none: one delete.
 	SecondDelete SecondDeleter
-	// Recent holds the keys deleted lately, to delete them again after a
-	// reconnect: at the end of the batch that reconnected. Default none.
-	Recent *Recent
+	// Window receives what every batch deleted, and is read and deleted
+	// again at the end of a batch after a sign of a failover. Default none.
+	Window *Window
 	// Announce publishes what each batch deleted to the services' local
 	// tiers (writethrough/local), once it is deleted. Default none.
 	Announce *announce.Publisher
@@ -71,6 +71,7 @@ type Worker struct {
 	opts      Options
 	conn      *connection // nil when the caller gave the invalidator
 	heartbeat *heartbeat  // nil when none is sent
+	signs     *signs      // of a failover, since the last batch took one
 }
 
 // New returns a Worker invalidating through inv.
@@ -93,7 +94,7 @@ func New(inv *invalidate.Invalidator, opts Options) *Worker {
 	if opts.RetryFor <= 0 {
 		opts.RetryFor = time.Second
 	}
-	return &Worker{inv: inv, opts: opts}
+	return &Worker{inv: inv, opts: opts, signs: newSigns()}
 }
 
 // Close stops the heartbeats and ends the worker's own cache connection,
@@ -146,9 +147,9 @@ type record struct {
 
 // Handle invalidates a batch from source before ctx's deadline less the
 // margin, and then, each a step of its own: announces what it deleted,
-// remembers it for a re-delete, schedules its second deletes, deletes
-// again what a reconnect asked for, and parks the records that failed for
-// good — content(i) is record i as its source delivered it; without
+// schedules it to be deleted again (second deletes, the failover schedule,
+// the window), deletes the window again after a sign of a failover, and
+// parks the records that failed for good — content(i) is record i as its source delivered it; without
 // content nothing is parked. It logs the batch, each failed record and the
 // batch's metrics, and returns the report: a record to retry is one that
 // failed and is not Parked.
@@ -172,14 +173,11 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	announceIn, cancelAnnounce := wait.BeforeDeadline(ctx, w.opts.DeadlineMargin/2)
 	defer cancelAnnounce()
 	announced := w.announce(announceIn, &rep, start, batch.RetryFor)
-	if w.opts.Recent != nil {
-		w.opts.Recent.remember(rep)
-	}
-	later := w.scheduleSecondDeletes(ctx, &rep)
-	reconnect := w.redelete(inTime)
+	later := w.scheduleAgain(ctx, &rep)
+	signed := w.afterSign(inTime)
 	w.parkFailed(ctx, source, &rep, content)
 	st := stagesOf(start, deleted, time.Now(), rep.Metrics, announced.took)
-	w.log(ctx, source, rep, later, []again{delayedAgain(rep), reconnect}, announced, st)
+	w.log(ctx, source, rep, later, append(scheduledAgain(rep), signed), announced, st)
 	return rep
 }
 

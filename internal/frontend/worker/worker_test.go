@@ -92,7 +92,7 @@ func TestEMFLine(t *testing.T) {
 	}
 	// What is deleted again has a line per cause, the cause a dimension.
 	buf.Reset()
-	if err := writeEMF(&buf, "Invalidator", "f", "", events.SourceSQS, causeReconnect, again{cause: causeReconnect, keys: 4, refills: 3}.figures(), time.Now()); err != nil {
+	if err := writeEMF(&buf, "Invalidator", "f", "", events.SourceSQS, causeFailover, again{cause: causeFailover, keys: 4, refills: 3}.figures(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	var again struct {
@@ -102,7 +102,7 @@ func TestEMFLine(t *testing.T) {
 		Cause                           string
 		KeysDeletedAgain, RefillsCaught int64
 	}
-	if err := json.Unmarshal(buf.Bytes(), &again); err != nil || again.Cause != "reconnect" || again.KeysDeletedAgain != 4 || again.RefillsCaught != 3 ||
+	if err := json.Unmarshal(buf.Bytes(), &again); err != nil || again.Cause != "failover" || again.KeysDeletedAgain != 4 || again.RefillsCaught != 3 ||
 		len(again.AWS.CloudWatchMetrics) != 1 || !slices.Equal(again.AWS.CloudWatchMetrics[0].Dimensions[0], []string{"Function", "Source", "Cause"}) {
 		t.Fatalf("the line of a re-delete: %s (%v)", buf.String(), err)
 	}

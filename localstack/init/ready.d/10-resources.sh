@@ -20,6 +20,7 @@ failures="${FAILURE_QUEUE_NAME:-cache-invalidation-failures}"
 raw_queue="${RAW_QUEUE_NAME:-cache-invalidation-raw}"
 again="${SECOND_DELETE_QUEUE_NAME:-cache-invalidation-again}"
 inspect="${INSPECT_QUEUE_NAME:-cache-invalidation-inspect}"
+window="${FAILOVER_WINDOW_QUEUE_NAME:-cache-invalidation-window}"
 table="${TABLE_NAME:-Products}"
 secret="${WORKER_PASSWORD_SECRET_NAME:-invalidator-worker-password}"
 # As template.yaml: QueueMaxReceiveCount, and 6 x the function timeout.
@@ -110,6 +111,12 @@ again_redrive=$(printf '{"deadLetterTargetArn":"%s","maxReceiveCount":"%s"}' "$(
 awscli sqs set-queue-attributes --queue-url "$again_url" --attributes "$(queue_attributes "" "$again_redrive" "$visibility_timeout")"
 awscli sqs set-queue-attributes --queue-url "$again_url" --attributes MaximumMessageSize="$second_delete_max_bytes"
 
+# The failover window: the fleet's last minute of deletes, which nothing
+# consumes; read again after a sign of a failover (template.yaml's
+# FailoverWindowQueue).
+window_url=$(queue_url "$window")
+awscli sqs set-queue-attributes --queue-url "$window_url" --attributes MessageRetentionPeriod=60,MaximumMessageSize="$second_delete_max_bytes"
+
 # invalidator inspect's copy of every change, kept a minute (template.yaml's
 # InspectQueue, which is opt-in there).
 inspect_url=$(queue_url "$inspect")
@@ -143,6 +150,7 @@ echo "  queue       $(queue_url "$queue") (DLQ $dlq after $max_receive_count rec
 echo "  raw queue   $(queue_url "$raw_queue") (RawMessageDelivery=true)"
 echo "  dlq         $dlq_url"
 echo "  again       $again_url (second deletes, delayed; failures after $max_receive_count receives)"
+echo "  window      $window_url (the last minute of deletes, deleted again after a sign of a failover)"
 echo "  inspect     $inspect_url (a copy of each change for invalidator inspect, kept 60 s)"
 echo "  failures    $failures_url (records parked by the worker, and what the stream and SNS paths give up on)"
 echo "  table       $table, stream $stream_arn"

@@ -1,4 +1,4 @@
-package main
+package endpoint
 
 import (
 	"bufio"
@@ -37,9 +37,9 @@ func (l *limit) allow() bool {
 	return true
 }
 
-// throttle lets perSecond metered commands a second through for d, and
+// Throttle lets perSecond metered commands a second through for d, and
 // returns how many it refused.
-func (e *endpoint) throttle(perSecond int, d time.Duration) int {
+func (e *Endpoint) Throttle(perSecond int, d time.Duration) int {
 	l := &limit{perSecond: perSecond}
 	e.mu.Lock()
 	e.limit = l
@@ -53,6 +53,13 @@ func (e *endpoint) throttle(perSecond int, d time.Duration) int {
 	return l.refused
 }
 
+// currentLimit is the throttling of the moment; nil: none.
+func (e *Endpoint) currentLimit() *limit {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.limit
+}
+
 // unmetered are the commands the throttling lets through: those AWS's own
 // estimator (agent-toolkit-for-aws, command_classifier.py) leaves out of
 // the ECPUs, which a client needs to connect and find the cluster.
@@ -64,35 +71,6 @@ var unmetered = map[string]bool{"AUTH": true, "HELLO": true, "CLIENT": true, "CL
 // a throttled command's place, the master answers it in its turn, so the
 // replies keep the commands' order.
 var throttledReply = respCommand("EVAL", "return redis.error_reply('THROTTLED the cache is over its ECPU limit (e2e)')", "0")
-
-// commands copies the client's commands from r to up, each in its RESP
-// form, or the throttling reply's script in its place. A connection that
-// subscribes is never throttled: pub/sub is not.
-func (e *endpoint) commands(r *bufio.Reader, up io.Writer) error {
-	w := bufio.NewWriter(up)
-	subscribed := false
-	for {
-		raw, name, err := readCommand(r)
-		if err != nil {
-			return err
-		}
-		subscribed = subscribed || strings.HasSuffix(name, "SUBSCRIBE")
-		e.mu.Lock()
-		l := e.limit
-		e.mu.Unlock()
-		if l != nil && !subscribed && !unmetered[name] && !l.allow() {
-			raw = throttledReply
-		}
-		if _, err := w.Write(raw); err != nil {
-			return err
-		}
-		if r.Buffered() == 0 { // a pipeline sent whole
-			if err := w.Flush(); err != nil {
-				return err
-			}
-		}
-	}
-}
 
 // readCommand reads one command: a RESP array of bulk strings, as clients
 // send them, or an inline one. It returns its bytes and its name.

@@ -1,0 +1,119 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/invalidator-go/invalidator/invalidate"
+)
+
+// windowRound is how many of the window's messages one round of a
+// re-delete reads and deletes: up to 25,000 keys, and 13 MiB of bodies, in
+// memory at once.
+const windowRound = 50
+
+// afterSign looks for a sign of a failover — asking the cluster's
+// topology, at most once a second — and, when one came since the last
+// batch, reads the failover window and deletes all of it again, a round
+// at a time, at the second deletes' priority, until the window is empty,
+// the batch's turn (windowTurn) is over, or ctx ends. What fails for now
+// is shown again in the window, and the sign kept for the next batch,
+// which goes on with the rest. A
+// Lambda function does it within the invoke that saw the sign, before it
+// may be frozen.
+func (w *Worker) afterSign(ctx context.Context) (n again) {
+	n.cause = causeFailover
+	if w.conn != nil {
+		w.conn.checkTopology(ctx)
+	}
+	sign, ok := w.signs.take()
+	if !ok {
+		return n
+	}
+	if w.opts.Window == nil {
+		w.opts.Logger.WarnContext(ctx, "a sign of a failover, and no window to delete again: the failover schedule deletes again what it lost", "sign", sign)
+		return n
+	}
+	began, messages := time.Now(), 0
+	var retry, lost error
+	for {
+		msgs, err := w.opts.Window.read(ctx, windowRound)
+		messages += len(msgs)
+		var again []windowMessage
+		if len(msgs) > 0 {
+			again, lost = w.redeleteWindow(ctx, msgs, &n, lost)
+		}
+		if len(again) > 0 {
+			retry = errors.Join(w.opts.Window.show(context.WithoutCancel(ctx), again), errRedeleteRetry)
+		}
+		if err != nil {
+			retry = err
+		}
+		if retry != nil || len(msgs) < windowRound {
+			break
+		}
+		if time.Since(began) > windowTurn {
+			retry = errWindowLeft // the next batch goes on
+			break
+		}
+	}
+	attrs := []any{"sign", sign, "messages", messages, "deleted_again", n.keys, "tags", n.tags, "refills", n.refills,
+		"took_ms", time.Since(began).Milliseconds()}
+	switch {
+	case retry != nil:
+		w.signs.again(sign)
+		attrs = append(attrs, "error", retry.Error(), "fate", "retry")
+	case lost != nil:
+		attrs = append(attrs, "error", lost.Error(), "fate", "failed for good")
+	}
+	w.opts.Logger.WarnContext(ctx, "keys deleted again after a sign of a failover", attrs...)
+	return n
+}
+
+// errRedeleteRetry says that some of the window failed for now: shown
+// again, for the next batch.
+var errRedeleteRetry = errors.New("some of the window failed for now")
+
+// windowTurn is how long one batch deletes the window again, at most, past
+// its first round: the batch's own answer waits meanwhile — and, for a
+// stream, its shard —, and the other processes that saw the sign read the
+// rest meanwhile.
+const windowTurn = time.Second
+
+// errWindowLeft says that the batch's turn ended with the window not
+// empty: the next batch goes on with it.
+var errWindowLeft = errors.New("the window is not empty yet")
+
+// redeleteWindow deletes again what msgs hold, one record a message, and
+// announces it; it counts what it did in n and returns the messages that
+// failed for now, and the last error of one that failed for good (NOPERM
+// since an ACL change, WRONGTYPE at a tag key), which would fail the same
+// way again: it is logged, and the rest goes on.
+func (w *Worker) redeleteWindow(ctx context.Context, msgs []windowMessage, n *again, lost error) ([]windowMessage, error) {
+	records := make([]invalidate.Record, len(msgs))
+	for i, m := range msgs {
+		records[i] = invalidate.Record{ID: "window", Changes: m.changes}
+	}
+	// Retried no longer than a batch's keys are: a node not back yet (still
+	// loading its data after a restart) holds the invoke, and a stream's
+	// shard behind it, a second at most; its keys wait in the window for
+	// the next batch.
+	batch := invalidate.Decoded(records)
+	batch.RetryFor = w.opts.RetryFor
+	rep := w.inv.Invalidate(ctx, batch)
+	w.announce(ctx, &rep, time.Now(), batch.RetryFor)
+	var again []windowMessage
+	for i := range rep.Results {
+		res := &rep.Results[i]
+		n.add(res)
+		switch {
+		case res.Err == nil:
+		case res.Transient:
+			again = append(again, msgs[i])
+		default:
+			lost = res.Err
+		}
+	}
+	return again, lost
+}

@@ -1,0 +1,199 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
+	"github.com/invalidator-go/invalidator/localstack/fakes"
+)
+
+const windowURL = testQueueURL + "-window"
+
+// windowWorker is a worker whose batches go to a failover window in
+// queues, through cache.
+func windowWorker(cache invalidate.Cache, queues *fakes.SQS, logs io.Writer) *Worker {
+	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	return New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
+		Window: &Window{Client: queues, URL: windowURL}})
+}
+
+func userRecords(ids ...string) invalidate.Batch {
+	records := make([]invalidate.Record, len(ids))
+	for i, id := range ids {
+		records[i] = invalidate.Record{ID: id, Changes: []events.Change{{Entity: "user", ID: id}}}
+	}
+	return invalidate.Decoded(records)
+}
+
+// TestTheWindowIsDeletedAgainAfterASign: what any batch deleted is in the
+// window; after a sign of a failover, the next batch of any worker deletes
+// all of it again — once in the fleet — and says why.
+func TestTheWindowIsDeletedAgainAfterASign(t *testing.T) {
+	queues := &fakes.SQS{}
+	cache := &cachetest.Cache{}
+	var logs bytes.Buffer
+	first, other := windowWorker(cache, queues, io.Discard), windowWorker(cache, queues, &logs)
+	defer first.Close()
+	defer other.Close()
+	first.Handle(deadline(t), events.SourceSQS, userRecords("1", "2"), nil)
+	// The first worker is never invoked again; the other sees the sign.
+	other.signs.started([]string{"node:1"})
+	other.signs.connectedTo("node:1")
+	other.signs.connectedTo("node:1")
+	other.Handle(deadline(t), events.SourceSQS, userRecords("3"), nil)
+	for _, key := range []string{"cache:user:1", "cache:user:2"} {
+		if n := cache.Attempts(key); n != 2 {
+			t.Errorf("%s deleted %d times, want again after the sign", key, n)
+		}
+	}
+	if !strings.Contains(logs.String(), `"msg":"keys deleted again after a sign of a failover"`) ||
+		!strings.Contains(logs.String(), `"sign":"reconnected to node:1"`) || !strings.Contains(logs.String(), `"again_failover_keys":`) {
+		t.Fatalf("the re-delete's lines do not say it, or why: %s", logs.String())
+	}
+	// Read once: another sign finds the window read, but for the batch after
+	// the first re-delete.
+	other.signs.connectedTo("node:1")
+	other.Handle(deadline(t), events.SourceSQS, userRecords("4"), nil)
+	if n := cache.Attempts("cache:user:1"); n != 2 {
+		t.Errorf("cache:user:1 deleted %d times, want the window read once", n)
+	}
+	if n := cache.Attempts("cache:user:3"); n != 2 {
+		t.Errorf("cache:user:3 deleted %d times: want the batch of the first sign in the window, and deleted again at the second", n)
+	}
+}
+
+// TestAWindowThatFailsForNowIsShownAgain: a re-delete that cannot reach its
+// keys leaves them in the window and keeps the sign; the batch after the
+// cache is back deletes them.
+func TestAWindowThatFailsForNowIsShownAgain(t *testing.T) {
+	queues := &fakes.SQS{}
+	var mu sync.Mutex
+	down := false
+	cache := &cachetest.Cache{Fail: func(key string, _ int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if down && key == "cache:user:1" {
+			return cachetest.ErrRefused
+		}
+		return nil
+	}}
+	w := windowWorker(cache, queues, io.Discard)
+	defer w.Close()
+	w.Handle(deadline(t), events.SourceSQS, userRecords("1"), nil)
+	mu.Lock()
+	down = true
+	mu.Unlock()
+	w.signs.replied(cachetest.Reply("READONLY You can't write against a read only replica."))
+	w.Handle(deadline(t), events.SourceSQS, userRecords("2"), nil)
+	if _, pending := w.signs.take(); !pending {
+		t.Fatal("the sign is gone though its re-delete failed")
+	}
+	w.signs.again("the test")
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	before := cache.Attempts("cache:user:1")
+	w.Handle(deadline(t), events.SourceSQS, userRecords("3"), nil)
+	if n := cache.Attempts("cache:user:1"); n <= before {
+		t.Fatalf("cache:user:1 tried %d times, %d before the cache came back: want it deleted once it is", n, before)
+	}
+}
+
+// TestSignsOfAFailover: which connections and replies are signs.
+func TestSignsOfAFailover(t *testing.T) {
+	s := newSigns()
+	s.connectedTo("node:1") // before the start: the first client's own
+	s.started([]string{"node:1", "node:2"})
+	s.connectedTo("node:2") // a node known from the start, first dialed
+	if cause, ok := s.take(); ok {
+		t.Fatalf("a sign (%s) from a first connection", cause)
+	}
+	for _, tc := range []struct {
+		note func()
+		sign string
+	}{
+		{func() { s.connectedTo("node:1") }, "reconnected to node:1"},
+		{func() { s.connectedTo("node:3") }, "connected to a new node node:3"},
+		{func() { s.replied(nil, cachetest.Reply("READONLY You can't write against a read only replica.")) }, "the cache replied READONLY"},
+		{func() { s.replied(cachetest.Reply("LOADING Valkey is loading the dataset in memory")) }, "the cache replied LOADING"},
+		{func() { s.replied(cachetest.Reply("MASTERDOWN Link with MASTER is down")) }, "the cache replied MASTERDOWN"},
+		{func() {
+			s.replied(cachetest.ErrRefused, cachetest.Reply("CLUSTERDOWN The cluster is down"), cachetest.ErrNoPerm)
+		}, ""},
+	} {
+		tc.note()
+		if cause, _ := s.take(); cause != tc.sign {
+			t.Errorf("sign %q, want %q", cause, tc.sign)
+		}
+	}
+	// The first sign is kept until taken.
+	s.connectedTo("node:1")
+	s.connectedTo("node:4")
+	if cause, _ := s.take(); cause != "reconnected to node:1" {
+		t.Errorf("sign %q, want the first", cause)
+	}
+}
+
+// TestTheFailoverSchedule: each key and tag goes to the delay queue twice,
+// the second delete and the failover schedule's, each with its delay.
+func TestTheFailoverSchedule(t *testing.T) {
+	queues := &fakes.SQS{}
+	q := DelayQueue{Client: queues, URL: testQueueURL + "-again", Delay: 2 * time.Second, FailoverAfter: time.Minute}
+	if k, tg := q.Schedule(t.Context(), []string{"cache:user:1"}, []string{"list"}); len(k)+len(tg) != 0 {
+		t.Fatalf("failed %v %v", k, tg)
+	}
+	got := map[string]int32{}
+	for _, m := range queues.Messages(q.URL) {
+		got[m.Body] = int32(m.VisibleAt.Sub(m.Sent).Round(time.Second) / time.Second)
+	}
+	want := map[string]int32{
+		`{"keys":["cache:user:1"],"secondDelete":true}`: 2, `{"tags":["list"],"secondDelete":true}`: 2,
+		`{"keys":["cache:user:1"],"secondDelete":true,"failover":true}`: 60, `{"tags":["list"],"secondDelete":true,"failover":true}`: 60,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("sent %v, want %v", got, want)
+	}
+	for body, delay := range want {
+		if got[body] != delay {
+			t.Errorf("%s: delay %d, want %d", body, got[body], delay)
+		}
+	}
+	changes, err := events.DecodeSQSBody("m", `{"keys":["cache:user:1"],"secondDelete":true,"failover":true}`, "")
+	if err != nil || len(changes) != 1 || !changes[0].SecondDelete || !changes[0].Failover {
+		t.Fatalf("the failover schedule's message decodes to %+v, %v", changes, err)
+	}
+}
+
+// TestAWindowThatCannotBeSentFailsItsRecords: a batch whose keys the
+// window does not take is retried, as one whose second delete is not sent.
+func TestAWindowThatCannotBeSentFailsItsRecords(t *testing.T) {
+	queues := &fakes.SQS{Fail: func(op string) error {
+		if op == "SendMessage" {
+			return errors.New("the window's queue is unreachable")
+		}
+		return nil
+	}}
+	w := windowWorker(&cachetest.Cache{}, queues, io.Discard)
+	defer w.Close()
+	rep := w.Handle(deadline(t), events.SourceSQS, userRecords("1"), nil)
+	if res := rep.Results[0]; !res.Retry() || !res.Transient || !errors.Is(res.Err, ErrSecondDelete) {
+		t.Fatalf("result %+v: want it retried", res)
+	}
+	out, err := queues.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(windowURL)})
+	if err != nil || len(out.Messages) != 0 {
+		t.Fatalf("the window holds %d messages (%v)", len(out.Messages), err)
+	}
+}

@@ -1,0 +1,193 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/cacheerr"
+)
+
+// signs gathers what shows this process a failover — wherever a sign
+// exists, as none is sure to: a connection made again to an address (on
+// ElastiCache Serverless, whose one endpoint hides its nodes, often the only
+// sign), or to an address new since the start; a reply only a node in a
+// failover gives (cacheerr.Failover: READONLY, MASTERDOWN, LOADING); the
+// cluster's topology naming another primary for some slots, which a
+// process frozen through the failover, or one that follows MOVED to a node
+// it knew as a replica, sees and nothing else does. The first sign not yet
+// acted on waits in pending until the batch's end takes it
+// (Worker.afterSign). signs is safe for concurrent use.
+type signs struct {
+	mu        sync.Mutex
+	dialed    map[string]bool // address: connected to it already (false: a node known from the start, not yet)
+	connected bool            // the first connection is made: later ones are reconnects
+	pending   string
+	primaries string    // the topology last seen: each slot range's primary
+	checked   time.Time // when it was last asked for
+}
+
+func newSigns() *signs { return &signs{dialed: map[string]bool{}} }
+
+// started says the first connection is made, to a cluster of nodes: the
+// first connection to each of them is not a reconnect, nor a new node.
+func (s *signs) started(nodes []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.connected = true
+	for _, addr := range nodes {
+		if _, ok := s.dialed[addr]; !ok {
+			s.dialed[addr] = false
+		}
+	}
+}
+
+// connectedTo notes a connection made to addr: a second one to an
+// address, or one to an address new since the start, is a sign.
+func (s *signs) connectedTo(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen, known := s.dialed[addr]
+	s.dialed[addr] = true
+	switch {
+	case !s.connected || (known && !seen):
+	case seen:
+		s.raise("reconnected to " + addr)
+	default:
+		s.raise("connected to a new node " + addr)
+	}
+}
+
+// replied notes the errors of a command: a reply of a node in a failover
+// is a sign.
+func (s *signs) replied(errs ...error) {
+	for _, err := range errs {
+		if cacheerr.Failover(err) {
+			s.mu.Lock()
+			s.raise("the cache replied " + firstWord(err.Error()))
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+func firstWord(s string) string {
+	word, _, _ := strings.Cut(s, " ")
+	return word
+}
+
+// raise keeps cause unless a sign is pending already; s.mu is held.
+func (s *signs) raise(cause string) {
+	if s.pending == "" {
+		s.pending = cause
+	}
+}
+
+// take returns the pending sign, if any, and clears it.
+func (s *signs) take() (cause string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cause, s.pending = s.pending, ""
+	return cause, cause != ""
+}
+
+// again keeps a sign whose re-delete did not finish, for the next batch.
+func (s *signs) again(cause string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.raise(cause)
+}
+
+// topologyEvery is how often a process asks the cluster for its topology,
+// at most, at the end of a batch: a command of about 1 ECPU a second per
+// busy process, for a sign within a second of a promotion.
+const topologyEvery = time.Second
+
+// checkTopology asks the cluster which node is each slot range's primary,
+// unless it asked less than topologyEvery ago, and raises a sign when that
+// changed since it last asked. Errors are ignored: a cache that does not
+// answer shows its failover otherwise, or on the next ask.
+func (s *signs) checkTopology(ctx context.Context, client valkey.Client) {
+	s.mu.Lock()
+	if time.Since(s.checked) < topologyEvery {
+		s.mu.Unlock()
+		return
+	}
+	s.checked = time.Now()
+	s.mu.Unlock()
+	shards, err := client.Do(ctx, client.B().ClusterShards().Build()).ToArray()
+	if err != nil {
+		return
+	}
+	now, ok := primaries(shards)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.primaries != "" && s.primaries != now {
+		s.raise("the cluster's topology names another primary: " + changed(s.primaries, now))
+	}
+	s.primaries = now
+}
+
+// primaries is CLUSTER SHARDS' reply told as each slot range's primary,
+// "start-end=node-id", sorted: false when the reply has no such shape.
+func primaries(shards []valkey.ValkeyMessage) (string, bool) {
+	var ranges []string
+	for _, shard := range shards {
+		fields, err := shard.AsMap()
+		if err != nil {
+			return "", false
+		}
+		slotsField, nodesField := fields["slots"], fields["nodes"]
+		slots, err := slotsField.AsIntSlice()
+		if err != nil || len(slots)%2 != 0 {
+			return "", false
+		}
+		nodes, err := nodesField.ToArray()
+		if err != nil {
+			return "", false
+		}
+		primary := ""
+		for _, node := range nodes {
+			n, err := node.AsMap()
+			if err != nil {
+				return "", false
+			}
+			role, id := n["role"], n["id"]
+			if r, _ := role.ToString(); r == "master" {
+				primary, _ = id.ToString()
+			}
+		}
+		for i := 0; i < len(slots); i += 2 {
+			ranges = append(ranges, fmt.Sprintf("%d-%d=%s", slots[i], slots[i+1], primary))
+		}
+	}
+	if len(ranges) == 0 {
+		return "", false
+	}
+	slices.Sort(ranges)
+	return strings.Join(ranges, " "), true
+}
+
+// changed names the first slot range whose primary differs.
+func changed(before, now string) string {
+	was := map[string]string{}
+	for _, r := range strings.Fields(before) {
+		slots, id, _ := strings.Cut(r, "=")
+		was[slots] = id
+	}
+	for _, r := range strings.Fields(now) {
+		if slots, id, _ := strings.Cut(r, "="); was[slots] != id {
+			return fmt.Sprintf("slots %s on %.12s, was %.12s", slots, id, cmp.Or(was[slots], "none"))
+		}
+	}
+	return "slots moved"
+}

@@ -1,0 +1,56 @@
+package endpoint_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/localstack/endpoint"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+)
+
+// TestRepointMovesConnectionsUnseen: a client's connection through the
+// endpoint, paused and moved to another node connection, goes on as it
+// was: no new connection, its login and name kept.
+func TestRepointMovesConnectionsUnseen(t *testing.T) {
+	cfg := testenv.CacheConfig(t)
+	testenv.Cache(t)
+	e, err := endpoint.Listen("127.0.0.1:0", cfg.Endpoint, filepath.Dir(cfg.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	opt, err := cfg.ClientOption()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dials atomic.Int32
+	opt.InitAddress, opt.ForceSingleClient, opt.ClientName = []string{e.Addr()}, true, "repointed"
+	opt.DialCtxFn = func(ctx context.Context, dst string, dialer *net.Dialer, c *tls.Config) (net.Conn, error) {
+		dials.Add(1)
+		return (&tls.Dialer{NetDialer: dialer, Config: c}).DialContext(ctx, "tcp", dst)
+	}
+	client, err := valkey.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	echo := rand.Text()
+	if err := client.Do(t.Context(), client.B().Echo().Message(echo).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before := dials.Load()
+	e.Pause()
+	e.Repoint(cfg.Endpoint)
+	v, err := client.Do(t.Context(), client.B().Echo().Message(echo).Build()).ToString()
+	name, nerr := client.Do(t.Context(), client.B().ClientGetname().Build()).ToString()
+	if err != nil || v != echo || nerr != nil || name != "repointed" || dials.Load() != before {
+		t.Fatalf("after the move: %q %v, name %q %v, %d dials (%d before): want the answer, the name kept, no new connection", v, err, name, nerr, dials.Load(), before)
+	}
+}
