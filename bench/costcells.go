@@ -127,10 +127,10 @@ func (s *costStack) lambdaCell(ctx context.Context, c cell, n int, first, again 
 	feed()
 	waitFor(c.name()+"'s first deletes", 2*time.Minute, firstDone)
 	if again != nil {
-		waitFor(c.name()+"'s second deletes", 2*time.Minute, func() bool {
+		waitFor(c.name()+"'s second deletes and failover schedule", 2*time.Minute, func() bool {
 			b, _, _ := again.fn.logs.sums()
-			sent := first.function.counts().Calls["SendMessage"]
-			return b.SecondDeleteKey >= n && again.mapping.counts().Messages["DeleteMessageBatch"] >= sent
+			sent := first.function.counts().Sent[s.again]
+			return b.SecondDeleteKey >= n && b.FailoverKey >= n && again.mapping.counts().Messages["DeleteMessageBatch"] >= sent
 		})
 	}
 	u := cellUse{cell: c, took: time.Since(start), cold: first.fn.cold, coldCPU: first.fn.coldCPU}
@@ -142,6 +142,7 @@ func (s *costStack) lambdaCell(ctx context.Context, c cell, n int, first, again 
 		u.again, u.logBytes = uses, u.logBytes+logBytes
 		u.batches.KeysDeleted, u.batches.KeysAbsent = u.batches.KeysDeleted+b.KeysDeleted, u.batches.KeysAbsent+b.KeysAbsent
 		u.batches.SecondDeleteKey += b.SecondDeleteKey
+		u.batches.FailoverKey += b.FailoverKey
 	}
 	u.unlinks = s.unlinks(ctx) - before
 	return u

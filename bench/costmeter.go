@@ -35,6 +35,7 @@ type batchSums struct {
 	KeysAbsent      int `json:"keys_absent"`
 	Scheduled       int `json:"again_scheduled"`
 	SecondDeleteKey int `json:"again_delayed_keys"`
+	FailoverKey     int `json:"again_failover_keys"`
 }
 
 func (m *logMeter) Write(p []byte) (int, error) {
@@ -76,6 +77,7 @@ func (m *logMeter) line(l []byte) {
 			m.batches.KeysAbsent += b.KeysAbsent
 			m.batches.Scheduled += b.Scheduled
 			m.batches.SecondDeleteKey += b.SecondDeleteKey
+			m.batches.FailoverKey += b.FailoverKey
 		}
 	}
 }

@@ -111,7 +111,7 @@ func (u cellUse) figures() figures {
 	}
 	f.StreamReads = float64(sqs.Calls["GetRecords"]+sqs.Calls["GetShardIterator"]+sqs.Calls["DescribeStream"]) * per
 	f.Unlinks = float64(u.unlinks) * per
-	f.SecondDeleteKeys = float64(u.batches.SecondDeleteKey) * per
+	f.SecondDeleteKeys = float64(u.batches.SecondDeleteKey+u.batches.FailoverKey) * per
 	f.LogBytes = float64(u.logBytes) * per
 	f.PollerCPUMs = float64(u.pollerCPU) / float64(time.Millisecond) * per
 	return f
@@ -125,7 +125,7 @@ func (u cellUse) handled() int {
 	if u.path == "naive" {
 		return len(u.first)
 	}
-	return u.batches.KeysDeleted + u.batches.KeysAbsent - u.batches.SecondDeleteKey
+	return u.batches.KeysDeleted + u.batches.KeysAbsent - u.batches.SecondDeleteKey - u.batches.FailoverKey
 }
 
 // dollars is what a million changes cost on a path at a rate, by item.

@@ -39,7 +39,7 @@ func (s *costStack) pollerCell(ctx context.Context, c cell, n int) cellUse {
 	s.feed(ctx, n, 4*c.batch, requests) // for its two receivers, and as many more
 	waitFor(c.name()+"'s deletes", 2*time.Minute, func() bool {
 		b, _, _ := logs.sums()
-		return deleted() >= n+requests.counts().Calls["SendMessage"] && (!c.second || b.SecondDeleteKey >= n)
+		return deleted() >= n+requests.counts().Sent[s.again] && (!c.second || b.SecondDeleteKey >= n && b.FailoverKey >= n)
 	})
 	u := cellUse{cell: c, took: time.Since(start), poller: requests.counts()}
 	u.pollerCPU = threadsCPU(cmd.Process.Pid) - cpu

@@ -32,6 +32,7 @@ type apiCounts struct {
 	Calls    map[string]int           // requests by action: ReceiveMessage, DeleteMessageBatch, GetRecords...
 	Messages map[string]int           // entries of batch requests, messages received
 	Received map[string]int           // messages received, by queue URL
+	Sent     map[string]int           // SendMessage calls, by queue URL
 	Empty    int                      // receives that returned no message
 	Took     map[string]time.Duration // moto's time, by action
 }
@@ -85,6 +86,9 @@ func (c *apiCounter) count(action string, req, resp []byte, took time.Duration) 
 	c.n.Took[action] += took
 	c.n.Messages[action] += len(in.Entries) + len(out.Messages)
 	c.n.Received[in.QueueUrl] += len(out.Messages)
+	if action == "SendMessage" {
+		c.n.Sent[in.QueueUrl]++
+	}
 	if action == "ReceiveMessage" && len(out.Messages) == 0 {
 		c.n.Empty++
 	}
@@ -93,22 +97,25 @@ func (c *apiCounter) count(action string, req, resp []byte, took time.Duration) 
 func (c *apiCounter) counts() apiCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return apiCounts{Calls: maps.Clone(c.n.Calls), Messages: maps.Clone(c.n.Messages), Received: maps.Clone(c.n.Received), Empty: c.n.Empty, Took: maps.Clone(c.n.Took)}
+	return apiCounts{Calls: maps.Clone(c.n.Calls), Messages: maps.Clone(c.n.Messages), Received: maps.Clone(c.n.Received), Sent: maps.Clone(c.n.Sent), Empty: c.n.Empty, Took: maps.Clone(c.n.Took)}
 }
 
 // reset forgets what was counted so far.
 func (c *apiCounter) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n = apiCounts{Calls: map[string]int{}, Messages: map[string]int{}, Received: map[string]int{}, Took: map[string]time.Duration{}}
+	c.n = apiCounts{Calls: map[string]int{}, Messages: map[string]int{}, Received: map[string]int{}, Sent: map[string]int{}, Took: map[string]time.Duration{}}
 }
 
 func (c *apiCounter) Close() { _ = c.srv.Close() }
 
 // add sums counts of several clients.
 func (a apiCounts) add(b apiCounts) apiCounts {
-	sum := apiCounts{Calls: map[string]int{}, Messages: map[string]int{}, Received: map[string]int{}, Empty: a.Empty + b.Empty, Took: map[string]time.Duration{}}
+	sum := apiCounts{Calls: map[string]int{}, Messages: map[string]int{}, Received: map[string]int{}, Sent: map[string]int{}, Empty: a.Empty + b.Empty, Took: map[string]time.Duration{}}
 	for _, n := range []apiCounts{a, b} {
+		for k, v := range n.Sent {
+			sum.Sent[k] += v
+		}
 		for k, v := range n.Calls {
 			sum.Calls[k] += v
 		}

@@ -21,7 +21,9 @@ func costReport(uses []cellUse, took time.Duration, counts bool) string {
 	b.WriteString("**Dollars per million changes**, by rate in changes/s; in brackets the Lambda duration's part, low–high " +
 		"(the model's bounds). Not included: publishing the changes (SNS, $0.50 per million publishes, $0.05 with " +
 		"`PublishBatch` of 10, on every path but the stream's), fixed costs (VPC endpoints).\n\n")
-	b.WriteString("| path | batch | second delete | 10/s | 100/s | 1,000/s | Lambda duration | poller tasks |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("*Deleting again*: off, or on as deployed — the second delete, the failover schedule (each key once more, " +
+		"through the delay queue) and the failover window (a message per batch).\n\n")
+	b.WriteString("| path | batch | deleting again | 10/s | 100/s | 1,000/s | Lambda duration | poller tasks |\n|---|---|---|---|---|---|---|---|\n")
 	for _, u := range uses {
 		f := u.figures()
 		fmt.Fprintf(&b, "| %s | %s | %s |", pathLabel(u.path), batchLabel(u.cell), onOff(u.second))
@@ -41,7 +43,7 @@ func costReport(uses []cellUse, took time.Duration, counts bool) string {
 
 	b.WriteString("\n**By item, at 100 changes/s**: Lambda requests, Lambda duration, SQS requests (Lambda's pollers' and " +
 		"the functions' or the poller's, and the idle receives modelled), Fargate, ECPUs of the cache, log ingestion.\n\n")
-	b.WriteString("| path | batch | second delete | requests | duration | SQS | Fargate | cache | logs | total |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| path | batch | deleting again | requests | duration | SQS | Fargate | cache | logs | total |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, u := range uses {
 		d := cost(u.cell, u.figures(), 100)
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", pathLabel(u.path), batchLabel(u.cell), onOff(u.second),
@@ -80,7 +82,7 @@ func usedTable(b *strings.Builder, uses []cellUse) {
 	b.WriteString("\n**What 1,000 changes used**, as counted, per 1,000 of the changes the cell took (SQS requests of every client; receives that brought " +
 		"messages, with how many each brought on average; the empty receives of the local run are left out and " +
 		"modelled instead). Billed ms: the model at 256 MB arm64; CPU ms: the functions' or the poller's.\n\n")
-	b.WriteString("| cell | changes taken | invokes (second deletes) | ms as run | billed ms | CPU ms | receives (msgs each) | deletes | visibility | sends | stream reads | UNLINKs | keys deleted again | log KiB |\n" +
+	b.WriteString("| cell | changes taken | invokes (deleting again) | ms as run | billed ms | CPU ms | receives (msgs each) | deletes | visibility | sends | stream reads | UNLINKs | keys deleted again | log KiB |\n" +
 		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, u := range uses {
 		f := u.figures()

@@ -22,11 +22,14 @@ import (
 )
 
 // The settings the cost group runs the functions with: template.yaml's
-// memory size, and a second delete one second later (the template's
-// default is 2 s; the delay changes no count, only how long a cell takes).
+// memory size, and, deleting again, a second delete one second later and
+// the failover schedule's two (the template's defaults are 2 s and 60 s;
+// the delays change no count, only how long a cell takes), with the
+// failover window.
 const (
-	memoryMB    = 256
-	secondDelay = "1s"
+	memoryMB      = 256
+	secondDelay   = "1s"
+	failoverDelay = "2s"
 )
 
 // costStack is the local stack the cost group measures on: moto, on which
@@ -39,6 +42,7 @@ type costStack struct {
 	cache                  valkey.Client
 	bin, naive             string       // the built functions; the naive function's bootstrap
 	queue, again, failures string       // the cell's queue and delay queue, and the failure queue
+	window                 string       // the cell's failover window
 	tables                 []string     // the stream cells' tables
 	next                   int          // the first change ID of the next cell: every key is new
 	warnings               *slog.Logger // the mappings': a cell that went wrong says why
@@ -62,16 +66,17 @@ func newCostStack(ctx context.Context, cache valkey.Client, bin, naive string) *
 }
 
 // functionEnv is a function's environment: the cache, template.yaml's
-// memory size, second deletes on or off, and SQS through its own counter.
-func (s *costStack) functionEnv(own *apiCounter, second bool) []string {
+// memory size, deleting again on (second delete, failover schedule and
+// window) or off, and SQS through its own counter.
+func (s *costStack) functionEnv(own *apiCounter, again bool) []string {
 	cfg, _ := elasticache.ConfigFromEnv(os.Getenv)
-	delay := "0s"
-	if second {
-		delay = secondDelay
+	delay, failover, window := "0s", "0s", ""
+	if again {
+		delay, failover, window = secondDelay, failoverDelay, s.window
 	}
 	return append(cfg.Env(), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE="+strconv.Itoa(memoryMB),
-		"AWS_ENDPOINT_URL="+own.URL, "AWS_ENDPOINT_URL_SQS="+own.URL, "SECOND_DELETE_DELAY="+delay,
-		"SECOND_DELETE_QUEUE_URL="+s.again, "FAILURE_QUEUE_URL="+s.failures)
+		"AWS_ENDPOINT_URL="+own.URL, "AWS_ENDPOINT_URL_SQS="+own.URL, "SECOND_DELETE_DELAY="+delay, "FAILOVER_REDELETE_AFTER="+failover,
+		"FAILOVER_WINDOW_QUEUE_URL="+window, "SECOND_DELETE_QUEUE_URL="+s.again, "FAILURE_QUEUE_URL="+s.failures)
 }
 
 // counted returns a new counter in front of moto.
@@ -93,9 +98,9 @@ func (s *costStack) sqsVia(counter *apiCounter) *sqs.Client {
 // otherwise take a message of the next cell and hide it for the queue's
 // visibility timeout.
 func (s *costStack) freshQueues(ctx context.Context, c cell) {
-	s.deleteQueues(ctx, s.queue, s.again)
+	s.deleteQueues(ctx, s.queue, s.again, s.window)
 	name := "cost-" + strings.ReplaceAll(c.name(), "_", "-") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	s.queue, s.again = s.newQueue(ctx, name), s.newQueue(ctx, name+"-again")
+	s.queue, s.again, s.window = s.newQueue(ctx, name), s.newQueue(ctx, name+"-again"), s.newQueue(ctx, name+"-window")
 }
 
 func (s *costStack) deleteQueues(ctx context.Context, urls ...string) {
@@ -111,7 +116,7 @@ func (s *costStack) deleteQueues(ctx context.Context, urls ...string) {
 
 // close deletes what the cells made.
 func (s *costStack) close(ctx context.Context) {
-	s.deleteQueues(ctx, s.queue, s.again, s.failures)
+	s.deleteQueues(ctx, s.queue, s.again, s.window, s.failures)
 	for _, t := range s.tables {
 		if _, err := s.db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(t)}); err != nil {
 			log.Fatalf("cost: delete table %s: %v", t, err)

@@ -18,6 +18,11 @@ import (
 	"github.com/invalidator-go/invalidator/localstack/endpoint"
 )
 
+// failoverAfter is the failover schedule of the run's workers: shorter than
+// the template's minute, which every drain would wait out (the delay queue
+// empty), longer than the replica's lag in the failovers (6 s).
+const failoverAfter = 10 * time.Second
+
 // env is the e2e stack's environment, as localstack/env.sh exports it.
 type env struct {
 	root, state                  string
@@ -118,7 +123,8 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=", "CACHE_PASSWORD_SECRET_ARN=" + os.Getenv("WORKER_PASSWORD_SECRET_ARN"),
 		"LOG_LEVEL=debug",
 		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table),
-		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String(), "FAILOVER_WINDOW_QUEUE_URL=" + e.windowQueue}
+		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String(), "FAILOVER_WINDOW_QUEUE_URL=" + e.windowQueue,
+		"FAILOVER_REDELETE_AFTER=" + failoverAfter.String()}
 	s := &stack{env: e, shard: sh,
 		poller: &proc{name: "poller", path: filepath.Join(bin, "poller", "poller"), log: filepath.Join(logs, "poller.log"),
 			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),

@@ -9,9 +9,9 @@ import (
 )
 
 // windowRound is how many of the window's messages one round of a
-// re-delete reads and deletes: up to 25,000 keys, and 13 MiB of bodies, in
-// memory at once.
-const windowRound = 50
+// re-delete reads and deletes: one receive, up to 5,000 keys and 2.5 MiB
+// of bodies in memory at once.
+const windowRound = 10
 
 // afterSign looks for a sign of a failover — asking the cluster's
 // topology, at most once a second — and, when one came since the last
@@ -77,9 +77,16 @@ var errRedeleteRetry = errors.New("some of the window failed for now")
 
 // windowTurn is how long one batch deletes the window again, at most, past
 // its first round: the batch's own answer waits meanwhile — and, for a
-// stream, its shard —, and the other processes that saw the sign read the
-// rest meanwhile.
-const windowTurn = time.Second
+// stream, its shard, and for a function the next batch its mapping would
+// give it —, and the other processes that saw the sign read the rest
+// meanwhile.
+const windowTurn = 500 * time.Millisecond
+
+// windowRetryFor is how long a round retries the keys that fail for now:
+// a node not back yet (the failover still under way, a restarted node
+// loading its data) would hold the batch; its keys are shown again, for
+// the next batch.
+const windowRetryFor = 100 * time.Millisecond
 
 // errWindowLeft says that the batch's turn ended with the window not
 // empty: the next batch goes on with it.
@@ -95,12 +102,8 @@ func (w *Worker) redeleteWindow(ctx context.Context, msgs []windowMessage, n *ag
 	for i, m := range msgs {
 		records[i] = invalidate.Record{ID: "window", Changes: m.changes}
 	}
-	// Retried no longer than a batch's keys are: a node not back yet (still
-	// loading its data after a restart) holds the invoke, and a stream's
-	// shard behind it, a second at most; its keys wait in the window for
-	// the next batch.
 	batch := invalidate.Decoded(records)
-	batch.RetryFor = w.opts.RetryFor
+	batch.RetryFor = windowRetryFor
 	rep := w.inv.Invalidate(ctx, batch)
 	w.announce(ctx, &rep, time.Now(), batch.RetryFor)
 	var again []windowMessage

@@ -1,10 +1,8 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,8 +27,8 @@ type signs struct {
 	dialed    map[string]bool // address: connected to it already (false: a node known from the start, not yet)
 	connected bool            // the first connection is made: later ones are reconnects
 	pending   string
-	primaries string    // the topology last seen: each slot range's primary
-	checked   time.Time // when it was last asked for
+	replicas  map[string]bool // the node IDs the topology last showed as replicas
+	checked   time.Time       // when it was last asked for
 }
 
 func newSigns() *signs { return &signs{dialed: map[string]bool{}} }
@@ -109,10 +107,11 @@ func (s *signs) again(cause string) {
 // busy process, for a sign within a second of a promotion.
 const topologyEvery = time.Second
 
-// checkTopology asks the cluster which node is each slot range's primary,
-// unless it asked less than topologyEvery ago, and raises a sign when that
-// changed since it last asked. Errors are ignored: a cache that does not
-// answer shows its failover otherwise, or on the next ask.
+// checkTopology asks the cluster which nodes are primaries, unless it
+// asked less than topologyEvery ago, and raises a sign when a node it saw
+// as a replica is one now: a promotion. Slots moving between primaries, or
+// a new primary, lose nothing and are no sign. Errors are ignored: a cache
+// that does not answer shows its failover otherwise, or on the next ask.
 func (s *signs) checkTopology(ctx context.Context, client valkey.Client) {
 	s.mu.Lock()
 	if time.Since(s.checked) < topologyEvery {
@@ -125,69 +124,56 @@ func (s *signs) checkTopology(ctx context.Context, client valkey.Client) {
 	if err != nil {
 		return
 	}
-	now, ok := primaries(shards)
+	roles, ok := nodeRoles(shards)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.primaries != "" && s.primaries != now {
-		s.raise("the cluster's topology names another primary: " + changed(s.primaries, now))
+	for id, primary := range roles {
+		if primary && s.replicas[id] {
+			s.raise(fmt.Sprintf("the cluster's topology shows replica %.12s promoted", id))
+		}
 	}
-	s.primaries = now
+	s.replicas = map[string]bool{}
+	for id, primary := range roles {
+		if !primary {
+			s.replicas[id] = true
+		}
+	}
 }
 
-// primaries is CLUSTER SHARDS' reply told as each slot range's primary,
-// "start-end=node-id", sorted: false when the reply has no such shape.
-func primaries(shards []valkey.ValkeyMessage) (string, bool) {
-	var ranges []string
+// nodeRoles reads CLUSTER SHARDS' reply: each node's ID, and whether it
+// is a primary; false when the reply has no such shape. A node marked
+// failed is left out: a dead primary stays listed until forgotten.
+func nodeRoles(shards []valkey.ValkeyMessage) (map[string]bool, bool) {
+	roles := map[string]bool{}
 	for _, shard := range shards {
 		fields, err := shard.AsMap()
 		if err != nil {
-			return "", false
+			return nil, false
 		}
-		slotsField, nodesField := fields["slots"], fields["nodes"]
-		slots, err := slotsField.AsIntSlice()
-		if err != nil || len(slots)%2 != 0 {
-			return "", false
-		}
+		nodesField := fields["nodes"]
 		nodes, err := nodesField.ToArray()
 		if err != nil {
-			return "", false
+			return nil, false
 		}
-		primary := ""
 		for _, node := range nodes {
 			n, err := node.AsMap()
 			if err != nil {
-				return "", false
+				return nil, false
 			}
-			role, id := n["role"], n["id"]
-			if r, _ := role.ToString(); r == "master" {
-				primary, _ = id.ToString()
+			idField, roleField, healthField := n["id"], n["role"], n["health"]
+			id, err := idField.ToString()
+			if err != nil {
+				return nil, false
 			}
-		}
-		for i := 0; i < len(slots); i += 2 {
-			ranges = append(ranges, fmt.Sprintf("%d-%d=%s", slots[i], slots[i+1], primary))
-		}
-	}
-	if len(ranges) == 0 {
-		return "", false
-	}
-	slices.Sort(ranges)
-	return strings.Join(ranges, " "), true
-}
-
-// changed names the first slot range whose primary differs.
-func changed(before, now string) string {
-	was := map[string]string{}
-	for _, r := range strings.Fields(before) {
-		slots, id, _ := strings.Cut(r, "=")
-		was[slots] = id
-	}
-	for _, r := range strings.Fields(now) {
-		if slots, id, _ := strings.Cut(r, "="); was[slots] != id {
-			return fmt.Sprintf("slots %s on %.12s, was %.12s", slots, id, cmp.Or(was[slots], "none"))
+			role, _ := roleField.ToString()
+			if health, _ := healthField.ToString(); health == "failed" {
+				continue
+			}
+			roles[id] = role == "master"
 		}
 	}
-	return "slots moved"
+	return roles, len(roles) > 0
 }
