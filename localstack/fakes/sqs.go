@@ -157,6 +157,32 @@ func (f *SQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func
 	return &sqs.SendMessageOutput{MessageId: aws.String(f.send(in))}, nil
 }
 
+// SendMessageBatch is sqs.Client's: each entry sent as SendMessage sends
+// it, with its own delay; one SQS refuses fails alone, as in SQS. The
+// batch's bodies together may take 1 MiB.
+func (f *SQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if err := f.fail("SendMessageBatch"); err != nil {
+		return nil, err
+	}
+	total := 0
+	for _, e := range in.Entries {
+		total += len(aws.ToString(e.MessageBody))
+	}
+	if len(in.Entries) == 0 || len(in.Entries) > 10 || total > maxMessageBytes {
+		return nil, errInvalidMessage
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		one := &sqs.SendMessageInput{QueueUrl: in.QueueUrl, MessageBody: e.MessageBody, DelaySeconds: e.DelaySeconds, MessageAttributes: e.MessageAttributes}
+		if err := f.check(one); err != nil {
+			out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InvalidParameterValue"), Message: aws.String(err.Error()), SenderFault: true})
+			continue
+		}
+		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(f.send(one))})
+	}
+	return out, nil
+}
+
 // ReceiveMessage is sqs.Client's, long polling included.
 func (f *SQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
 	if err := f.fail("ReceiveMessage"); err != nil {

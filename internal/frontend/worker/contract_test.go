@@ -46,7 +46,7 @@ func connectAs(t *testing.T, cfg elasticache.Config) *connection {
 		t.Fatal(err)
 	}
 	tune(&opt)
-	c := newConnection(cfg, opt, slog.New(slog.DiscardHandler), nil)
+	c := newConnection(cfg, opt, slog.New(slog.DiscardHandler), newSigns())
 	t.Cleanup(c.close)
 	return c
 }

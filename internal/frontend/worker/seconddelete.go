@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/internal/frontend/parking"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -31,9 +33,9 @@ type SecondDeleter interface {
 // deleted and never delayed again. With FailoverAfter it schedules each
 // key and tag once more, that long after, marked "failover": true — the
 // failover schedule (docs/operations.md, "Deletes that survive a
-// failover").
+// failover") —, in the same request as the second delete.
 type DelayQueue struct {
-	Client parking.SQS
+	Client Sender
 	URL    string
 	// Delay is how long after the first delete the second comes: longer
 	// than the slowest load plus the replica lag. SQS counts it in whole
@@ -49,6 +51,13 @@ type DelayQueue struct {
 	MaxBytes int
 }
 
+// Sender is what sending messages to delete again needs of SQS;
+// *sqs.Client has it.
+type Sender interface {
+	parking.SQS
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
 // DefaultDelayMaxBytes is the delay queue's MaximumMessageSize in
 // template.yaml.
 const DefaultDelayMaxBytes = 256 << 10
@@ -62,7 +71,7 @@ const maxDelayKeys = 500
 func maxEscapedBytes(n int) int { return 6*n + len(tailFailover) + len(`{"keys":[""`) }
 
 // The ends of a second-delete message: a second delete, or the failover
-// schedule's.
+// schedule's. Messages are sized for the longer.
 const (
 	tailSecond   = `],"secondDelete":true}`
 	tailFailover = `],"secondDelete":true,"failover":true}`
@@ -73,25 +82,31 @@ const (
 // them.
 var ErrSecondDelete = errors.New("second delete not scheduled")
 
-// delayMessage is one second-delete message: its body, as sent, and the
-// keys or tags it holds.
+// delivery is one of the messages each chunk of names goes out as: its
+// end, and how long it stays hidden, in SQS's whole seconds.
+type delivery struct {
+	tail  string
+	delay int32
+}
+
+// delayMessage is one chunk of names: its message's body up to its end,
+// and the keys or tags it holds.
 type delayMessage struct {
 	body  []byte
 	names []string
 }
 
-// Schedule is SecondDeleter's: the second delete's messages, then the
-// failover schedule's.
+// Schedule is SecondDeleter's: each chunk's second delete and failover
+// schedule, in one request.
 func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
-	limit := cmp.Or(q.MaxBytes, DefaultDelayMaxBytes)
+	var deliveries []delivery
 	if q.Delay > 0 {
-		failedKeys, failedTags = sendAgain(ctx, q.Client, q.URL, delaySeconds(q.Delay), tailSecond, limit, keys, tags)
+		deliveries = append(deliveries, delivery{tailSecond, delaySeconds(q.Delay)})
 	}
 	if q.FailoverAfter > 0 {
-		k, t := sendAgain(ctx, q.Client, q.URL, delaySeconds(q.FailoverAfter), tailFailover, limit, keys, tags)
-		failedKeys, failedTags = append(failedKeys, k...), append(failedTags, t...)
+		deliveries = append(deliveries, delivery{tailFailover, delaySeconds(q.FailoverAfter)})
 	}
-	return failedKeys, failedTags
+	return sendAgain(ctx, q.Client, q.URL, deliveries, cmp.Or(q.MaxBytes, DefaultDelayMaxBytes), keys, tags)
 }
 
 // delaySeconds is d as SQS's DelaySeconds: whole seconds, 1 to 900.
@@ -100,10 +115,13 @@ func delaySeconds(d time.Duration) int32 {
 }
 
 // sendAgain sends keys and tags to the queue at url as second-delete
-// messages ending in tail, each hidden delay seconds: one message per
-// chunk, sent ten at a time, each encoded as its turn comes — ten bodies
-// in memory at most, however many keys. It returns what it could not send.
-func sendAgain(ctx context.Context, client parking.SQS, url string, delay int32, tail string, limit int, keys, tags []string) (failedKeys, failedTags []string) {
+// messages, each chunk once per delivery in one request, ten requests at
+// a time, each chunk encoded as its turn comes: ten in memory at most,
+// however many keys. It returns what it could not send.
+func sendAgain(ctx context.Context, client Sender, url string, deliveries []delivery, limit int, keys, tags []string) (failedKeys, failedTags []string) {
+	if len(deliveries) == 0 {
+		return nil, nil
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 10)
@@ -112,14 +130,11 @@ func sendAgain(ctx context.Context, client parking.SQS, url string, delay int32,
 		tags   bool
 		failed *[]string
 	}{{keys, false, &failedKeys}, {tags, true, &failedTags}} {
-		for msg := range delayMessages(kind.names, kind.tags, tail, limit) {
+		for msg := range delayMessages(kind.names, kind.tags, limit) {
 			slots <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				_, err := client.SendMessage(ctx, &sqs.SendMessageInput{
-					QueueUrl: aws.String(url), MessageBody: aws.String(string(msg.body)), DelaySeconds: delay,
-				})
-				if err != nil {
+				if err := send(ctx, client, url, deliveries, msg.body); err != nil {
 					mu.Lock()
 					defer mu.Unlock()
 					*kind.failed = append(*kind.failed, msg.names...)
@@ -131,12 +146,32 @@ func sendAgain(ctx context.Context, client parking.SQS, url string, delay int32,
 	return failedKeys, failedTags
 }
 
-// delayMessages yields the messages of names, keys or tags, each ending in
-// tail, of at most maxDelayKeys names and limit bytes as sent: each name
-// is encoded once, in time linear in the names. A name that alone is over
-// limit goes alone, for SQS to refuse: ConfigFromEnv keeps the longest key
-// within it (maxEscapedBytes).
-func delayMessages(names []string, tags bool, tail string, limit int) iter.Seq[delayMessage] {
+// send sends the message of body once per delivery: alone, or in a batch.
+func send(ctx context.Context, client Sender, url string, deliveries []delivery, body []byte) error {
+	if len(deliveries) == 1 {
+		d := deliveries[0]
+		_, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url),
+			MessageBody: aws.String(string(body) + d.tail), DelaySeconds: d.delay})
+		return err
+	}
+	entries := make([]types.SendMessageBatchRequestEntry, len(deliveries))
+	for i, d := range deliveries {
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
+			MessageBody: aws.String(string(body) + d.tail), DelaySeconds: d.delay}
+	}
+	out, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+	if err == nil && len(out.Failed) > 0 {
+		err = errors.New(aws.ToString(out.Failed[0].Message))
+	}
+	return err
+}
+
+// delayMessages yields the chunks of names, keys or tags, each of at most
+// maxDelayKeys names and, with the longer end, limit bytes as sent: each
+// name is encoded once, in time linear in the names. A name that alone is
+// over limit goes alone, for SQS to refuse: ConfigFromEnv keeps the longest
+// key within it (maxEscapedBytes).
+func delayMessages(names []string, tags bool, limit int) iter.Seq[delayMessage] {
 	return func(yield func(delayMessage) bool) {
 		if len(names) == 0 {
 			return
@@ -152,16 +187,16 @@ func delayMessages(names []string, tags bool, tail string, limit int) iter.Seq[d
 				body = append(body, ',')
 			}
 			body = appendString(body, name)
-			if i > start && (i-start == maxDelayKeys || len(body)+len(tail) > limit) {
+			if i > start && (i-start == maxDelayKeys || len(body)+len(tailFailover) > limit) {
 				// name opens the next message.
 				next := append([]byte(head), body[mark+1:]...)
-				if !yield(delayMessage{body: append(body[:mark], tail...), names: names[start:i]}) {
+				if !yield(delayMessage{body: body[:mark], names: names[start:i]}) {
 					return
 				}
 				body, start = next, i
 			}
 		}
-		yield(delayMessage{body: append(body, tail...), names: names[start:]})
+		yield(delayMessage{body: body, names: names[start:]})
 	}
 }
 

@@ -33,7 +33,7 @@ type Window struct {
 
 // WindowSQS is what a Window needs of SQS; *sqs.Client has it.
 type WindowSQS interface {
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	Sender
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	Queues
 }
@@ -46,7 +46,7 @@ const WindowRetention = 60
 // Add sends keys and tags to the window and returns those it could not
 // send.
 func (w Window) Add(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
-	return sendAgain(ctx, w.Client, w.URL, 0, tailSecond, cmp.Or(w.MaxBytes, DefaultDelayMaxBytes), keys, tags)
+	return sendAgain(ctx, w.Client, w.URL, []delivery{{tailSecond, 0}}, cmp.Or(w.MaxBytes, DefaultDelayMaxBytes), keys, tags)
 }
 
 // windowMessage is a message read from the window: its changes, and its

@@ -18,6 +18,7 @@ import (
 // and *fakes.SQS have it.
 type SQSClient interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
@@ -38,6 +39,7 @@ func SQS(t *testing.T, newQueue func(t *testing.T) (SQSClient, string)) {
 		{"visibility changed in a batch, partly", changeVisibility},
 		{"deleted in a batch, partly; older handles still work", deleteBatch},
 		{"hidden until its DelaySeconds", delayed},
+		{"sent in a batch, each entry with its delay", sendBatch},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -298,5 +300,27 @@ func delayed(t *testing.T, q queue) {
 	q.receiveAll(t, 30, id)
 	if waited := time.Since(start); waited < 900*time.Millisecond {
 		t.Fatalf("a message delayed 1 s came after %v", waited)
+	}
+}
+
+// sendBatch: a batch's entries are messages of their own, each hidden for
+// its own DelaySeconds, the batch answering each by its entry ID.
+func sendBatch(t *testing.T, q queue) {
+	out, err := q.client.SendMessageBatch(t.Context(), &sqs.SendMessageBatchInput{QueueUrl: &q.url, Entries: []types.SendMessageBatchRequestEntry{
+		{Id: aws.String("now"), MessageBody: aws.String("now")}, {Id: aws.String("later"), MessageBody: aws.String("later"), DelaySeconds: 2}}})
+	if err != nil || len(out.Successful) != 2 || len(out.Failed) != 0 {
+		t.Fatalf("send: %+v, %v", out, err)
+	}
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
+		for _, m := range q.receive(t, 1, 30) {
+			got = append(got, aws.ToString(m.Body))
+			if len(got) == 1 && aws.ToString(m.Body) != "now" {
+				t.Fatalf("received %q first, want the entry without a delay", aws.ToString(m.Body))
+			}
+		}
+	}
+	if !slices.Equal(got, []string{"now", "later"}) {
+		t.Fatalf("received %q, want now, then later", got)
 	}
 }
