@@ -29,7 +29,7 @@ var connectionEnv = []string{"CACHE_ENDPOINT", "CACHE_TLS", "CACHE_CA_FILE", "CA
 // besides AWS's own and the connection's: what a deployment chooses, and
 // only that (what it does not is a constant, or a field of the Options
 // that tests set).
-const envBudget = 15
+const envBudget = 16
 
 // binaryEnv is every environment variable the functions and the poller
 // read, by where it is read. It scans the Go source of the module's

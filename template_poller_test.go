@@ -379,11 +379,14 @@ func TestTemplatePollerTaskRoleIsExactlyWhatThePollerDoes(t *testing.T) {
 		t.Error("the task role may be assumed for another account's tasks: want aws:SourceAccount")
 	}
 	consumed := []string{"Queue", "QueueArn", "SecondDeleteQueue"}
+	// The failover window is read and shown again, never deleted from: its
+	// retention ends its messages.
+	read := []string{"FailoverWindowQueue", "Queue", "QueueArn", "SecondDeleteQueue"}
 	want := map[string][]string{
-		"sqs:ReceiveMessage":            consumed,
+		"sqs:ReceiveMessage":            read,
 		"sqs:DeleteMessage":             consumed,
-		"sqs:ChangeMessageVisibility":   consumed,
-		"sqs:SendMessage":               {"FailureQueue", "SecondDeleteQueue"},
+		"sqs:ChangeMessageVisibility":   read,
+		"sqs:SendMessage":               {"FailoverWindowQueue", "FailureQueue", "SecondDeleteQueue"},
 		"elasticache:Connect":           {"CacheArn", "CacheName", "CacheUser", "CacheUserArn", "ServerlessCache"},
 		"secretsmanager:GetSecretValue": {"CachePasswordSecretArn"},
 	}

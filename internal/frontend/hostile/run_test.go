@@ -255,7 +255,7 @@ func cmpOr(a, b string) string {
 }
 
 // newWorker builds the worker as worker.Start does from its environment —
-// the same rules, failure queue, second deletes and re-delete window, all
+// the same rules, failure queue and second deletes, all
 // at their defaults — but for its cache: the run's, whose requests are
 // counted. A configuration the worker would not start with is the error.
 func newWorker(e *env, rules string, secondDelete bool, name string, logs io.Writer) (*worker.Worker, error) {
