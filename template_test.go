@@ -437,7 +437,7 @@ func TestQueuesThatHoldWorkAreRetained(t *testing.T) {
 			continue
 		}
 		deletion, replace := r.get("DeletionPolicy").value(), r.get("UpdateReplacePolicy").value()
-		if name == "InspectQueue" || name == "FailoverWindowQueue" {
+		if r.get("Properties", "MessageRetentionPeriod").value() == "60" {
 			if deletion != "Delete" || replace != "Delete" {
 				t.Errorf("%s: DeletionPolicy %q, UpdateReplacePolicy %q: want Delete, said so, for what it keeps a minute", name, deletion, replace)
 			}
