@@ -245,17 +245,18 @@ func TestStreamFunctionAnswersBeforeItsTimeout(t *testing.T) {
 
 // TestFunctionStartsWithoutTheCache: a bad setting stops the function
 // before anything else, with one line saying why, and the invoke fails, to
-// be retried. A cache that refuses the login, or cannot be reached, does
+// be retried; so does a password's secret that is not there. A cache that refuses the login, or cannot be reached, does
 // not: the function answers that its records failed for now — beside the
 // runtime's first request, or at init for environments made ahead — and
 // says why once.
 func TestFunctionStartsWithoutTheCache(t *testing.T) {
 	testenv.Cache(t) // the stack is up: the wrong password is the only fault
 	good := testenv.WorkerCacheConfig(t)
-	badEndpoint, wrongPassword, nowhere := good, good, good
+	badEndpoint, wrongPassword, nowhere, noSecret := good, good, good, good
 	badEndpoint.Endpoint = "cache-without-a-port"
 	wrongPassword.Password = "not-the-password"
 	nowhere.Endpoint = "127.0.0.1:1"
+	noSecret.Password, noSecret.PasswordSecret = "", &elasticache.PasswordSecret{ARN: missingSecretARN}
 	for _, tc := range []struct {
 		name   string
 		cfg    elasticache.Config
@@ -264,6 +265,7 @@ func TestFunctionStartsWithoutTheCache(t *testing.T) {
 		reason string
 	}{
 		{"bad setting", badEndpoint, nil, false, "CACHE_ENDPOINT"},
+		{"no such secret", noSecret, nil, false, "CACHE_PASSWORD_SECRET_ARN=" + missingSecretARN},
 		{"refused login", wrongPassword, nil, true, "WRONGPASS"},
 		{"refused login at init", wrongPassword, []string{"AWS_LAMBDA_INITIALIZATION_TYPE=provisioned-concurrency"}, true, "WRONGPASS"},
 		{"no cache", nowhere, nil, true, "connection refused"},

@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +79,36 @@ func TestAPasswordRotationParksNothing(t *testing.T) {
 	invalidate("after")
 	if n := messages(t, failures); n != 0 {
 		t.Fatalf("%d records parked, want none", n)
+	}
+}
+
+// missingSecretARN names a secret moto does not hold.
+const missingSecretARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:no-such-password-AbCdEf"
+
+// TestThePollerStopsOnASecretThatIsNotThere: a CACHE_PASSWORD_SECRET_ARN
+// that names no secret stops the poller at start, non-zero, naming the
+// ARN, instead of failing every record for now until the DLQ.
+func TestThePollerStopsOnASecretThatIsNotThere(t *testing.T) {
+	awsenv.SecretsManager(t) // moto is up: the ARN is the only fault
+	cfg := testenv.WorkerCacheConfig(t)
+	cfg.Password, cfg.PasswordSecret = "", &elasticache.PasswordSecret{ARN: missingSecretARN}
+	cmd := exec.Command(binary("poller"))
+	cmd.Env = append(append(os.Environ(), cfg.Env()...), "QUEUE_URL=http://127.0.0.1:1/123456789012/none", "HEALTH_ADDR=off")
+	done := make(chan error, 1)
+	var out testenv.Log
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(out.String(), "CACHE_PASSWORD_SECRET_ARN="+missingSecretARN) {
+			t.Fatalf("the poller ended (%v) with:\n%s\nwant a non-zero exit naming the secret's ARN", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the poller still runs 10 s on:\n%s", out.String())
 	}
 }

@@ -12,8 +12,8 @@ part of an invalidation (bench/README.md, "The soak"; docs/local-stack.md):
 
 Behaviour is unchanged — the same answers, the same times — but for one
 fix, where moto differs from SQS: a message older than its queue's
-MessageRetentionPeriod is deleted, as SQS deletes it; moto leaves it in the
-queue and stops each receive at it, so that a queue holding one expired
+MessageRetentionPeriod is never received, as SQS deletes it; moto leaves it
+in the queue and stops each receive at it, so that a queue holding one expired
 message answers every receive with nothing (the worker's failover window,
 which keeps messages 60 s, would seem empty a minute after its first).
 
@@ -50,19 +50,21 @@ for _name, _scale in (("unix_time", 1.0), ("unix_time_millis", 1000.0)):
     if callable(getattr(moto.sqs.models, _name, None)):
         setattr(moto.sqs.models, _name, _clock(getattr(moto.sqs.models, _name), _scale))
 
-_receive = moto.sqs.models.SQSBackend.receive_message
+_visible = moto.sqs.models.Queue.messages.fget
 
 
-def _receive_unexpired(self, queue_name, *args, **kwargs):
-    """receive_message, after deleting the queue's expired messages."""
-    queue = self.get_queue(queue_name)
+def _unexpired(queue):
+    """The queue's visible messages, but those older than its retention.
+
+    A filter, not a delete: the queue's list is rebuilt without a lock by
+    moto's own deletes, and rebuilding it here too lost and repeated
+    messages under load.
+    """
     oldest = (time.time() - int(queue.message_retention_period)) * 1000
-    with queue._messages_lock:
-        queue._messages = [m for m in queue._messages if m.sent_timestamp is None or m.sent_timestamp > oldest]
-    return _receive(self, queue_name, *args, **kwargs)
+    return [m for m in _visible(queue) if m.sent_timestamp is None or m.sent_timestamp > oldest]
 
 
-moto.sqs.models.SQSBackend.receive_message = _receive_unexpired
+moto.sqs.models.Queue.messages = property(_unexpired)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -200,7 +200,10 @@ func stampede(t *testing.T, ours bool) int32 {
 	var wg sync.WaitGroup
 	for range 10 {
 		client := testenv.Cache(t)
-		c := New[product](client, Options[product]{})
+		// The lease is under test, not CacheTimeout: a fresh client's first
+		// call dials TLS, which a loaded machine may take past 150 ms, and
+		// a call past it loads without the lease.
+		c := New[product](client, Options[product]{CacheTimeout: 5 * time.Second})
 		for range 20 {
 			wg.Go(func() {
 				<-start

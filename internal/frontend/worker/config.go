@@ -52,12 +52,16 @@ type Config struct {
 	AnnounceChannel string
 	// ECPUPerSecond is the most ECPUs a second each worker process asks of
 	// the cache: CACHE_WORKER_ECPU_SHARE percent (default 25) of
-	// CACHE_MAX_ECPU_PER_SECOND, the cache's ECPUPerSecond maximum. Default
-	// 0, without a maximum: no limit.
+	// CACHE_MAX_ECPU_PER_SECOND, the cache's ECPUPerSecond maximum (1,000
+	// to 15,000,000). Default 0, without a maximum: no limit.
 	ECPUPerSecond float64
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
 }
+
+// minCacheECPUPerSecond is the least ECPUPerSecond maximum ElastiCache
+// Serverless takes.
+const minCacheECPUPerSecond = 1000
 
 // ConfigFromEnv reads and validates the configuration; the error names the
 // variable at fault. The table of docs/operations.md ("Configuration")
@@ -111,7 +115,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.AnnounceChannel = env.String(getenv, "ANNOUNCE_CHANNEL"); strings.ContainsAny(c.AnnounceChannel, " \t\n*?[]") || len(c.AnnounceChannel) > 256 {
 		return c, fmt.Errorf("ANNOUNCE_CHANNEL=%q: want a channel name without spaces or ACL wildcards, like invalidator:near", c.AnnounceChannel)
 	}
-	most, err := env.Int(getenv, "CACHE_MAX_ECPU_PER_SECOND", 0, 0, 15_000_000)
+	// ElastiCache takes no maximum below 1,000 (template.yaml's MinValue):
+	// a lower one is a typo, and would pace the worker to a key a second.
+	most, err := env.Int(getenv, "CACHE_MAX_ECPU_PER_SECOND", 0, minCacheECPUPerSecond, 15_000_000)
 	if err != nil {
 		return c, err
 	}

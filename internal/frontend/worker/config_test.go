@@ -35,6 +35,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{"the cache's ECPUs", "CACHE_MAX_ECPU_PER_SECOND", "5000", ""},
 		{"the cache's ECPUs not a number", "CACHE_MAX_ECPU_PER_SECOND", "5k", "CACHE_MAX_ECPU_PER_SECOND"},
 		{"the cache's ECPUs below 0", "CACHE_MAX_ECPU_PER_SECOND", "-1", "CACHE_MAX_ECPU_PER_SECOND"},
+		{"the cache's ECPUs below ElastiCache's least", "CACHE_MAX_ECPU_PER_SECOND", "999", "CACHE_MAX_ECPU_PER_SECOND"},
+		{"the cache's ECPUs at ElastiCache's least", "CACHE_MAX_ECPU_PER_SECOND", "1000", ""},
 		{"a share of none", "CACHE_WORKER_ECPU_SHARE", "0", "CACHE_WORKER_ECPU_SHARE"},
 		{"a share over all", "CACHE_WORKER_ECPU_SHARE", "101", "CACHE_WORKER_ECPU_SHARE"},
 	} {

@@ -34,12 +34,16 @@ const AnnounceHeartbeat = time.Second
 // in cfg.Cache.IAM's Region and Credentials. queues parks in the failure
 // queue, when there is one, and hands failed SQS messages back. A
 // configuration that can never connect (an unreadable CACHE_CA_FILE, IAM
-// without credentials) is an error. Close the Worker when done.
+// without credentials, a password's secret that cannot give it) is an
+// error. Close the Worker when done.
 func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	logger := NewLogger(os.Stdout, cfg.LogLevel).With("function", name)
 	slog.SetDefault(logger)
 	opt, err := cfg.Cache.ClientOption()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSecretAtStart(cfg.Cache.PasswordSecret); err != nil {
 		return nil, err
 	}
 	tune(&opt)

@@ -49,6 +49,10 @@ func SQS(t *testing.T, newQueue func(t *testing.T) (SQSClient, string)) {
 	}
 }
 
+// receiveFor bounds how long a message due now may take to be received: a
+// stall, not a timing, on a loaded machine (moto answers slowly under load).
+const receiveFor = 20 * time.Second
+
 type queue struct {
 	client SQSClient
 	url    string
@@ -83,7 +87,7 @@ func (q queue) receive(t *testing.T, wait, visibility int32, attrs ...types.Mess
 func (q queue) receiveAll(t *testing.T, visibility int32, ids ...string) []types.Message {
 	t.Helper()
 	var got []types.Message
-	for deadline := time.Now().Add(5 * time.Second); len(got) < len(ids); {
+	for deadline := time.Now().Add(receiveFor); len(got) < len(ids); {
 		if time.Now().After(deadline) {
 			t.Fatalf("received %d of messages %v", len(got), ids)
 		}
@@ -186,7 +190,7 @@ func sendReceiveDelete(t *testing.T, q queue) {
 
 func unasked(t *testing.T, q queue) {
 	q.sendWith(t, "one", map[string]string{"reason": "why"})
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(receiveFor); ; {
 		if msgs := q.receive(t, 1, 30); len(msgs) > 0 {
 			if len(msgs[0].Attributes)+len(msgs[0].MessageAttributes) > 0 {
 				t.Fatalf("attributes %v, message attributes %v, asked for none", msgs[0].Attributes, msgs[0].MessageAttributes)
@@ -221,7 +225,7 @@ func messageAttributes(t *testing.T, q queue) {
 		want []string
 	}{{[]string{"All"}, []string{"invalidator.parked", "invalidator.reason", "source"}}, {[]string{"invalidator.*"}, []string{"invalidator.parked", "invalidator.reason"}}} {
 		var msgs []types.Message
-		for deadline := time.Now().Add(5 * time.Second); len(msgs) == 0; {
+		for deadline := time.Now().Add(receiveFor); len(msgs) == 0; {
 			out, err := q.client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: &q.url, WaitTimeSeconds: 1, MaxNumberOfMessages: 1, MessageAttributeNames: c.ask})
 			if err != nil || time.Now().After(deadline) {
 				t.Fatalf("no message (%v)", err)
@@ -312,7 +316,7 @@ func sendBatch(t *testing.T, q queue) {
 		t.Fatalf("send: %+v, %v", out, err)
 	}
 	var got []string
-	for deadline := time.Now().Add(5 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(receiveFor); len(got) < 2 && time.Now().Before(deadline); {
 		for _, m := range q.receive(t, 1, 30) {
 			got = append(got, aws.ToString(m.Body))
 			if len(got) == 1 && aws.ToString(m.Body) != "now" {
