@@ -32,6 +32,28 @@ func (c *Cache[V]) call(ctx context.Context, fn func(context.Context) valkey.Val
 	return c.callAll(ctx, 1, func(ctx context.Context) []valkey.ValkeyResult { return []valkey.ValkeyResult{fn(ctx)} })[0]
 }
 
+// pipeline is how many commands a call sends at once at most, each
+// pipeline within CacheTimeout: a call for many keys, or for a value of
+// many tags, is not an outage.
+const pipeline = 1000
+
+// send sends the n commands cmd gives, a pipeline at a time, as callAll
+// does each.
+func (c *Cache[V]) send(ctx context.Context, n int, cmd func(i int) valkey.Completed) []valkey.ValkeyResult {
+	resps := make([]valkey.ValkeyResult, 0, n)
+	for from := 0; from < n; from += pipeline {
+		part := min(pipeline, n-from)
+		resps = append(resps, c.callAll(ctx, part, func(ctx context.Context) []valkey.ValkeyResult {
+			cmds := make(valkey.Commands, part)
+			for i := range cmds {
+				cmds[i] = cmd(from + i)
+			}
+			return c.client.DoMulti(ctx, cmds...)
+		})...)
+	}
+	return resps
+}
+
 // callAll runs fn, which sends n commands at once, through the breaker, for
 // at most CacheTimeout; the error of a command that found the cache down
 // wraps ErrCacheUnavailable.

@@ -19,10 +19,11 @@ import (
 // fail with it.
 const requestDeadline = 3 * time.Second
 
-// countingClient counts the commands sent to the cache, scripts included.
+// countingClient counts the commands sent to the cache, scripts included,
+// and the most sent in one pipeline.
 type countingClient struct {
 	valkey.Client
-	calls atomic.Int64
+	calls, largest atomic.Int64
 }
 
 func (c *countingClient) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
@@ -31,7 +32,10 @@ func (c *countingClient) Do(ctx context.Context, cmd valkey.Completed) valkey.Va
 }
 
 func (c *countingClient) DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult {
-	c.calls.Add(int64(len(multi)))
+	n := int64(len(multi))
+	c.calls.Add(n)
+	for m := c.largest.Load(); n > m && !c.largest.CompareAndSwap(m, n); m = c.largest.Load() {
+	}
 	return c.Client.DoMulti(ctx, multi...)
 }
 

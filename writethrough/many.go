@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/invalidator-go/invalidator/internal/tagset"
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -51,7 +50,10 @@ func (e *ManyError) Unwrap() []error {
 // out of its map does not exist, and is cached as "not found", as Get's
 // ErrNotFound. The map returned holds the keys that exist; a key read
 // twice is read once; no keys, no call. When some keys fail, their errors
-// are in a *ManyError, and the others are answered.
+// are in a *ManyError, and the others are answered. Like Get, it returns
+// when ctx ends even if load does not: the keys still loading fail with
+// ctx's error, and their load fills them or gives their leases back when
+// it ends. No pipeline holds more than 1,000 commands.
 func (c *Cache[V]) GetMany(ctx context.Context, keys []string, load func(ctx context.Context, keys []string) (map[string]V, error)) (map[string]V, error) {
 	m := &many[V]{c: c, load: load, found: make(map[string]V, len(keys)), failed: map[string]error{}}
 	if c.opts.Local != nil {
@@ -90,12 +92,18 @@ type many[V any] struct {
 	found   map[string]V
 	failed  map[string]error
 	keepers map[string]keeper[V]
+	// left are the keys whose loads the caller stopped waiting for
+	// (chunks): their answer is its context's error, whatever the loads say.
+	left map[string]struct{}
 }
 
 // answer notes the answer for key, as Get would return it.
 func (m *many[V]) answer(key string, v V, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, ok := m.left[key]; ok {
+		return
+	}
 	switch {
 	case err == nil:
 		m.found[key] = v
@@ -117,8 +125,12 @@ func (m *many[V]) one(key string) func(context.Context) (V, error) {
 }
 
 // batch calls the loader, turning a panic into an error as Get does, so
-// that the leases of its keys are given back.
+// that the leases of its keys are given back; not once ctx has ended: no
+// one waits for it then (chunks), and the leases go back at once.
 func (m *many[V]) batch(ctx context.Context, keys []string) (vs map[string]V, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			vs, err = nil, fmt.Errorf("writethrough: loader panicked: %v\n%s", p, debug.Stack())
@@ -164,13 +176,9 @@ func (m *many[V]) pass(ctx context.Context, keys []string) (again []string) {
 			}
 		}
 	}
-	// A hundred entries' tags a pipeline, as a fill's are.
-	for from := 0; from < len(tagged); from += 100 {
-		to := min(from+100, len(tagged))
-		for i, vouched := range c.registered(ctx, tagged[from:to], taggedEntries[from:to]) {
-			if !m.hit(ctx, tagged[from+i], taggedEntries[from+i], taggedRaws[from+i], vouched) {
-				again = append(again, tagged[from+i])
-			}
+	for i, vouched := range c.registered(ctx, tagged, taggedEntries) {
+		if !m.hit(ctx, tagged[i], taggedEntries[i], taggedRaws[i], vouched) {
+			again = append(again, tagged[i])
 		}
 	}
 	m.direct(ctx, down, true)
@@ -179,40 +187,9 @@ func (m *many[V]) pass(ctx context.Context, keys []string) (again []string) {
 	return append(again, m.wait(ctx, leased, leases)...)
 }
 
-// pipeline is how many commands GetMany sends at once, each pipeline
-// within CacheTimeout: a call for many keys is not an outage.
-const pipeline = 1000
-
 // gets reads keys, a pipeline at a time.
 func (m *many[V]) gets(ctx context.Context, keys []string) []valkey.ValkeyResult {
-	return m.send(ctx, len(keys), func(i int) valkey.Completed { return m.c.client.B().Get().Key(keys[i]).Build() })
-}
-
-// send sends the n commands cmd gives, a pipeline at a time.
-func (m *many[V]) send(ctx context.Context, n int, cmd func(i int) valkey.Completed) []valkey.ValkeyResult {
-	c := m.c
-	resps := make([]valkey.ValkeyResult, 0, n)
-	for from := 0; from < n; from += pipeline {
-		part := min(pipeline, n-from)
-		resps = append(resps, c.callAll(ctx, part, func(ctx context.Context) []valkey.ValkeyResult {
-			cmds := make(valkey.Commands, part)
-			for i := range cmds {
-				cmds[i] = cmd(from + i)
-			}
-			return c.client.DoMulti(ctx, cmds...)
-		})...)
-	}
-	return resps
-}
-
-// each runs s on keys, the i-th with args(i), a pipeline at a time.
-func (m *many[V]) each(ctx context.Context, s tagset.Script, keys []string, args func(i int) []string) []valkey.ValkeyResult {
-	resps := make([]valkey.ValkeyResult, 0, len(keys))
-	for from := 0; from < len(keys); from += pipeline {
-		part := keys[from:min(from+pipeline, len(keys))]
-		resps = append(resps, m.c.each(ctx, s, part, func(i int) []string { return args(from + i) })...)
-	}
-	return resps
+	return m.c.send(ctx, len(keys), func(i int) valkey.Completed { return m.c.client.B().Get().Key(keys[i]).Build() })
 }
 
 // hit serves key from e, as Get's hit does; false says to read it again.
@@ -228,27 +205,70 @@ func (m *many[V]) hit(ctx context.Context, key string, e entry, raw []byte, vouc
 // loadsAtOnce is how many loader calls one GetMany makes at once.
 const loadsAtOnce = 4
 
-// chunks calls fn on keys, MaxBatch at a time, loadsAtOnce at once. A
-// panic in fn — the loader's, the Codec's, TagsOf's — fails its keys.
-func (m *many[V]) chunks(keys []string, fn func(keys []string)) {
-	var wg sync.WaitGroup
-	turns := make(chan struct{}, loadsAtOnce)
-	for chunk := range slices.Chunk(keys, m.c.opts.MaxBatch) {
-		turns <- struct{}{}
-		wg.Go(func() {
-			defer func() {
-				<-turns
-				if p := recover(); p != nil {
-					err := fmt.Errorf("writethrough: panicked: %v\n%s", p, debug.Stack())
-					for _, k := range chunk {
-						m.answer(k, *new(V), err)
-					}
-				}
-			}()
-			fn(chunk)
-		})
+// chunks calls fn on keys, MaxBatch at a time, loadsAtOnce at once, on
+// goroutines of their own, as Get loads on one (shared, directs): the
+// caller waits for them while ctx lasts, then the keys of the loads not
+// done fail with its error, and those loads go on alone, filling or
+// giving back their leases as Get's do.
+func (m *many[V]) chunks(ctx context.Context, keys []string, fn func(keys []string)) {
+	if len(keys) == 0 {
+		return
 	}
-	wg.Wait()
+	parts := slices.Collect(slices.Chunk(keys, m.c.opts.MaxBatch))
+	done := make([]bool, len(parts)) // under m.mu
+	all := make(chan struct{})
+	go func() {
+		defer close(all)
+		var wg sync.WaitGroup
+		turns := make(chan struct{}, loadsAtOnce)
+		for i, part := range parts {
+			select {
+			case turns <- struct{}{}:
+				wg.Go(func() {
+					defer func() { <-turns }()
+					m.part(part, &done[i], fn)
+				})
+			case <-ctx.Done(): // no load starts now (batch): fn gives the leases back at once
+				m.part(part, &done[i], fn)
+			}
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-all:
+		return
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.left == nil {
+		m.left = map[string]struct{}{}
+	}
+	for i, part := range parts {
+		if !done[i] {
+			for _, k := range part {
+				delete(m.found, k)
+				m.failed[k], m.left[k] = ctx.Err(), struct{}{}
+			}
+		}
+	}
+}
+
+// part runs fn on keys, then notes it done. A panic in fn — the loader's,
+// the Codec's, TagsOf's — fails its keys.
+func (m *many[V]) part(keys []string, done *bool, fn func(keys []string)) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := fmt.Errorf("writethrough: panicked: %v\n%s", p, debug.Stack())
+			for _, k := range keys {
+				m.answer(k, *new(V), err)
+			}
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		*done = true
+	}()
+	fn(keys)
 }
 
 // direct loads keys without filling, within MaxConcurrentLoads; while the
@@ -264,7 +284,7 @@ func (m *many[V]) direct(ctx context.Context, keys []string, down bool) {
 			return ok
 		})
 	}
-	m.chunks(keys, func(keys []string) {
+	m.chunks(ctx, keys, func(keys []string) {
 		var vs map[string]V
 		err := m.c.directs.enter(ctx)
 		if err == nil {

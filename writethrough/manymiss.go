@@ -34,7 +34,7 @@ func (m *many[V]) miss(ctx context.Context, keys []string) (again []string) {
 	for i := range tokens {
 		tokens[i] = stamp()
 	}
-	resps := m.send(held, len(keys), func(i int) valkey.Completed {
+	resps := c.send(held, len(keys), func(i int) valkey.Completed {
 		lease := entry{kind: kindLease, stamp: tokens[i]}.encode()
 		return c.client.B().Set().Key(keys[i]).Value(lease).Nx().Px(c.opts.LeaseTTL).Build()
 	})
@@ -54,7 +54,7 @@ func (m *many[V]) miss(ctx context.Context, keys []string) (again []string) {
 	// would wait on it for a fill that never comes.
 	m.dropLeases(held, unsure, unsureTokens)
 	m.direct(ctx, unsure, false)
-	m.chunks(mine, func(keys []string) {
+	m.chunks(ctx, mine, func(keys []string) {
 		start := c.opts.Clock.Now()
 		vs, err := m.batch(ctx, keys)
 		m.fill(held, keys, tokenOf, clock, vs, err, c.opts.Clock.Now().Sub(start))
@@ -115,7 +115,7 @@ func (m *many[V]) fill(ctx context.Context, keys []string, held map[string]strin
 // dropLeases gives back the leases tokens of keys.
 func (m *many[V]) dropLeases(ctx context.Context, keys, tokens []string) {
 	if len(keys) > 0 {
-		_ = m.each(ctx, dropStampedScript, keys, func(i int) []string { return []string{tokens[i]} })
+		_ = m.c.each(ctx, dropStampedScript, keys, func(i int) []string { return []string{tokens[i]} })
 	}
 }
 
@@ -128,7 +128,7 @@ func (m *many[V]) wait(ctx context.Context, keys, leases []string) (again []stri
 	c := m.c
 	life := ms(c.opts.LeaseTTL)
 	var waiting []string
-	for i, r := range m.each(ctx, staleLeaseScript, keys, func(i int) []string { return []string{leases[i], life} }) {
+	for i, r := range c.each(ctx, staleLeaseScript, keys, func(i int) []string { return []string{leases[i], life} }) {
 		if ttl, err := r.AsInt64(); err == nil && ttl != 0 {
 			c.staleLeases.found(c.opts.Logger, keys[i], "ttl_ms", ttl)
 			again = append(again, keys[i])

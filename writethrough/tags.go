@@ -58,10 +58,17 @@ if not epoch or epoch < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], '\0e'
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 1`)
 
-// each runs s on every one of keys, the i-th with args(i), all at once, as
-// callAll does.
+// each runs s on every one of keys, the i-th with args(i), a pipeline at
+// a time, as callAll does.
 func (c *Cache[V]) each(ctx context.Context, s tagset.Script, keys []string, args func(i int) []string) []valkey.ValkeyResult {
-	return c.callAll(ctx, len(keys), func(ctx context.Context) []valkey.ValkeyResult { return s.Each(ctx, c.client, keys, args) })
+	resps := make([]valkey.ValkeyResult, 0, len(keys))
+	for from := 0; from < len(keys); from += pipeline {
+		part := keys[from:min(from+pipeline, len(keys))]
+		resps = append(resps, c.callAll(ctx, len(part), func(ctx context.Context) []valkey.ValkeyResult {
+			return s.Each(ctx, c.client, part, func(i int) []string { return args(from + i) })
+		})...)
+	}
+	return resps
 }
 
 // tick reads the tag clock anew.
@@ -115,23 +122,23 @@ func (c *Cache[V]) tag(ctx context.Context, key string, e *entry, v V, clock int
 var errUnregistered = errors.New("writethrough: not registered in its tags")
 
 // registered checks that each tagged entry es[i] of keys[i] is still
-// registered in its tags, all in one round trip: nil when it is (and for an
+// registered in its tags, a pipeline at a time: nil when it is (and for an
 // entry without tags), errUnregistered when not, the cache's error when it
 // cannot tell.
 func (c *Cache[V]) registered(ctx context.Context, keys []string, es []entry) []error {
-	var cmds valkey.Commands
+	var tags, fields []string
 	for i, e := range es {
 		if e.kind == kindTagged {
 			for _, t := range e.tags {
-				cmds = append(cmds, c.client.B().Hget().Key(tagset.Key(c.opts.TagPrefix, t)).Field(keys[i]).Build())
+				tags, fields = append(tags, tagset.Key(c.opts.TagPrefix, t)), append(fields, keys[i])
 			}
 		}
 	}
 	errs := make([]error, len(es))
-	if len(cmds) == 0 {
+	if len(tags) == 0 {
 		return errs
 	}
-	resps := c.callAll(ctx, len(cmds), func(ctx context.Context) []valkey.ValkeyResult { return c.client.DoMulti(ctx, cmds...) })
+	resps := c.send(ctx, len(tags), func(i int) valkey.Completed { return c.client.B().Hget().Key(tags[i]).Field(fields[i]).Build() })
 	for i, e := range es {
 		if e.kind != kindTagged {
 			continue

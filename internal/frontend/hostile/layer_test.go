@@ -3,6 +3,7 @@ package hostile
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,12 +12,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/valkey-io/valkey-go"
 	"gopkg.in/yaml.v3"
 
 	"github.com/invalidator-go/invalidator/localstack/testenv"
@@ -251,4 +254,61 @@ func foreignValue(t *testing.T) {
 	if err != nil || v != "fresh" {
 		t.Errorf("Get of a key holding a foreign value: %q, %v; want a miss and the value loaded", v, err)
 	}
+}
+
+// getManyAtItsDeadline: a GetMany of 200 ms whose loader blocks 3 s,
+// ignoring its context, returns at its deadline, as Get does (finding
+// 38.5: it took 3.0 s, its leases held).
+func getManyAtItsDeadline(t *testing.T) {
+	client := testenv.Cache(t)
+	ns := namespace()
+	ks := keys(2, func(i int) string { return "cache:hostile:" + ns + ":many:" + strconv.Itoa(i) })
+	c := writethrough.New(client, writethrough.Options[string]{TTL: time.Minute})
+	loaded := make(chan struct{})
+	t.Cleanup(func() { <-loaded }) // before the client closes: the load goes on after GetMany
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.GetMany(ctx, ks, func(context.Context, []string) (map[string]string, error) {
+		defer close(loaded)
+		time.Sleep(3 * time.Second)
+		return nil, nil
+	})
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 250*time.Millisecond {
+		t.Errorf("GetMany of 200 ms, its loader blocked 3 s: %v after %v; want the deadline's error within 250 ms", err, took.Round(time.Millisecond))
+	}
+}
+
+// getManyPipelines: a GetMany of 20,000 misses with MaxBatch 20,000 sends
+// no pipeline of more than 1,000 commands, its fill's included (finding
+// 38.5: the fill sent 20,000).
+func getManyPipelines(t *testing.T) {
+	client := &largestPipeline{Client: testenv.Cache(t)}
+	ns := namespace()
+	ks := keys(20_000, func(i int) string { return "cache:hostile:" + ns + ":many:" + strconv.Itoa(i) })
+	c := writethrough.New(client, writethrough.Options[string]{TTL: time.Minute, MaxBatch: 20_000, CacheTimeout: 2 * time.Second})
+	got, err := c.GetMany(t.Context(), ks, func(_ context.Context, asked []string) (map[string]string, error) {
+		vs := make(map[string]string, len(asked))
+		for _, k := range asked {
+			vs[k] = "fresh"
+		}
+		return vs, nil
+	})
+	if err != nil || len(got) != len(ks) || client.most.Load() > 1000 {
+		t.Errorf("GetMany of 20,000 misses, MaxBatch 20,000: %d values, %v, a pipeline of %d commands; want every value, at most 1,000 commands a pipeline", len(got), err, client.most.Load())
+	}
+}
+
+// largestPipeline is a valkey-go client that notes the most commands it
+// was given at once.
+type largestPipeline struct {
+	valkey.Client
+	most atomic.Int64
+}
+
+func (c *largestPipeline) DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult {
+	n := int64(len(multi))
+	for m := c.most.Load(); n > m && !c.most.CompareAndSwap(m, n); m = c.most.Load() {
+	}
+	return c.Client.DoMulti(ctx, multi...)
 }

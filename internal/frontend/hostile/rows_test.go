@@ -39,7 +39,7 @@ type fact struct {
 // which must be done and its key deleted: the rest of the batch proceeds.
 type row struct {
 	name    string
-	finding string // the issue's finding (26, "Why") it shows, if any
+	finding string // the issue's finding (26, "Why") it shows, if any; another issue's as "38.5"
 	// messages are the bodies of the row's change messages, for namespace
 	// ns; nil when the row has no message form.
 	messages func(ns string) []string
@@ -463,6 +463,10 @@ var rows = []row{
 		want:    fates(done),
 		deleted: func(ns string) []string { return []string{"cache:product:" + bigID(ns)} },
 	},
+
+	// --- Issue 38, finding 5: GetMany's deadline and pipelines ---
+	{name: "a GetMany of 200 ms whose loader blocks 3 s", finding: "38.5", layer: getManyAtItsDeadline, stack: true},
+	{name: "a GetMany of 20,000 misses, MaxBatch 20,000", finding: "38.5", layer: getManyPipelines, stack: true},
 }
 
 // typedKeys are six keys, for a value of each type.
