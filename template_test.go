@@ -554,23 +554,18 @@ func localEnv(t *testing.T) map[string]string {
 func TestInspectorOnlyReads(t *testing.T) {
 	tpl := loadTemplate(t)
 	// CloudFormation names the worker's queues after their logical IDs, and
-	// the local stack as env.sh says: inspect refuses both.
-	for _, id := range inspect.WorkerQueueIDs {
-		if q := tpl.get("Resources", id); q.get("Type").value() != "AWS::SQS::Queue" || q.get("Properties", "QueueName").ok() {
-			t.Errorf("inspect refuses queues named after %s, which is no queue that CloudFormation names", id)
-		}
-	}
+	// the local stack as env.sh says (X_URL's queue is X_NAME): inspect and
+	// replay refuse both.
 	local := localEnv(t)
-	var names []string
-	for _, v := range []string{"QUEUE_NAME", "DLQ_NAME", "FAILURE_QUEUE_NAME", "SECOND_DELETE_QUEUE_NAME"} {
-		names = append(names, local[v])
-	}
-	if !slices.Equal(names, inspect.WorkerQueueNames) {
-		t.Errorf("the local stack's worker queues are named %q, inspect refuses %q", names, inspect.WorkerQueueNames)
-	}
 	own := tpl.get("Resources", "InspectQueue", "Properties")
-	for _, name := range inspect.WorkerQueueNames {
-		if strings.HasSuffix(own.get("QueueName").value(), name) || own.get("RedrivePolicy").ok() {
+	for _, q := range inspect.WorkerQueues {
+		if r := tpl.get("Resources", q.ID); q.ID != "" && (r.get("Type").value() != "AWS::SQS::Queue" || r.get("Properties", "QueueName").ok()) {
+			t.Errorf("inspect refuses queues named after %s, which is no queue that CloudFormation names", q.ID)
+		}
+		if name := local[strings.TrimSuffix(q.Var, "_URL")+"_NAME"]; name != q.Name {
+			t.Errorf("the local stack names %s's queue %q, inspect refuses %q", q.Var, name, q.Name)
+		}
+		if strings.HasSuffix(own.get("QueueName").value(), q.Name) || own.get("RedrivePolicy").ok() {
 			t.Errorf("inspect would refuse its own queue, %s", own.get("QueueName").value())
 		}
 	}

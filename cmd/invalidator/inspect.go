@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,6 +43,9 @@ func inspectVerb(args []string, stdout, stderr io.Writer) int {
 	sources, err := o.sources(read, s)
 	if err != nil {
 		fmt.Fprintln(stderr, "invalidator inspect:", err)
+		if errors.Is(err, inspect.ErrWorkerQueue) {
+			return 2
+		}
 		return 1
 	}
 	cache, tier := inspect.Valkey(s.cache), (*nearTier)(nil)
@@ -103,7 +107,7 @@ func parseInspect(args []string, stderr io.Writer) (o inspection, code int, ok b
 		fmt.Fprintln(stderr, "invalidator inspect:", problem)
 		return o, 2, false
 	}
-	if *o.rules == "" && os.Getenv("INVALIDATION_RULES") == "" {
+	if !rulesGiven(*o.rules) {
 		fmt.Fprintln(stderr, "invalidator inspect: no rules (--rules, INVALIDATION_RULES): planning the default cache:{entity}:{id}, which may not be the worker's keys")
 	}
 	return o, 0, true
@@ -148,12 +152,13 @@ and as nines, and the inconsistent keys. Interrupt once to stop reading
 and finish the checks, twice to stop at once.
 
 It consumes only a queue of its own (the template's cache-invalidation-inspect,
-INSPECT_QUEUE_URL), for it deletes what it reads: it refuses QUEUE_URL,
-RAW_QUEUE_URL, DLQ_URL, FAILURE_QUEUE_URL and SECOND_DELETE_QUEUE_URL, a queue
-named as the worker's are (the local stack's cache-invalidation, -dlq,
--failures, -again; CloudFormation's <stack>-Queue-, -DeadLetterQueue-,
--FailureQueue-, -SecondDeleteQueue-...), one with a dead-letter queue, and one
-that is a dead-letter queue.
+INSPECT_QUEUE_URL), for it deletes what it reads: it exits 2 on QUEUE_URL,
+RAW_QUEUE_URL, FAILOVER_WINDOW_QUEUE_URL, SECOND_DELETE_QUEUE_URL, DLQ_URL and
+FAILURE_QUEUE_URL, a queue named as the worker's are (the local stack's
+cache-invalidation, -raw, -window, -again, -dlq, -failures; CloudFormation's
+<stack>-Queue-, -FailoverWindowQueue-, -SecondDeleteQueue-, -DeadLetterQueue-,
+-FailureQueue-), one with a dead-letter queue, and one that is a dead-letter
+queue.
 
 flags:
 `)
@@ -234,22 +239,12 @@ func (o *inspection) sources(ctx context.Context, s session) ([]inspect.Source, 
 	}
 	if o.queue != "" {
 		client := sqs.NewFromConfig(s.aws)
-		if err := inspect.CheckOwn(ctx, client, o.queue, workerQueues()); err != nil {
-			return nil, err
+		if err := inspect.CheckQueue(ctx, client, o.queue, os.Getenv, inspect.AllWorkerQueues); err != nil {
+			return nil, fmt.Errorf("%w; inspect consumes what it reads: give it a queue of its own, subscribed to the topic (INSPECT_QUEUE_URL; the template's cache-invalidation-inspect)", err)
 		}
 		sources = append(sources, &inspect.Queue{Client: client, URL: o.queue, Receivers: o.receivers})
 	}
 	return sources, nil
-}
-
-// workerQueues are the queues of the worker, of its failure path and of
-// the local stack, by the variables that name them here.
-func workerQueues() map[string]string {
-	queues := map[string]string{}
-	for _, name := range []string{"QUEUE_URL", "RAW_QUEUE_URL", "DLQ_URL", "FAILURE_QUEUE_URL", "SECOND_DELETE_QUEUE_URL"} {
-		queues[name] = os.Getenv(name)
-	}
-	return queues
 }
 
 // runInspection runs in over sources, printing its progress on stderr

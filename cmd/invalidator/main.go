@@ -68,6 +68,13 @@ func rulesFlag(fs *flag.FlagSet) *string {
 	return fs.String("rules", os.Getenv("INVALIDATION_RULES_FILE"), "the worker's rules file, else INVALIDATION_RULES [INVALIDATION_RULES_FILE]")
 }
 
+// rulesGiven says whether the worker's rules were given: a file (--rules,
+// INVALIDATION_RULES_FILE) or INVALIDATION_RULES; else the default rules
+// plan keys that may not be the worker's.
+func rulesGiven(rulesFile string) bool {
+	return rulesFile != "" || os.Getenv("INVALIDATION_RULES") != ""
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: invalidator <verb> [flags]   (invalidator <verb> --help for its flags)")
 	fmt.Fprintln(w, "\nverbs:")

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/invalidator-go/invalidator/internal/frontend/inspect"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 )
@@ -27,9 +28,12 @@ func TestVerbsAndHelp(t *testing.T) {
 		{[]string{"help"}, 0, "replay"},
 		{[]string{"nope"}, 2, `unknown verb "nope"`},
 		{[]string{"replay", "--help"}, 0, "usage: invalidator replay"},
-		{[]string{"replay", "--help"}, 0, "never the worker's live queue (QUEUE_URL)"},
+		{[]string{"replay", "--help"}, 0, "refuses QUEUE_URL, RAW_QUEUE_URL, FAILOVER_WINDOW_QUEUE_URL and"},
 		{[]string{"inspect", "--help"}, 0, "consumes only a queue of its own"},
 		{[]string{"replay", "--queue", ""}, 2, "no queue"},
+		{[]string{"replay", "--queue", "q", "elsewhere"}, 2, `unexpected argument "elsewhere"`},
+		{[]string{"replay", "--queue", "q", "--default-rules", "--rules", "rules.yaml"}, 2, "give one"},
+		{[]string{"replay", "--queue", "q", "--default-rules", "--ecpu-per-second", "-1"}, 2, "--ecpu-per-second"},
 		{[]string{"keys", "--help"}, 0, "usage: invalidator keys"},
 		{[]string{"keys", "no-such-file.json"}, 2, "no-such-file.json"},
 		{[]string{"cache", "--help"}, 0, "usage: invalidator cache"},
@@ -43,24 +47,41 @@ func TestVerbsAndHelp(t *testing.T) {
 	}
 }
 
+// TestHelpNamesTheRefusedQueues: inspect's help names every queue of the
+// worker's it refuses, replay's the live ones, by variable and by each name.
+func TestHelpNamesTheRefusedQueues(t *testing.T) {
+	for _, verb := range []string{"inspect", "replay"} {
+		var stdout, stderr bytes.Buffer
+		run([]string{verb, "--help"}, &stdout, &stderr)
+		help := strings.Join(strings.Fields(stdout.String()+stderr.String()), " ")
+		for _, q := range inspect.WorkerQueues {
+			if verb == "replay" && !q.Live {
+				continue
+			}
+			for _, name := range []string{q.Var, strings.TrimPrefix(q.Name, "cache-invalidation"), "-" + q.ID + "-"} {
+				if name != "" && name != "--" && !strings.Contains(help, name) {
+					t.Errorf("invalidator %s --help does not name %s, which it refuses", verb, name)
+				}
+			}
+		}
+	}
+}
+
 // TestReplayExitStatus: non-zero while a message fails, zero once all pass;
 // --json prints one object per message, then the summary.
 func TestReplayExitStatus(t *testing.T) {
 	testenv.Cache(t)
+	t.Setenv("SECOND_DELETE_QUEUE_URL", "")
 	c := awsenv.SQS(t)
-	q, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("test-cli-" + strings.ToLower(rand.Text()[:12]))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	q, _ := newQueue(t, "test-cli-"+strings.ToLower(rand.Text()[:12]), nil)
 	send := func(body string) {
-		if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)}); err != nil {
+		if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(body)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	replay := func() (int, []map[string]any) {
 		var stdout, stderr bytes.Buffer
-		code := run([]string{"replay", "--queue", *q.QueueUrl, "--json"}, &stdout, &stderr)
+		code := run([]string{"replay", "--queue", q, "--default-rules", "--json"}, &stdout, &stderr)
 		var lines []map[string]any
 		for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
 			var m map[string]any
@@ -91,7 +112,7 @@ func TestReplayExitStatus(t *testing.T) {
 		t.Fatalf("exit %d, output %v: want 1, each message and a summary", code, lines)
 	}
 	// The bad message is left: purge it, and all passes.
-	if _, err := c.PurgeQueue(t.Context(), &sqs.PurgeQueueInput{QueueUrl: q.QueueUrl}); err != nil {
+	if _, err := c.PurgeQueue(t.Context(), &sqs.PurgeQueueInput{QueueUrl: aws.String(q)}); err != nil {
 		t.Fatal(err)
 	}
 	send(`{"entity":"user","id":"` + rand.Text() + `"}`)
@@ -134,29 +155,19 @@ func TestCacheVerb(t *testing.T) {
 // TestReplayDryRunConsumesNothing: a dry run prints each message's plan or
 // failure and leaves them all, visible; --wait-for fails when fewer come.
 func TestReplayDryRunConsumesNothing(t *testing.T) {
-	c := awsenv.SQS(t)
-	q, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("test-cli-" + strings.ToLower(rand.Text()[:12]))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
-	for _, body := range []string{`{"entity":"user","id":"7"}`, `{"entity":"user"}`} {
-		if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	q, _ := newQueue(t, "test-cli-"+strings.ToLower(rand.Text()[:12]), nil, `{"entity":"user","id":"7"}`, `{"entity":"user"}`)
 	// No cache is asked: the endpoint is nothing.
 	t.Setenv("CACHE_ENDPOINT", "127.0.0.1:1")
 	for range 2 {
 		var stdout, stderr bytes.Buffer
-		code := run([]string{"replay", "--queue", *q.QueueUrl, "--dry-run", "--wait-for", "2"}, &stdout, &stderr)
+		code := run([]string{"replay", "--queue", q, "--default-rules", "--dry-run", "--wait-for", "2"}, &stdout, &stderr)
 		if out := stdout.String(); code != 0 || !strings.Contains(out, "would delete") || !strings.Contains(out, "cache:user:7") ||
 			!strings.Contains(out, "would FAIL") || !strings.Contains(stderr.String(), "nothing touched") {
 			t.Fatalf("dry run: exit %d, %s%s; want both messages planned", code, out, stderr.String())
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"replay", "--queue", *q.QueueUrl, "--dry-run", "--wait-for", "3", "--within", "2s"}, &stdout, &stderr); code != 1 ||
+	if code := run([]string{"replay", "--queue", q, "--default-rules", "--dry-run", "--wait-for", "3", "--within", "2s"}, &stdout, &stderr); code != 1 ||
 		!strings.Contains(stderr.String(), "2 message(s) read of the 3 waited for") {
 		t.Fatalf("a wait for more than came: exit %d, %s", code, stderr.String())
 	}

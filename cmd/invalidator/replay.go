@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,40 +17,52 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/invalidator-go/invalidator/internal/frontend/inspect"
 	"github.com/invalidator-go/invalidator/internal/frontend/replay"
+	"github.com/invalidator-go/invalidator/internal/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
 func replayVerb(args []string, stdout, stderr io.Writer) int {
+	var rp replaying
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	queue := fs.String("queue", os.Getenv("FAILURE_QUEUE_URL"), "the queue to replay: the failure queue, a DLQ, or an old queue a stack left behind; never the worker's live queue or delay queue [FAILURE_QUEUE_URL]")
-	endpoint := fs.String("cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
+	fs.StringVar(&rp.queue, "queue", os.Getenv("FAILURE_QUEUE_URL"), "the queue to replay: the failure queue, a DLQ, or with --left-behind an old queue a stack left behind; never a queue the worker takes from [FAILURE_QUEUE_URL]")
+	fs.StringVar(&rp.endpoint, "cache-endpoint", os.Getenv("CACHE_ENDPOINT"), "host:port of the cache; the other CACHE_* variables as the worker reads them [CACHE_ENDPOINT]")
 	rules := rulesFlag(fs)
+	fs.BoolVar(&rp.defaultRules, "default-rules", false, "plan with the default rules, cache:{entity}:{id}, knowing them the worker's: without rules replay refuses to start")
+	fs.BoolVar(&rp.leftBehind, "left-behind", false, "--queue is an old queue a stack left behind, which nothing consumes any more (docs/deploy.md): refused then only as QUEUE_URL, RAW_QUEUE_URL, FAILOVER_WINDOW_QUEUE_URL or SECOND_DELETE_QUEUE_URL")
+	ecpu := fs.Float64("ecpu-per-second", 0, "the most ECPUs a second replay asks of the cache, 0 for no limit (default the worker's: CACHE_WORKER_ECPU_SHARE percent of CACHE_MAX_ECPU_PER_SECOND)")
 	keep := fs.Bool("keep", false, "leave replayed messages in the queue")
 	most := fs.Int("max", 0, "replay at most this many messages (default all)")
 	asJSON := fs.Bool("json", false, "one JSON object per message on stdout, then a summary object")
-	dryRun := fs.Bool("dry-run", false, "print what each message would invalidate, or why it would fail, and touch neither the cache nor the queue")
+	fs.BoolVar(&rp.dryRun, "dry-run", false, "print what each message would invalidate, or why it would fail, and touch neither the cache nor the queue")
 	waitFor := fs.Int("wait-for", 0, "read until this many messages were read, waiting up to --within for them: a record about to be parked")
 	within := fs.Duration("within", 5*time.Second, "the longest --wait-for waits")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: invalidator replay [flags]
 
-Reads every message of the queue and invalidates its changes with the worker's
-rules: records the worker parked (as they came), the coordinates of stream records a
-mapping gave up on (read again from the stream, which keeps them 24 h), SNS
-invokes Lambda gave up on, and plain change messages (a DLQ's, an SNS
-subscription's dead letters). A message whose keys are all deleted is deleted;
-one that fails again stays, visible, and the exit status is 1. With
---dry-run it prints what each message would invalidate, or why it would fail,
-and leaves every message in the queue, visible (exit status 0 once it read
-them all).
+Reads every message of the queue and invalidates its changes as the worker
+would: with its rules, within its ECPU budget, each key's second delete and
+failover re-delete scheduled. It takes records the worker parked (as they
+came), the coordinates of stream records a mapping gave up on (read again
+from the stream, which keeps them 24 h), SNS invokes Lambda gave up on, and
+plain change messages (a DLQ's, an SNS subscription's dead letters). A
+message whose keys are all deleted is deleted; one that fails again stays,
+visible, and the exit status is 1. With --dry-run it prints what each
+message would invalidate, or why it would fail, and leaves every message in
+the queue, visible (exit status 0 once it read them all).
 
-It consumes the queue it reads: give it the failure queue (FAILURE_QUEUE_URL,
-the default) or a DLQ (DLQ_URL), never the worker's live queue (QUEUE_URL) or
-its delay queue (SECOND_DELETE_QUEUE_URL), whose messages are the worker's to
-take; an old one a stack left behind, which nothing consumes any more, it may
-drain (docs/deploy.md).
+It reads nothing and exits 2 without the worker's rules (--rules,
+INVALIDATION_RULES; --default-rules to plan cache:{entity}:{id}), and on a
+queue the worker takes from, whose messages it would consume: give it the
+failure queue (FAILURE_QUEUE_URL, the default) or a DLQ (DLQ_URL). It
+refuses QUEUE_URL, RAW_QUEUE_URL, FAILOVER_WINDOW_QUEUE_URL and
+SECOND_DELETE_QUEUE_URL, a queue named as those are (the local stack's
+cache-invalidation, -raw, -window, -again; CloudFormation's <stack>-Queue-,
+-FailoverWindowQueue-, -SecondDeleteQueue-...) and one with a dead-letter
+queue. An old queue a stack left behind, which nothing consumes any more,
+it drains with --left-behind (docs/deploy.md).
 
 flags:
 `)
@@ -56,19 +71,28 @@ flags:
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	if *queue == "" {
-		fmt.Fprintln(stderr, "invalidator replay: no queue: give --queue or FAILURE_QUEUE_URL")
+	rp.rules = *rules
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "ecpu-per-second" {
+			rp.ecpu = ecpu
+		}
+	})
+	if problem := rp.check(fs); problem != "" {
+		fmt.Fprintln(stderr, "invalidator replay:", problem)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	r, closeCache, err := replayer(ctx, *queue, *endpoint, *rules, *dryRun)
+	r, closeCache, err := rp.replayer(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "invalidator replay:", err)
+		if errors.Is(err, inspect.ErrWorkerQueue) {
+			return 2
+		}
 		return 1
 	}
 	defer closeCache()
-	r.Keep, r.Max, r.DryRun, r.WaitFor = *keep, *most, *dryRun, *waitFor
+	r.Keep, r.Max, r.DryRun, r.WaitFor = *keep, *most, rp.dryRun, *waitFor
 	began, read := time.Now(), ctx
 	if *waitFor > 0 {
 		var cancel context.CancelFunc
@@ -86,7 +110,7 @@ flags:
 		switch {
 		case *asJSON:
 			_ = out.Encode(o)
-		case *dryRun:
+		case rp.dryRun:
 			printPlanned(stdout, o)
 		case o.Error != "":
 			fmt.Fprintf(stdout, "FAIL %s %s %s: %s\n", o.MessageID, o.Kind, o.Source, o.Error)
@@ -105,11 +129,11 @@ flags:
 	case *waitFor > 0 && replayed < *waitFor:
 		fmt.Fprintf(stderr, "replay: %d message(s) read of the %d waited for, in %.1f s\n", replayed, *waitFor, within.Seconds())
 		return 1
-	case *dryRun:
+	case rp.dryRun:
 		fmt.Fprintf(stderr, "replay --dry-run: %d message(s) read in %.1f s, %d would pass, %d would fail again; nothing touched\n",
 			replayed, time.Since(began).Seconds(), replayed-failed, failed)
 	case failed > 0:
-		fmt.Fprintf(stderr, "replay: %d message(s) read, %d done, %d failed again and left in %s\n", replayed, replayed-failed, failed, *queue)
+		fmt.Fprintf(stderr, "replay: %d message(s) read, %d done, %d failed again and left in %s\n", replayed, replayed-failed, failed, rp.queue)
 	default:
 		fmt.Fprintf(stderr, "replay: %d message(s) read and done\n", replayed)
 	}
@@ -117,29 +141,77 @@ flags:
 		fmt.Fprintln(stderr, "invalidator replay:", err)
 		return 1
 	}
-	if failed > 0 && !*dryRun {
+	if failed > 0 && !rp.dryRun {
 		return 1
 	}
 	return 0
 }
 
-// replayer connects to the queue, the stream and the cache as the worker
-// would from this environment; a dry run does without the cache.
-func replayer(ctx context.Context, queue, endpoint, rules string, dryRun bool) (*replay.Replayer, func(), error) {
-	w, err := settings(ctx, endpoint, rules)
-	var cache invalidate.Cache
-	closeCache := func() {}
-	if err == nil && !dryRun {
-		if w.cache, err = dial(w.aws, w.cfg.Cache); err == nil {
-			cache, closeCache = invalidate.Valkey(w.cache), w.cache.Close
-		}
+// replaying is what replay's flags ask for.
+type replaying struct {
+	queue, endpoint, rules   string
+	defaultRules, leftBehind bool
+	dryRun                   bool
+	// ecpu is --ecpu-per-second when given; nil for the worker's budget.
+	ecpu *float64
+}
+
+// check returns what is wrong with the flags, if anything: unlike inspect,
+// replay deletes what it reads, so it never guesses the rules.
+func (rp *replaying) check(fs *flag.FlagSet) string {
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Sprintf("unexpected argument %q: everything is a flag", fs.Arg(0))
+	case rp.queue == "":
+		return "no queue: give --queue or FAILURE_QUEUE_URL"
+	case !rulesGiven(rp.rules) && !rp.defaultRules:
+		return "no rules: give the worker's (--rules, INVALIDATION_RULES_FILE or INVALIDATION_RULES), or --default-rules to plan cache:{entity}:{id}; nothing was read"
+	case rulesGiven(rp.rules) && rp.defaultRules:
+		return "--default-rules, and the rules of --rules or INVALIDATION_RULES: give one"
+	case rp.ecpu != nil && (!(*rp.ecpu >= 0) || math.IsInf(*rp.ecpu, 1)):
+		return "--ecpu-per-second: want ECPUs a second, or 0 for no limit"
 	}
+	return ""
+}
+
+// refused is the queues replay leaves to the worker.
+func (rp *replaying) refused() inspect.Refuse {
+	if rp.leftBehind {
+		return inspect.LiveQueuesByVariable
+	}
+	return inspect.LiveQueues
+}
+
+// replayer refuses a queue of the worker's, then connects to the queue,
+// the stream and the cache as the worker would from this environment, and
+// deletes as it does: within its budget, scheduling what it deletes to be
+// deleted again. A dry run does without the cache.
+func (rp *replaying) replayer(ctx context.Context) (*replay.Replayer, func(), error) {
+	w, err := settings(ctx, rp.endpoint, rp.rules)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &replay.Replayer{
-		SQS: sqs.NewFromConfig(w.aws), Streams: dynamodbstreams.NewFromConfig(w.aws), QueueURL: queue,
-		Invalidator: invalidate.New(cache, invalidate.Options{Rules: w.cfg.Rules}),
+	client := sqs.NewFromConfig(w.aws)
+	if err := inspect.CheckQueue(ctx, client, rp.queue, os.Getenv, rp.refused()); err != nil {
+		return nil, nil, fmt.Errorf("%w; replay consumes what it reads: give it the failure queue, a DLQ, or an old queue a stack left behind that no variable names (--left-behind)", err)
+	}
+	var cache invalidate.Cache
+	closeCache := func() {}
+	if !rp.dryRun {
+		if w.cache, err = dial(w.aws, w.cfg.Cache); err != nil {
+			return nil, nil, err
+		}
+		cache, closeCache = invalidate.Valkey(w.cache), w.cache.Close
+	}
+	budget := w.cfg.ECPUPerSecond
+	if rp.ecpu != nil {
+		budget = *rp.ecpu
+	}
+	again, window := w.cfg.Again(client)
+	// Its failures are replay's output, not the worker's logs and metrics.
+	opts := worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, SecondDelete: again, Window: window}
+	return &replay.Replayer{SQS: client, Streams: dynamodbstreams.NewFromConfig(w.aws), QueueURL: rp.queue,
+		Worker: worker.New(invalidate.New(cache, invalidate.Options{Rules: w.cfg.Rules, ECPUPerSecond: budget}), opts),
 	}, closeCache, nil
 }
 

@@ -183,9 +183,54 @@ func queuesRetained(t *testing.T) {
 // inspectLeavesParkedRecords: invalidator inspect --queue pointed at the
 // failure queue deletes nothing of it (finding 5).
 func inspectLeavesParkedRecords(t *testing.T) {
-	client := awsenv.SQS(t)
 	ns := strings.ToLower(namespace())
-	out, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(ns + "cache-invalidation-failures")})
+	url := parkedQueue(t, ns+"cache-invalidation-failures", ns)
+	output, runErr := runCLI(t, []string{"FAILURE_QUEUE_URL=" + url}, "inspect", "--queue", url, "--for", "3s", "--json")
+	if left := waiting(t, url); left != 5 {
+		t.Errorf("invalidator inspect --queue on the failure queue (%v) left %d of its 5 parked records; want it to refuse the worker's queues and delete none\n%s",
+			runErr, left, tail(output))
+	}
+}
+
+// replayWithoutRules: invalidator replay without the worker's rules
+// neither deletes the keys the default rules plan nor the records it read
+// (issue 38, item 4).
+func replayWithoutRules(t *testing.T) {
+	client := testenv.Cache(t)
+	ns := strings.ToLower(namespace())
+	url, key := parkedQueue(t, ns+"-failures", ns), "cache:product:"+ns+"-0"
+	if err := client.Do(t.Context(), client.B().Set().Key(key).Value("v").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Do(context.Background(), client.B().Del().Key(key).Build()) })
+	output, runErr := runCLI(t, []string{"INVALIDATION_RULES=", "INVALIDATION_RULES_FILE=", "SECOND_DELETE_QUEUE_URL="}, "replay", "--queue", url)
+	kept, err := client.Do(t.Context(), client.B().Exists().Key(key).Build()).AsInt64()
+	if left := waiting(t, url); left != 5 || kept != 1 || err != nil || exitCode(runErr) != 2 {
+		t.Errorf("invalidator replay without rules (%v) left %d of 5 parked records and %d of 1 keys (%v); want it to exit 2, touching nothing\n%s",
+			runErr, left, kept, err, tail(output))
+	}
+}
+
+// replayLeavesLiveQueues: invalidator replay --queue pointed at the
+// worker's queue, by QUEUE_URL, or at its delay queue, by CloudFormation's
+// name for it, consumes nothing (issue 38, item 4).
+func replayLeavesLiveQueues(t *testing.T) {
+	ns := strings.ToLower(namespace())
+	live, delay := parkedQueue(t, ns+"-worker", ns), parkedQueue(t, "stack"+ns+"-SecondDeleteQueue-A1B2", ns)
+	for _, url := range []string{live, delay} {
+		output, runErr := runCLI(t, []string{"QUEUE_URL=" + live, "INVALIDATION_RULES=default: [\"cache:{entity}:{id}\"]", "SECOND_DELETE_QUEUE_URL="}, "replay", "--queue", url)
+		if left := waiting(t, url); left != 5 || exitCode(runErr) != 2 {
+			t.Errorf("invalidator replay --queue %s (%v) left %d of its 5 messages; want it to exit 2, refusing the queues the worker takes from\n%s",
+				url, runErr, left, tail(output))
+		}
+	}
+}
+
+// parkedQueue makes a queue named name holding five changes of products
+// ns-0 to ns-4, deleted when the test ends, and returns its URL.
+func parkedQueue(t *testing.T, name, ns string) string {
+	client := awsenv.SQS(t)
+	out, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(name)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,26 +240,46 @@ func inspectLeavesParkedRecords(t *testing.T) {
 	})
 	for i := range 5 {
 		if _, err := client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(url),
-			MessageBody: aws.String(`{"entity":"product","id":"parked-` + strconv.Itoa(i) + `"}`)}); err != nil {
+			MessageBody: aws.String(`{"entity":"product","id":"` + ns + "-" + strconv.Itoa(i) + `"}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return url
+}
+
+// runCLI runs the CLI with args in this environment and env, within 30 s,
+// and returns what it printed and how it ended.
+func runCLI(t *testing.T, env []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cli(t), "inspect", "--queue", url, "--for", "3s", "--json")
-	cmd.Env = append(os.Environ(), "FAILURE_QUEUE_URL="+url)
-	output, runErr := cmd.CombinedOutput()
-	attrs, err := client.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+	cmd := exec.CommandContext(ctx, cli(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	output, err := cmd.CombinedOutput()
+	return string(output), err
+}
+
+// exitCode is the exit status of a process that ended with err.
+func exitCode(err error) int {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// waiting is how many messages the queue at url holds, visible or not.
+func waiting(t *testing.T, url string) int {
+	attrs, err := awsenv.SQS(t).GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	visible, _ := strconv.Atoi(attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
 	hidden, _ := strconv.Atoi(attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
-	if left := visible + hidden; left != 5 {
-		t.Errorf("invalidator inspect --queue on the failure queue (%v) left %d of its 5 parked records; want it to refuse the worker's queues and delete none\n%s",
-			runErr, left, tail(string(output)))
-	}
+	return visible + hidden
 }
 
 // leaseWithoutTTL: a writethrough lease that lost its TTL (a foreign SET,

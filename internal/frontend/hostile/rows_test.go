@@ -39,7 +39,7 @@ type fact struct {
 // which must be done and its key deleted: the rest of the batch proceeds.
 type row struct {
 	name    string
-	finding string // the issue's finding (26, "Why") it shows, if any; another issue's as "38.5"
+	finding string // the issue's finding (26, "Why"; 38.4: issue 38's item 4) it shows, if any
 	// messages are the bodies of the row's change messages, for namespace
 	// ns; nil when the row has no message form.
 	messages func(ns string) []string
@@ -464,9 +464,13 @@ var rows = []row{
 		deleted: func(ns string) []string { return []string{"cache:product:" + bigID(ns)} },
 	},
 
-	// --- Issue 38, finding 5: GetMany's deadline and pipelines ---
+	// --- Issue 38, item 5: GetMany's deadline and pipelines ---
 	{name: "a GetMany of 200 ms whose loader blocks 3 s", finding: "38.5", layer: getManyAtItsDeadline, stack: true},
 	{name: "a GetMany of 20,000 misses, MaxBatch 20,000", finding: "38.5", layer: getManyPipelines, stack: true},
+
+	// --- Issue 38, item 4: replay takes only what the worker failed, with its rules ---
+	{name: "invalidator replay without rules", finding: "38.4", layer: replayWithoutRules, stack: true},
+	{name: "invalidator replay --queue pointed at the live queue and the delay queue", finding: "38.4", layer: replayLeavesLiveQueues, stack: true},
 }
 
 // typedKeys are six keys, for a value of each type.

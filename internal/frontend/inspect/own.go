@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/url"
 	"path"
-	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,65 +13,108 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// WorkerQueueNames are the names the local stack gives the queues of the
-// worker and of its failure path: the queue, its DLQ, the failure queue
-// and the delay queue of second deletes.
-var WorkerQueueNames = []string{"cache-invalidation", "cache-invalidation-dlq", "cache-invalidation-failures", "cache-invalidation-again"}
+// WorkerQueue is a queue of the worker or of its failure path, by each of
+// the names it goes by.
+type WorkerQueue struct {
+	// Var is the variable that holds its URL.
+	Var string
+	// Name is the local stack's name for it (localstack/env.sh).
+	Name string
+	// ID is its logical ID in template.yaml, which CloudFormation puts in
+	// the name it makes: <stack>-<ID>-<suffix>. None for the raw queue,
+	// the local stack's alone.
+	ID string
+	// Live says that the worker takes its messages; the others hold what
+	// it failed, for invalidator replay.
+	Live bool
+}
 
-// WorkerQueueIDs are template.yaml's logical IDs of the same queues, which
-// CloudFormation puts in the names it makes them: <stack>-<ID>-<suffix>.
-var WorkerQueueIDs = []string{"Queue", "DeadLetterQueue", "FailureQueue", "SecondDeleteQueue"}
+// WorkerQueues are the queues of the worker and of its failure path.
+var WorkerQueues = []WorkerQueue{
+	{Var: "QUEUE_URL", Name: "cache-invalidation", ID: "Queue", Live: true},
+	{Var: "RAW_QUEUE_URL", Name: "cache-invalidation-raw", Live: true},
+	{Var: "FAILOVER_WINDOW_QUEUE_URL", Name: "cache-invalidation-window", ID: "FailoverWindowQueue", Live: true},
+	{Var: "SECOND_DELETE_QUEUE_URL", Name: "cache-invalidation-again", ID: "SecondDeleteQueue", Live: true},
+	{Var: "DLQ_URL", Name: "cache-invalidation-dlq", ID: "DeadLetterQueue"},
+	{Var: "FAILURE_QUEUE_URL", Name: "cache-invalidation-failures", ID: "FailureQueue"},
+}
 
-// errNotOwnQueue refuses a queue that is not the inspector's own.
-var errNotOwnQueue = errors.New("refused: inspect deletes what it reads, so it consumes only a queue of its own, subscribed to the topic (INSPECT_QUEUE_URL; the template's cache-invalidation-inspect)")
+// Refuse is which of the worker's queues CheckQueue refuses, and by what.
+type Refuse int
 
-// QueueAttributes is what CheckOwn needs of SQS; *sqs.Client has it.
+const (
+	// AllWorkerQueues refuses every queue of the worker's, by its
+	// variable or its name, and a queue with a dead-letter queue (as the
+	// queue and the delay queue have) or that is one (the DLQ, the failure
+	// queue): inspect's, which consumes only copies of its own.
+	AllWorkerQueues Refuse = iota
+	// LiveQueues refuses the queues the worker takes from, by their
+	// variables or names, and a queue with a dead-letter queue: replay's,
+	// whose inputs are the failure queue and DLQs.
+	LiveQueues
+	// LiveQueuesByVariable refuses the live queues by their variables
+	// alone: replay's, of a queue a stack left behind, which nothing
+	// consumes any more though it bears a live queue's name and
+	// dead-letter queue.
+	LiveQueuesByVariable
+)
+
+// ErrWorkerQueue refuses a queue whose messages are the worker's.
+var ErrWorkerQueue = errors.New("refused: a queue of the worker's")
+
+// QueueAttributes is what CheckQueue needs of SQS; *sqs.Client has it.
 type QueueAttributes interface {
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 	ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, opts ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
 }
 
-// CheckOwn returns an error wrapping errNotOwnQueue when queueURL may be
-// one of the worker's queues: one of workers (the worker's queues as
-// configured, by variable), one named as the local stack or CloudFormation
-// names them, one with a dead-letter queue (the worker's queue and delay queue have one;
-// an inspector's needs none), or one that is a dead-letter queue (the DLQ,
-// the failure queue). A queue whose attributes cannot be read is refused
-// too.
-func CheckOwn(ctx context.Context, client QueueAttributes, queueURL string, workers map[string]string) error {
-	refuse := func(format string, args ...any) error {
-		return fmt.Errorf("--queue %s: %s: %w", queueURL, fmt.Sprintf(format, args...), errNotOwnQueue)
-	}
-	for _, name := range slices.Sorted(maps.Keys(workers)) {
-		if u := workers[name]; u != "" && queuePath(u) == queuePath(queueURL) {
-			return refuse("it is %s", name)
-		}
+// CheckQueue returns an error wrapping ErrWorkerQueue when a consumer that
+// deletes what it reads must leave queueURL to the worker: one of
+// WorkerQueues that refuse names, by its variable (read with getenv) or by
+// its name, or by its redrive attributes. A queue whose attributes it must
+// and cannot read is refused too.
+func CheckQueue(ctx context.Context, client QueueAttributes, queueURL string, getenv func(string) string, refuse Refuse) error {
+	refused := func(format string, args ...any) error {
+		return fmt.Errorf("--queue %s: %s: %w", queueURL, fmt.Sprintf(format, args...), ErrWorkerQueue)
 	}
 	queue := path.Base(queuePath(queueURL))
-	for _, name := range WorkerQueueNames {
-		if strings.HasSuffix(queue, name) {
-			return refuse("its name ends in %s, as the local stack names a queue of the worker's", name)
+	for _, q := range WorkerQueues {
+		if refuse != AllWorkerQueues && !q.Live {
+			continue
+		}
+		if u := getenv(q.Var); u != "" && queuePath(u) == queuePath(queueURL) {
+			return refused("it is %s", q.Var)
+		}
+		if refuse == LiveQueuesByVariable {
+			continue
+		}
+		if strings.HasSuffix(queue, q.Name) {
+			return refused("its name ends in %s, as the local stack names %s", q.Name, q.Var)
+		}
+		if q.ID != "" && strings.Contains(queue, "-"+q.ID+"-") {
+			return refused("its name holds -%s-, as CloudFormation names template.yaml's %s (%s)", q.ID, q.ID, q.Var)
 		}
 	}
-	for _, id := range WorkerQueueIDs {
-		if strings.Contains(queue, "-"+id+"-") {
-			return refuse("its name holds -%s-, as CloudFormation names template.yaml's %s, a queue of the worker's", id, id)
-		}
+	if refuse == LiveQueuesByVariable {
+		return nil
 	}
 	attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameRedrivePolicy}})
 	if err != nil {
-		return refuse("cannot tell whether it is a queue of the worker's (allow sqs:GetQueueAttributes): %v", err)
+		return refused("cannot tell whether it is a queue of the worker's (allow sqs:GetQueueAttributes): %v", err)
 	}
 	if attrs.Attributes[string(types.QueueAttributeNameRedrivePolicy)] != "" {
-		return refuse("it has a dead-letter queue (RedrivePolicy), as the worker's queue and delay queue do")
+		return refused("it has a dead-letter queue (RedrivePolicy), as the worker's queue and delay queue do")
+	}
+	if refuse != AllWorkerQueues {
+		return nil
 	}
 	sources, err := client.ListDeadLetterSourceQueues(ctx, &sqs.ListDeadLetterSourceQueuesInput{QueueUrl: aws.String(queueURL), MaxResults: aws.Int32(1)})
 	if err != nil {
-		return refuse("cannot tell whether it is a queue of the worker's (allow sqs:ListDeadLetterSourceQueues): %v", err)
+		return refused("cannot tell whether it is a queue of the worker's (allow sqs:ListDeadLetterSourceQueues): %v", err)
 	}
 	if len(sources.QueueUrls) > 0 {
-		return refuse("it is the dead-letter queue of %s, as the worker's DLQ and failure queue are", sources.QueueUrls[0])
+		return refused("it is the dead-letter queue of %s, as the worker's DLQ and failure queue are", sources.QueueUrls[0])
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ type SQS interface {
 // Queue reads an SQS queue of the inspector's own, subscribed to the
 // worker's topic (raw delivery or not): every message it reads is deleted,
 // and the backlog it skips is left. Never point it at the worker's queue,
-// whose messages it would take: CheckOwn tells.
+// whose messages it would take: CheckQueue tells.
 type Queue struct {
 	Client SQS
 	URL    string

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/internal/frontend/parking"
 	"github.com/invalidator-go/invalidator/internal/frontend/streams"
+	"github.com/invalidator-go/invalidator/internal/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -37,17 +39,21 @@ type Streams interface {
 
 // Replayer replays the messages of one queue.
 type Replayer struct {
-	SQS         SQS
-	Streams     Streams
-	Invalidator *invalidate.Invalidator
-	QueueURL    string
+	SQS     SQS
+	Streams Streams
+	// Worker plans each message's keys with its rules and deletes them as
+	// it deletes a batch's: within its ECPU budget, then scheduled to be
+	// deleted again (second delete, failover schedule, window). It parks
+	// nothing: a message that fails stays in the queue.
+	Worker   *worker.Worker
+	QueueURL string
 	// Keep leaves replayed messages in the queue instead of deleting them.
 	Keep bool
 	// Max stops after this many messages. Default all.
 	Max int
 	// DryRun plans each message's keys and tags and reports them, touching
 	// neither the cache nor the queue: every message is visible again when
-	// Run returns. The Invalidator is asked only for its rules.
+	// Run returns. The Worker is asked only for its rules.
 	DryRun bool
 	// WaitFor keeps reading an empty queue until this many messages were
 	// read, or ctx ends: for a record about to be parked.
@@ -149,7 +155,7 @@ func (r *Replayer) message(ctx context.Context, m types.Message) Outcome {
 	case r.DryRun:
 		err = r.plan(records, &o)
 	default:
-		err = r.invalidate(ctx, records, &o)
+		err = r.invalidate(ctx, cmp.Or(o.Source, events.SourceSQS), records, &o)
 	}
 	if err != nil {
 		o.Error = err.Error()
@@ -198,7 +204,7 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 // decode decodes a raw record of a Lambda event from source, as its
 // function does.
 func (r *Replayer) decode(source events.Source, raw []byte) invalidate.Record {
-	id, changes, _, err := events.Decode(source, raw, r.Invalidator.Rules().Attributes())
+	id, changes, _, err := events.Decode(source, raw, r.Worker.Rules().Attributes())
 	return invalidate.Record{ID: id, Changes: changes, Err: err}
 }
 
@@ -284,7 +290,7 @@ func (r *Replayer) streamRecord(ctx context.Context, content []byte) ([]invalida
 // plan plans the records' keys and tags as the worker would; any failure
 // fails the message.
 func (r *Replayer) plan(records []invalidate.Record, o *Outcome) error {
-	rules, p := r.Invalidator.Rules(), &Planned{Keys: []string{}, Tags: []string{}}
+	rules, p := r.Worker.Rules(), &Planned{Keys: []string{}, Tags: []string{}}
 	o.Records, o.Planned = len(records), p
 	var errs []error
 	for _, rec := range records {
@@ -300,11 +306,13 @@ func (r *Replayer) plan(records []invalidate.Record, o *Outcome) error {
 	return errors.Join(errs...)
 }
 
-// invalidate deletes the records' keys; any failure fails the message.
-func (r *Replayer) invalidate(ctx context.Context, records []invalidate.Record, o *Outcome) error {
+// invalidate deletes the records' keys, as the worker does those of a
+// batch from source (a plain change message is an SQS body); any failure
+// fails the message.
+func (r *Replayer) invalidate(ctx context.Context, source events.Source, records []invalidate.Record, o *Outcome) error {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
-	rep := r.Invalidator.Invalidate(ctx, invalidate.Decoded(records))
+	rep := r.Worker.Handle(ctx, source, invalidate.Decoded(records), nil)
 	o.Records, o.Keys = len(records), rep.Metrics.KeysDeleted+rep.Metrics.KeysAbsent
 	var errs []string
 	for _, res := range rep.Results {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/internal/frontend/parking"
 	"github.com/invalidator-go/invalidator/internal/frontend/streams"
+	"github.com/invalidator-go/invalidator/internal/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
@@ -150,7 +153,7 @@ func TestReplayEveryKind(t *testing.T) {
 		}
 	}
 	r := &Replayer{SQS: awsenv.SQS(t), Streams: awsenv.Streams(t), QueueURL: q,
-		Invalidator: invalidate.New(invalidate.Valkey(cache), invalidate.Options{Rules: rules})}
+		Worker: quietWorker(invalidate.New(invalidate.Valkey(cache), invalidate.Options{Rules: rules}), worker.Options{})}
 	var outcomes []Outcome
 	replayed, failed, err := r.Run(t.Context(), func(o Outcome) { outcomes = append(outcomes, o) })
 	if err != nil || replayed != len(msgs) || failed != 1 {
@@ -193,4 +196,59 @@ func testQueue(t *testing.T) string {
 	}
 	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
 	return aws.ToString(out.QueueUrl)
+}
+
+// quietWorker is a worker over inv whose logs and metrics go nowhere.
+func quietWorker(inv *invalidate.Invalidator, opts worker.Options) *worker.Worker {
+	opts.Logger, opts.Metrics = slog.New(slog.DiscardHandler), io.Discard
+	return worker.New(inv, opts)
+}
+
+// TestReplaySchedulesSecondDeletes: what replay deletes is deleted again
+// later, as the worker's deletes are — but for a second delete itself —,
+// and a message whose second delete cannot be scheduled fails and stays.
+func TestReplaySchedulesSecondDeletes(t *testing.T) {
+	cache := testenv.Cache(t)
+	ns := rand.Text()
+	q, delay := testQueue(t), testQueue(t)
+	for _, body := range []string{`{"entity":"replay","id":"` + ns + `"}`, `{"keys":["cache:replay:` + ns + `-again"],"secondDelete":true}`} {
+		if _, err := awsenv.SQS(t).SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replayer := func(delayQueue string) *Replayer {
+		inv := invalidate.New(invalidate.Valkey(cache), invalidate.Options{Rules: invalidate.DefaultRules()})
+		return &Replayer{SQS: awsenv.SQS(t), QueueURL: q,
+			Worker: quietWorker(inv, worker.Options{SecondDelete: worker.DelayQueue{Client: awsenv.SQS(t), URL: delayQueue, Delay: time.Second}})}
+	}
+	if replayed, failed, err := replayer(delay).Run(t.Context(), func(Outcome) {}); err != nil || replayed < 2 || failed != 0 {
+		t.Fatalf("replayed %d, failed %d, %v; want both messages done", replayed, failed, err)
+	}
+	var again []string
+	for deadline := time.Now().Add(5 * time.Second); len(again) == 0 && time.Now().Before(deadline); {
+		out, err := awsenv.SQS(t).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(delay), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			again = append(again, aws.ToString(m.Body))
+		}
+	}
+	if want := `{"keys":["cache:replay:` + ns + `"],"secondDelete":true}`; !slices.Equal(slices.Compact(again), []string{want}) {
+		t.Errorf("the delay queue holds %q, want %s alone", again, want)
+	}
+
+	// A delay queue that is not there: the message fails, and stays.
+	if _, err := awsenv.SQS(t).SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(`{"entity":"replay","id":"` + ns + `-2"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []Outcome
+	if _, failed, err := replayer(delay+"-gone").Run(t.Context(), func(o Outcome) { outcomes = append(outcomes, o) }); err != nil || failed == 0 {
+		t.Fatalf("failed %d, %v: %+v; want the message whose second delete was not scheduled to fail", failed, err, outcomes)
+	}
+	for _, o := range outcomes {
+		if o.Deleted || !strings.Contains(o.Error, worker.ErrSecondDelete.Error()) {
+			t.Errorf("%+v: want it failed for its second delete, and left", o)
+		}
+	}
 }

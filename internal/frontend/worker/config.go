@@ -107,7 +107,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return c, err
 		}
 	}
-	again := c.SecondDeleteQueueURL != "" && (c.SecondDeleteDelay > 0 || c.FailoverRedeleteAfter > 0)
+	again := c.SecondDeleteQueueURL != "" && c.deletesAgain()
 	if most := maxEscapedBytes(c.Rules.MaxKeyBytes()); (again || c.FailoverWindowQueueURL != "") && most > DefaultDelayMaxBytes {
 		return c, fmt.Errorf("INVALIDATION_RULES: a key of the rules' maxKeyBytes (%d) takes up to %d bytes in a second-delete message, more than the delay queue's %d (DefaultDelayMaxBytes, template.yaml's MaximumMessageSize); lower maxKeyBytes",
 			c.Rules.MaxKeyBytes(), most, DefaultDelayMaxBytes)
@@ -133,6 +133,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	return c, nil
 }
+
+// deletesAgain says whether second deletes or the failover schedule are on.
+func (c Config) deletesAgain() bool { return c.SecondDeleteDelay > 0 || c.FailoverRedeleteAfter > 0 }
 
 // checkQueueURL says what is wrong with the queue URL in variable key.
 func checkQueueURL(key, v string) error {

@@ -65,17 +65,11 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	} else {
 		logger.Warn("no FAILURE_QUEUE_URL: records that fail for good are handed back to their source, to be retried until its DLQ or on-failure destination takes them")
 	}
-	switch {
-	case cfg.SecondDeleteDelay == 0 && cfg.FailoverRedeleteAfter == 0:
-	case cfg.SecondDeleteQueueURL != "":
-		opts.SecondDelete = DelayQueue{Client: queues, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay,
-			FailoverAfter: cfg.FailoverRedeleteAfter, MaxBytes: DefaultDelayMaxBytes}
-	default:
+	opts.SecondDelete, opts.Window = cfg.Again(queues)
+	if opts.SecondDelete == nil && cfg.deletesAgain() {
 		logger.Warn("no SECOND_DELETE_QUEUE_URL: keys are deleted once, and a fill that read the source before a change, or a failover, may undo it")
 	}
-	if cfg.FailoverWindowQueueURL != "" {
-		opts.Window = &Window{Client: queues, URL: cfg.FailoverWindowQueueURL, MaxBytes: DefaultDelayMaxBytes}
-	} else {
+	if opts.Window == nil {
 		logger.Warn("no FAILOVER_WINDOW_QUEUE_URL: the deletes a failover loses are done again by the failover schedule only, FAILOVER_REDELETE_AFTER after them")
 	}
 	var beat *heartbeat
@@ -86,6 +80,23 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	w := New(invalidate.New(conn, invalidate.Options{Rules: cfg.Rules, ECPUPerSecond: cfg.ECPUPerSecond}), opts)
 	w.conn, w.heartbeat, w.signs = conn, beat, signs
 	return w, nil
+}
+
+// Again is what c deletes again after each delete, sending with queues:
+// the second delete and the failover schedule through the delay queue, and
+// the failover window; nil each when off or without its queue. Start gives
+// them to its Worker, invalidator replay to its own.
+func (c Config) Again(queues WindowSQS) (SecondDeleter, *Window) {
+	var again SecondDeleter
+	var window *Window
+	if c.SecondDeleteQueueURL != "" && c.deletesAgain() {
+		again = DelayQueue{Client: queues, URL: c.SecondDeleteQueueURL, Delay: c.SecondDeleteDelay,
+			FailoverAfter: c.FailoverRedeleteAfter, MaxBytes: DefaultDelayMaxBytes}
+	}
+	if c.FailoverWindowQueueURL != "" {
+		window = &Window{Client: queues, URL: c.FailoverWindowQueueURL, MaxBytes: DefaultDelayMaxBytes}
+	}
+	return again, window
 }
 
 // tune fits valkey-go's options to the worker, which only deletes: their

@@ -97,6 +97,9 @@ func New(inv *invalidate.Invalidator, opts Options) *Worker {
 	return &Worker{inv: inv, opts: opts, signs: newSigns()}
 }
 
+// Rules are the rules the worker plans with.
+func (w *Worker) Rules() *invalidate.Rules { return w.inv.Rules() }
+
 // Close stops the heartbeats and ends the worker's own cache connection,
 // if Start made them.
 func (w *Worker) Close() {
