@@ -196,7 +196,7 @@ func TestReplayDeletesAsTheWorker(t *testing.T) {
 	t.Setenv("SECOND_DELETE_QUEUE_URL", delay)
 	t.Setenv("SECOND_DELETE_DELAY", "1s")
 	t.Setenv("FAILOVER_REDELETE_AFTER", "0s")
-	t.Setenv("CACHE_WORKER_ECPU_SHARE", "25")
+	t.Setenv("CACHE_WORKER_ECPU_SHARE", "1") // of ElastiCache's least maximum, 1,000: 10 a second
 	// Three messages of 20 keys, an ECPU each: the pacer lets one go at
 	// once and the next wait out its cost, 4 s at 10 ECPUs a second.
 	var bodies, keys []string
@@ -212,7 +212,7 @@ func TestReplayDeletesAsTheWorker(t *testing.T) {
 		name, most string
 		args       []string
 	}{
-		{"the worker's share", "40", nil},
+		{"the worker's share", "1000", nil},
 		{"--ecpu-per-second", "", []string{"--ecpu-per-second", "10"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

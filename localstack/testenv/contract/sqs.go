@@ -44,7 +44,7 @@ func SQS(t *testing.T, newQueue func(t *testing.T) (SQSClient, string)) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			client, url := newQueue(t)
-			b.test(t, queue{client, url})
+			b.test(t, queue{client, url, map[string]string{}})
 		})
 	}
 }
@@ -56,6 +56,7 @@ const receiveFor = 20 * time.Second
 type queue struct {
 	client SQSClient
 	url    string
+	bodies map[string]string // of what send sent, by message ID
 }
 
 func (q queue) send(t *testing.T, body string, delay int32) string {
@@ -64,6 +65,7 @@ func (q queue) send(t *testing.T, body string, delay int32) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	q.bodies[aws.ToString(out.MessageId)] = body
 	return aws.ToString(out.MessageId)
 }
 
@@ -82,6 +84,18 @@ func (q queue) receive(t *testing.T, wait, visibility int32, attrs ...types.Mess
 	return out.Messages
 }
 
+// resent tells a copy of a message sent twice: the SDK sends a request
+// again when its connection broke, as it does against SQS, and a send may
+// have been taken before — at least once, with a message ID of its own.
+func (q queue) resent(m types.Message) bool {
+	for id, body := range q.bodies {
+		if body == aws.ToString(m.Body) && id != aws.ToString(m.MessageId) {
+			return true
+		}
+	}
+	return false
+}
+
 // receiveAll receives until it holds the messages of ids, which a receive
 // may hand out a few at a time, and fails on any other.
 func (q queue) receiveAll(t *testing.T, visibility int32, ids ...string) []types.Message {
@@ -92,6 +106,9 @@ func (q queue) receiveAll(t *testing.T, visibility int32, ids ...string) []types
 			t.Fatalf("received %d of messages %v", len(got), ids)
 		}
 		for _, m := range q.receive(t, 1, visibility, attributes...) {
+			if !slices.Contains(ids, aws.ToString(m.MessageId)) && q.resent(m) {
+				continue
+			}
 			if !slices.Contains(ids, aws.ToString(m.MessageId)) {
 				t.Fatalf("received message %s, want only %v", aws.ToString(m.MessageId), ids)
 			}
