@@ -11,7 +11,6 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
@@ -66,17 +65,6 @@ func keysBody(keys ...string) string {
 	return string(b)
 }
 
-// clusterClient is a client of a private cluster.
-func clusterClient(t *testing.T, cfg elasticache.Config) valkey.Client {
-	t.Helper()
-	c, err := elasticache.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
 // loseDeletes runs del, which deletes keys, while the replica is cut off,
 // then promotes it, and checks that the promotion brought keys back.
 func loseDeletes(t *testing.T, cluster *testenv.Cluster, c valkey.Client, keys []string, del func()) {
@@ -108,7 +96,7 @@ func deletedAgain(t *testing.T, c valkey.Client, keys []string, nudge func()) {
 func TestAPromotionSeenOnlyInTheTopology(t *testing.T) {
 	t.Parallel()
 	cluster := testenv.StartClusterWithReplica(t, "failover-topology", 7261)
-	c := clusterClient(t, cluster.Config)
+	c := testenv.Connect(t, cluster.Config)
 	q := newQueue(t, 30*time.Second, 100)
 	startPoller(t, q, cluster.Config, windowEnv(windowQueue(t))...)
 	keys := keysOnMaster(t, cluster, c, 20)
@@ -122,7 +110,7 @@ func TestAPromotionSeenOnlyInTheTopology(t *testing.T) {
 func TestAFunctionFrozenThroughAFailover(t *testing.T) {
 	t.Parallel()
 	cluster := testenv.StartClusterWithReplica(t, "failover-frozen", 7271)
-	c := clusterClient(t, cluster.Config)
+	c := testenv.Connect(t, cluster.Config)
 	fn := emulator(t, "sqs-invalidate", cluster.Config, rie.Options{Env: windowEnv(windowQueue(t))})
 	keys := keysOnMaster(t, cluster, c, 20)
 	invoke := func(keys ...string) {
@@ -154,7 +142,7 @@ func TestAFunctionFrozenThroughAFailover(t *testing.T) {
 func TestAProcessNeverInvokedAgain(t *testing.T) {
 	t.Parallel()
 	cluster := testenv.StartClusterWithReplica(t, "failover-gone", 7281)
-	c := clusterClient(t, cluster.Config)
+	c := testenv.Connect(t, cluster.Config)
 	window := windowQueue(t)
 	gone, other := emulator(t, "sqs-invalidate", cluster.Config, rie.Options{Env: windowEnv(window)}),
 		emulator(t, "sqs-invalidate", cluster.Config, rie.Options{Env: windowEnv(window)})
@@ -180,7 +168,7 @@ func TestAProcessNeverInvokedAgain(t *testing.T) {
 func TestAFailoverNoClientSees(t *testing.T) {
 	t.Parallel()
 	cluster := testenv.StartServerlessCluster(t, "failover-hidden", 7411)
-	c := clusterClient(t, cluster.Config)
+	c := testenv.Connect(t, cluster.Config)
 	q, again := newQueue(t, 30*time.Second, 100), newQueue(t, 30*time.Second, 100)
 	const after = 6 * time.Second
 	p := startPoller(t, q, cluster.Config, "SECOND_DELETE_QUEUE_URL="+again.URL, "SECOND_DELETE_DELAY=0s",

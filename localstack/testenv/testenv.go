@@ -86,6 +86,17 @@ func Cache(t testing.TB) valkey.Client {
 	return client
 }
 
+// Connect returns a client of cfg, closed when the test ends.
+func Connect(t testing.TB, cfg elasticache.Config) valkey.Client {
+	t.Helper()
+	c, err := elasticache.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // OnEveryNode runs a command on every node of client's cluster: what each
 // node keeps for itself, its ACL users and its connections among it.
 func OnEveryNode(t testing.TB, client valkey.Client, args ...string) {

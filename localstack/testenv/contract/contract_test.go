@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
@@ -58,11 +57,11 @@ func TestFakeCache(t *testing.T) {
 // nodes of, logged in as the worker's user.
 func TestValkeyCache(t *testing.T) {
 	cluster := testenv.StartCluster(t, "contract-cluster", 7471)
-	admin := connect(t, cluster.Config)
+	admin := testenv.Connect(t, cluster.Config)
 	worker := cluster.Config
 	worker.Username, worker.Password = testenv.Getenv(t, "WORKER_USERNAME"), testenv.Getenv(t, "WORKER_PASSWORD")
 	contract.Cache(t, func(t *testing.T) contract.CacheUnderTest {
-		cache := invalidate.Valkey(connect(t, worker))
+		cache := invalidate.Valkey(testenv.Connect(t, worker))
 		return contract.CacheUnderTest{
 			Cache:   cache,
 			Set:     contract.Set(admin),
@@ -77,16 +76,6 @@ func TestValkeyCache(t *testing.T) {
 			Tag: contract.Tag(admin),
 		}
 	})
-}
-
-func connect(t *testing.T, cfg elasticache.Config) valkey.Client {
-	t.Helper()
-	c, err := elasticache.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
 }
 
 // owner is the node that serves key: the others answer MOVED.
