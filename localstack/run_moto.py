@@ -10,8 +10,9 @@ part of an invalidation (bench/README.md, "The soak"; docs/local-stack.md):
   its queue, counts included), so a backlog of hundreds made each send and
   receive slow, where SQS's cost does not grow with the backlog.
 
-Behaviour is unchanged — the same answers, the same times — but for one
-fix, where moto differs from SQS: a message older than its queue's
+Behaviour is unchanged — the same answers, the same times — but for two
+fixes, where moto differs from SQS: a retried request gets its first answer
+(below), and a message older than its queue's
 MessageRetentionPeriod is never received, as SQS deletes it; moto leaves it
 in the queue and stops each receive at it, so that a queue holding one expired
 message answers every receive with nothing (the worker's failover window,
@@ -20,12 +21,15 @@ which keeps messages 60 s, would seem empty a minute after its first).
     python3 localstack/run_moto.py -H 127.0.0.1 -p 4566
 """
 
+import collections
 import logging
 import sys
+import threading
 import time
 
 import moto.backends
 import moto.sqs.models
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import main
 
 # The modules do not change while the server runs: list them once.
@@ -65,6 +69,48 @@ def _unexpired(queue):
 
 
 moto.sqs.models.Queue.messages = property(_unexpired)
+
+# moto's server (werkzeug's) closes every connection after its response,
+# and under load the client's transport sometimes closes it before it read a
+# 200's body ("use of closed network connection"): the SDK sends the request
+# again, and moto does it again — a message sent twice, a receive whose
+# messages stay hidden. SQS answers over kept-alive connections and does not
+# lose answers so. A request the SDK sends again carries the invocation ID
+# of its first attempt: the answer moto gave that attempt is given again.
+_answers = collections.OrderedDict()
+_answers_lock = threading.Lock()
+_KEEP_ANSWERS = 4096
+
+
+_call = DomainDispatcherApplication.__call__
+
+
+def _answer_once(self, environ, start_response):
+    """DomainDispatcherApplication's call, its answer given again to a retry."""
+    invocation = environ.get("HTTP_AMZ_SDK_INVOCATION_ID")
+    if not invocation:
+        return _call(self, environ, start_response)
+    with _answers_lock:
+        given = _answers.get(invocation)
+    if given is not None:
+        start_response(given[0], given[1])
+        return [given[2]]
+    started = []
+
+    def keep(status, headers, exc_info=None):
+        started[:] = [status, headers]
+        return start_response(status, headers, exc_info)
+
+    body = b"".join(_call(self, environ, keep))
+    if started and started[0].startswith("2"):
+        with _answers_lock:
+            _answers[invocation] = (started[0], started[1], body)
+            while len(_answers) > _KEEP_ANSWERS:
+                _answers.popitem(last=False)
+    return [body]
+
+
+DomainDispatcherApplication.__call__ = _answer_once
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
