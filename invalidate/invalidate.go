@@ -3,6 +3,7 @@ package invalidate
 import (
 	"cmp"
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -104,6 +105,7 @@ type batch struct {
 	// The batch's costs, by the model: ECPUs in thousandths, and bytes;
 	// and the commands the cache throttled.
 	spent, bytes, throttled atomic.Int64
+	reach                   reach // what its records may still plan
 }
 
 // decodeChunk is how many records are decoded before their keys are sent:
@@ -129,6 +131,7 @@ func (inv *Invalidator) Invalidate(ctx context.Context, in Batch) Report {
 		recEnd:    make([]int32, len(records)),
 		planErr:   make([]error, len(records)),
 		recTagEnd: make([]int32, len(records)),
+		reach:     inv.reach(ctx, in),
 	}
 	f := inv.flight(ctx, b)
 	for lo := 0; lo < len(records); lo += decodeChunk {
@@ -186,10 +189,13 @@ func retryWithin(ctx context.Context, d time.Duration) (context.Context, context
 	return context.WithTimeout(ctx, d)
 }
 
-// plan adds the keys of records[lo:hi] to the batch.
+// plan adds the keys and tags of records[lo:hi] to the batch: each
+// record's whole, within what the batch may still spend (b.reach).
 func (inv *Invalidator) plan(b *batch, records []Record, lo, hi int) {
-	var scratch []string
+	var keys, tags []string
+	var keyPrio, tagPrio []priority
 	for r := lo; r < hi; r++ {
+		keys, tags, keyPrio, tagPrio = keys[:0], tags[:0], keyPrio[:0], tagPrio[:0]
 		// A record that failed to decode may still carry the changes that
 		// did decode (one bad element of an array): they are planned too.
 		for c := range records[r].Changes {
@@ -197,34 +203,43 @@ func (inv *Invalidator) plan(b *batch, records []Record, lo, hi int) {
 			if records[r].Changes[c].SecondDelete {
 				prio = secondDeletes
 			}
-			var err error
-			scratch, err = inv.opts.Rules.Keys(&records[r].Changes[c], scratch[:0])
-			if err != nil && b.planErr[r] == nil {
+			var kerr, terr error
+			keys, kerr = inv.opts.Rules.Keys(&records[r].Changes[c], keys)
+			tags, terr = inv.opts.Rules.Tags(&records[r].Changes[c], tags)
+			if err := cmp.Or(kerr, terr); err != nil && b.planErr[r] == nil {
 				b.planErr[r] = err
 			}
-			// Keys planned for a failing record are still deleted: an extra
-			// invalidation is harmless, a missed one serves stale data.
-			// The record fails all the same, so it is retried.
-			for _, k := range scratch {
-				i, ok := b.index[k]
-				if !ok {
-					i = int32(len(b.keys))
-					b.index[k] = i
-					b.keys = append(b.keys, k)
-					b.prio = append(b.prio, prio)
-				}
-				b.prio[i] = min(b.prio[i], prio)
-				b.recKeys = append(b.recKeys, i)
+			for len(keyPrio) < len(keys) {
+				keyPrio = append(keyPrio, prio)
 			}
-			scratch, err = inv.opts.Rules.Tags(&records[r].Changes[c], scratch[:0])
-			if err != nil && b.planErr[r] == nil {
-				b.planErr[r] = err
+			for len(tagPrio) < len(tags) {
+				tagPrio = append(tagPrio, prio)
 			}
-			for _, t := range scratch {
-				i := b.tag(t)
-				b.tagPrio[i] = min(b.tagPrio[i], prio)
-				b.recTags = append(b.recTags, i)
+		}
+		if err := b.reach.take(keys, tags); err != nil {
+			// Its keys would spend what the records behind it need, or
+			// more than the attempt has: none is sent.
+			b.planErr[r] = cmp.Or(b.planErr[r], err)
+			keys, tags = keys[:0], tags[:0]
+		}
+		// Keys planned for a failing record are still deleted: an extra
+		// invalidation is harmless, a missed one serves stale data. The
+		// record fails all the same, so it is retried or parked.
+		for j, k := range keys {
+			i, ok := b.index[k]
+			if !ok {
+				i = int32(len(b.keys))
+				b.index[k] = i
+				b.keys = append(b.keys, k)
+				b.prio = append(b.prio, keyPrio[j])
 			}
+			b.prio[i] = min(b.prio[i], keyPrio[j])
+			b.recKeys = append(b.recKeys, i)
+		}
+		for j, t := range tags {
+			i := b.tag(t)
+			b.tagPrio[i] = min(b.tagPrio[i], tagPrio[j])
+			b.recTags = append(b.recTags, i)
 		}
 		b.recEnd[r] = int32(len(b.recKeys))
 		b.recTagEnd[r] = int32(len(b.recTags))
@@ -294,6 +309,7 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 		}
 		if res.Err == nil {
 			res.Err = b.planErr[r]
+			res.Transient = errors.Is(res.Err, errPastReach)
 		}
 		start := int32(0)
 		if r > 0 {

@@ -20,6 +20,14 @@ type Batch struct {
 	// does better with a short one: the records behind wait less, and a
 	// key that cannot be deleted now holds back only its own record.
 	RetryFor time.Duration
+	// Attempt is how long an attempt at the batch has, all of it, when its
+	// records that fail are tried again, each in an attempt of its own: a
+	// record whose keys and tags cost more than the budget gives in that
+	// time can never be done, and fails for good before any of its keys is
+	// sent, to be parked. 0: none fails so. Either way, a record past what
+	// the records before it leave until ctx's deadline fails for now,
+	// unsent.
+	Attempt time.Duration
 }
 
 // Inputs is the batch of inputs, each decoded by decode when Invalidate

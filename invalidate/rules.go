@@ -266,38 +266,44 @@ func RulesFromEnv(getenv func(string) string) (*Rules, error) {
 
 // Keys appends to dst the keys a change invalidates: its explicit keys if it
 // has any, else the keys of its table's or entity's rule, else the default
-// ones — none for a change of tags alone. A template that cannot be planned safely, or a key over the maximum
-// length, gives an error; the keys the other templates planned are still
-// appended — deleting them is right whatever else fails — and the change's
-// record fails.
+// ones — none for a change of tags alone. dst holds what the change's
+// record planned before it: a record plans at most 50,000 keys over all its
+// changes and templates, checked as they expand. A template that cannot be
+// planned safely, a key over the maximum length, or a record past its keys
+// gives an error; the keys planned are still appended — deleting them is
+// right whatever else fails — and the change's record fails.
 func (r *Rules) Keys(c *events.Change, dst []string) ([]string, error) {
 	start := len(dst)
+	room := r.room("key", "keys", 0)
 	var first error
 	switch {
 	case len(c.Keys) > 0:
-		dst = append(dst, c.Keys...)
+		dst, first = room.given(dst, c.Keys)
 	case c.Entity == "" && len(c.Tags) > 0: // a change of tags alone
 	default:
 		templates := r.templatesFor(c)
 		for i := range templates {
 			var err error
-			if dst, err = templates[i].expand(c, dst, r.room("key", 0)); err != nil && first == nil {
+			if dst, err = templates[i].expand(c, dst, room); err != nil && first == nil {
 				first = err
 			}
 		}
 	}
-	return r.keep(dst, start, func(k string) string { return k }, r.room("key", 0), first)
+	return r.keep(dst, start, func(k string) string { return k }, room, first)
 }
 
 // Tags appends to dst the tags a change invalidates: its explicit tags if
 // it has any, else those of its table's or entity's tag rule, if any. As
-// with Keys, a tag that cannot be planned safely, or whose key is too long
-// or not allowed, gives an error, and the others are still appended.
+// with Keys, dst holds the record's tags before it, of which there are at
+// most 50,000, and a tag that cannot be planned safely, whose key is too
+// long or not allowed, or past the record's tags gives an error, and the
+// others are still appended.
 func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 	start := len(dst)
+	room := r.room("tag key", "tags", len(r.tagPrefix))
 	var first error
 	if len(c.Tags) > 0 {
-		dst = append(dst, c.Tags...)
+		dst, first = room.given(dst, c.Tags)
 	} else {
 		templates := r.tagEntities[c.Entity]
 		if c.Source == events.SourceDynamoDB {
@@ -305,7 +311,7 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 		}
 		for i := range templates {
 			var err error
-			if dst, err = templates[i].expand(c, dst, r.room("tag key", len(r.tagPrefix))); err != nil && first == nil {
+			if dst, err = templates[i].expand(c, dst, room); err != nil && first == nil {
 				first = err
 			}
 		}
@@ -313,7 +319,7 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 	if len(dst) > start && !r.allowed.permits(r.TagClock()) && first == nil {
 		first = &planError{Reason: "the tag clock " + strconv.Quote(r.TagClock()) + " is outside the allowed keys " + strings.Join(r.allowed.patterns, " ")}
 	}
-	return r.keep(dst, start, r.TagKey, r.room("tag key", len(r.tagPrefix)), first)
+	return r.keep(dst, start, r.TagKey, room, first)
 }
 
 // MaxKeyBytes is the longest key the rules plan or allow, in bytes.
@@ -355,14 +361,21 @@ func (r *Rules) keep(dst []string, start int, key func(string) string, room keyR
 }
 
 // keyRoom is how long what a rule plans may be — keys, or tags, whose
-// keys add the tag prefix before them —, named what in errors.
+// keys add the tag prefix before them —, named what in errors, and how
+// many of them, many, a record may plan.
 type keyRoom struct {
-	what       string
+	what, many string
 	added, max int
 }
 
-func (r *Rules) room(what string, added int) keyRoom {
-	return keyRoom{what: what, added: added, max: r.maxKeyBytes}
+// maxPerRecord bounds the keys, and apart the tags, that one record plans
+// over all its changes and templates (which multiply each other's), so
+// that planning a record is bounded before it is done (bench/README.md,
+// "Hostile input", measures the worst).
+const maxPerRecord = 50_000
+
+func (r *Rules) room(what, many string, added int) keyRoom {
+	return keyRoom{what: what, many: many, added: added, max: r.maxKeyBytes}
 }
 
 // over says why a key or tag of n bytes is too long, "" when it is not.
@@ -371,6 +384,23 @@ func (k keyRoom) over(n int) string {
 		return ""
 	}
 	return k.what + " of " + strconv.Itoa(n+k.added) + " bytes is longer than the maximum of " + strconv.Itoa(k.max)
+}
+
+// left is how many more a record that planned dst may plan.
+func (k keyRoom) left(dst []string) int { return maxPerRecord - len(dst) }
+
+// full is the error of a record that plans more than maxPerRecord.
+func (k keyRoom) full() error {
+	return &planError{Reason: "the record plans more than " + strconv.Itoa(maxPerRecord) + " " + k.many}
+}
+
+// given appends what a change names itself, as far as the record's room
+// goes.
+func (k keyRoom) given(dst, given []string) ([]string, error) {
+	if n := k.left(dst); len(given) > n {
+		return append(dst, given[:max(n, 0)]...), k.full()
+	}
+	return append(dst, given...), nil
 }
 
 func (r *Rules) templatesFor(c *events.Change) []template {

@@ -160,8 +160,12 @@ func (e *planError) Error() string {
 func (e *planError) Unwrap() error { return errPlan }
 
 // expand appends the keys this template gives for the change, those that
-// fit in room: one too long is not built.
+// fit in room: one too long is not built, nor one past the record's.
 func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]string, error) {
+	left := room.left(dst)
+	if left <= 0 {
+		return dst, room.full()
+	}
 	// The common case, only scalar placeholders, makes exactly one key.
 	if t.scalarOnly() {
 		// Values first, then one allocation of the key's exact size.
@@ -199,8 +203,13 @@ func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]strin
 			values[i] = []string{v}
 			continue
 		}
+		// The record's room, when it has less left, bounds the template.
+		tooMany := error(&planError{t.raw, "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"})
+		if left < maxKeysPerTemplate {
+			tooMany = room.full()
+		}
 		var err error
-		if values[i], err = t.imageValues(seg, c, maxKeysPerTemplate/n); err != nil {
+		if values[i], err = t.imageValues(seg, c, min(maxKeysPerTemplate, left)/n, tooMany); err != nil {
 			return dst, err
 		}
 		n *= len(values[i])
@@ -318,9 +327,9 @@ func (seg *segment) noImage(c *events.Change) bool {
 }
 
 // imageValues returns the distinct texts of an attribute placeholder, at
-// most limit of them: it fails at the first one past it, before reading
-// the rest.
-func (t *template) imageValues(seg *segment, c *events.Change, limit int) ([]string, error) {
+// most limit of them: it fails with tooMany at the first one past it,
+// before reading the rest.
+func (t *template) imageValues(seg *segment, c *events.Change, limit int, tooMany error) ([]string, error) {
 	var values []string
 	var seen map[string]bool // after the first value: sets are deduplicated in linear time
 	present, found := false, false
@@ -346,8 +355,8 @@ func (t *template) imageValues(seg *segment, c *events.Change, limit int) ([]str
 				values = append(values, text)
 			case seen[text] || len(values) == 1 && values[0] == text:
 				continue
-			case len(values) == limit:
-				return nil, &planError{t.raw, "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"}
+			case len(values) >= limit:
+				return nil, tooMany
 			default:
 				if seen == nil {
 					seen = map[string]bool{values[0]: true}

@@ -48,6 +48,9 @@ type row struct {
 	// rules are INVALIDATION_RULES, @TAGS@ being the run's tag prefix;
 	// default baseRules.
 	rules string
+	// vars are the worker's other variables, as its environment holds them
+	// (its ECPU budget).
+	vars map[string]string
 	// cache is what the cache holds first, tags under tags.
 	cache func(ns, tags string) []fact
 	// want are the fates the row's records may have: default done or
@@ -464,6 +467,21 @@ var rows = []row{
 		deleted: func(ns string) []string { return []string{"cache:product:" + bigID(ns)} },
 	},
 
+	// --- Issue 38, items 1 and 2: a record bigger than its budget, rules that multiply ---
+	{
+		name: "a message of 8,000 changes × 5 templates (40,000 keys) at the template's default budget", finding: "38.1",
+		messages: func(string) []string { return []string{budgetChanges(8000)} },
+		rules:    budgetRules, vars: map[string]string{"CACHE_MAX_ECPU_PER_SECOND": "5000"},
+		want: fates(parked), reason: "cost at least 40000 ECPUs", noSecondDelete: []string{"fakes", "stack"},
+	},
+	{
+		name: "a message of 1,000 keys at the template's least budget", finding: "38.1",
+		messages: func(string) []string { return []string{budgetChanges(200)} },
+		rules:    budgetRules, vars: map[string]string{"CACHE_MAX_ECPU_PER_SECOND": "1000", "CACHE_WORKER_ECPU_SHARE": "1"},
+		want: fates(parked), reason: "cost at least 1000 ECPUs", noSecondDelete: []string{"fakes", "stack"},
+	},
+	{name: "rules of 5,000 templates over a set of 1,000", finding: "38.2", layer: templatesThatMultiply},
+
 	// --- Issue 38, item 5: GetMany's deadline and pipelines ---
 	{name: "a GetMany of 200 ms whose loader blocks 3 s", finding: "38.5", layer: getManyAtItsDeadline, stack: true},
 	{name: "a GetMany of 20,000 misses, MaxBatch 20,000", finding: "38.5", layer: getManyPipelines, stack: true},
@@ -471,6 +489,23 @@ var rows = []row{
 	// --- Issue 38, item 4: replay takes only what the worker failed, with its rules ---
 	{name: "invalidator replay without rules", finding: "38.4", layer: replayWithoutRules, stack: true},
 	{name: "invalidator replay --queue pointed at the live queue and the delay queue", finding: "38.4", layer: replayLeavesLiveQueues, stack: true},
+}
+
+// budgetRules plan five keys for each change of entity p.
+const budgetRules = baseRules + `entities: {p: ["cache:p:{id}", "cache:p:{id}:a", "cache:p:{id}:b", "cache:p:{id}:c", "cache:p:{id}:d"]}
+`
+
+// budgetChanges is a message of n changes of entity p.
+func budgetChanges(n int) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"entity":"p","id":` + strconv.Itoa(i) + `}`)
+	}
+	return b.String() + "]"
 }
 
 // typedKeys are six keys, for a value of each type.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -166,7 +167,7 @@ func runOne(t *testing.T, e func(ns string, watch []string) *env, r *row, fe str
 	}
 	rules := strings.ReplaceAll(cmpOr(r.rules, baseRules), "@TAGS@", tags)
 	var logs bytes.Buffer
-	w, err := newWorker(env, rules, !slices.Contains(r.noSecondDelete, env.stage), fe, &logs)
+	w, err := newWorker(env, rules, r.vars, !slices.Contains(r.noSecondDelete, env.stage), fe, &logs)
 	if err != nil {
 		out.Refused = err.Error()
 		return out
@@ -256,10 +257,11 @@ func cmpOr(a, b string) string {
 
 // newWorker builds the worker as worker.Start does from its environment —
 // the same rules, failure queue and second deletes, all
-// at their defaults — but for its cache: the run's, whose requests are
+// at their defaults but for the row's vars — but for its cache: the run's, whose requests are
 // counted. A configuration the worker would not start with is the error.
-func newWorker(e *env, rules string, secondDelete bool, name string, logs io.Writer) (*worker.Worker, error) {
+func newWorker(e *env, rules string, given map[string]string, secondDelete bool, name string, logs io.Writer) (*worker.Worker, error) {
 	vars := map[string]string{"CACHE_ENDPOINT": e.cacheEndpoint, "INVALIDATION_RULES": rules, "FAILURE_QUEUE_URL": e.failure}
+	maps.Copy(vars, given)
 	if secondDelete {
 		vars["SECOND_DELETE_QUEUE_URL"] = e.delay
 	}
@@ -273,7 +275,7 @@ func newWorker(e *env, rules string, secondDelete bool, name string, logs io.Wri
 	if cfg.SecondDeleteDelay > 0 && cfg.SecondDeleteQueueURL != "" {
 		opts.SecondDelete = worker.DelayQueue{Client: e.sqs, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: worker.DefaultDelayMaxBytes}
 	}
-	return worker.New(invalidate.New(cache, invalidate.Options{Rules: cfg.Rules}), opts), nil
+	return worker.New(invalidate.New(cache, invalidate.Options{Rules: cfg.Rules, ECPUPerSecond: cfg.ECPUPerSecond}), opts), nil
 }
 
 // failure is what the worker logged of a record that failed: its fate

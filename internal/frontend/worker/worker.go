@@ -168,6 +168,9 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	}
 	inTime, cancel := wait.BeforeDeadline(ctx, w.opts.DeadlineMargin)
 	defer cancel()
+	if deadline, ok := inTime.Deadline(); ok {
+		batch.Attempt = time.Until(deadline) // each attempt's, as its source gives it again
+	}
 	rep := w.invalidate(inTime, source, batch)
 	deleted := time.Now()
 	// The announcement finishes the invalidation, and the deletes may have
