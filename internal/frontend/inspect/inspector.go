@@ -206,6 +206,14 @@ func (in *Inspector) take(read context.Context, changes []events.Change, err err
 			c.at = now
 		}
 		for _, q := range queues {
+			// A check there is room for is queued, the reading over or not
+			// (a select of both would drop half of those read at its end):
+			// only a full queue waits, until the reading stops.
+			select {
+			case q <- c:
+				continue
+			default:
+			}
 			select {
 			case q <- c:
 			case <-read.Done():
