@@ -10,10 +10,12 @@ part of an invalidation (bench/README.md, "The soak"; docs/local-stack.md):
   its queue, counts included), so a backlog of hundreds made each send and
   receive slow, where SQS's cost does not grow with the backlog.
 
-Behaviour is unchanged — the same answers, the same times — but for two
-fixes, where moto differs from SQS: a retried request gets its first answer
-(below), and a message older than its queue's
-MessageRetentionPeriod is never received, as SQS deletes it; moto leaves it
+Behaviour is unchanged — the same answers, the same times — but for three
+fixes, where moto differs from SQS: a retried request gets its first
+answer (below), deletes, sends and receives at once all take, each
+once (below), and a
+message older than its queue's MessageRetentionPeriod is never received,
+as SQS deletes it; moto leaves it
 in the queue and stops each receive at it, so that a queue holding one expired
 message answers every receive with nothing (the worker's failover window,
 which keeps messages 60 s, would seem empty a minute after its first).
@@ -69,6 +71,36 @@ def _unexpired(queue):
 
 
 moto.sqs.models.Queue.messages = property(_unexpired)
+
+_delete = moto.sqs.models.Queue.delete_message
+
+
+def _delete_locked(queue, receipt_handle):
+    """moto's delete, under the lock its sends append with.
+
+    moto rebuilds the queue's list without it: a send appended meanwhile was
+    lost, and of two deletes at once one came undone — its message hidden
+    until its visibility timeout, then received again (a soak's drain held
+    60 s by two such messages of the delay queue).
+    """
+    with queue._messages_lock:
+        return _delete(queue, receipt_handle)
+
+
+moto.sqs.models.Queue.delete_message = _delete_locked
+
+_receive = moto.sqs.models.SQSBackend.receive_message
+
+
+def _receive_locked(backend, queue_name, *args, **kwargs):
+    """moto's receive, its picking under the same lock (its long poll's
+    waits let go of it): two receives at once no longer both take a
+    message, which SQS gives to one."""
+    with backend.get_queue(queue_name)._messages_lock:
+        return _receive(backend, queue_name, *args, **kwargs)
+
+
+moto.sqs.models.SQSBackend.receive_message = _receive_locked
 
 # moto's server (werkzeug's) closes every connection after its response,
 # and under load the client's transport sometimes closes it before it read a
