@@ -351,7 +351,7 @@ func (r results) print(faults []faultResult, drained bool, drain, took time.Dura
 	for name, share := range live {
 		g.check(name+" (share of at least 3,000 samples)", fmt.Sprintf("%.4f", share), fmt.Sprintf("≤ %g", lim.liveStale), share <= lim.liveStale)
 	}
-	g.check("writethrough reads failed, StaleIfError loads over 2× in the outage", !readsOK, "false", readsOK)
+	g.check(fmt.Sprintf("writethrough reads failed (each within %v), StaleIfError loads over 2× in the outage", lim.read), !readsOK, "false", readsOK)
 	g.check("near caches: a stale hit, no hit, or StaleIfError past its bound", !nearOK, "false", nearOK)
 	g.check("races with the second delete on: stale after the drain", racesStale, "= 0, drained", racesStale == 0 && racesDrained)
 	for _, n := range r.notes {

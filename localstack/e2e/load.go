@@ -66,6 +66,8 @@ type load struct {
 	poison bool    // one write in a hundred is poison
 	rate   float64 // changes a second of each kind, product and user; 0: about three
 
+	readWithin time.Duration // a read's deadline; 0: 3 s
+
 	products, users, replicas *writethrough.Cache[item]
 	listCache                 *writethrough.Cache[list]
 	lists                     []listDef

@@ -134,6 +134,7 @@ func run(ctx context.Context, env env, s *stack, p plan, lim limits, bin string,
 	if err != nil {
 		return false, err
 	}
+	l.readWithin = lim.read
 	if l.near, err = l.startNear(ctx); err != nil {
 		return false, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,11 +22,11 @@ func (l *load) read(ctx context.Context, entity string, get func(ctx context.Con
 	l.readEach(ctx, func(ctx context.Context) error { return get(ctx, l.id(entity, rand.N(entities))) })
 }
 
-// readEach calls get, one every 20-50 ms, each within 3 s, as a service's
-// requests would.
+// readEach calls get, one every 20-50 ms, each within l.readWithin (3 s
+// unless set), as a service's requests would.
 func (l *load) readEach(ctx context.Context, get func(ctx context.Context) error) {
 	for ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, cmp.Or(l.readWithin, 3*time.Second))
 		if err := get(rctx); err != nil && ctx.Err() == nil {
 			l.readErrors.Add(1)
 		}
