@@ -8,37 +8,35 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// windowRound is how many of the window's messages one round of a
-// re-delete reads and deletes: one receive, up to 5,000 keys and 2.5 MiB
-// of bodies in memory at once.
-const windowRound = 10
-
 // afterSign looks for a sign of a failover — asking the cluster's
 // topology, at most once a second — and, when one came since the last
-// batch, reads the failover window and deletes all of it again, a round
-// at a time, at the second deletes' priority, until the window is empty,
-// the batch's turn (windowTurn) is over, or ctx ends. What fails for now
-// is shown again in the window, and the sign kept for the next batch,
-// which goes on with the rest. A
-// Lambda function does it within the invoke that saw the sign, before it
-// may be frozen.
+// batch, or the pass that follows the last sign's is due, reads the
+// failover window and deletes all of it again, a round at a time, at the
+// second deletes' priority, until the pass has read all it can, the
+// batch's turn (windowTurn) is over, or ctx ends. What fails for now is
+// shown again in the window, and the pass kept for the next batch, which
+// goes on with the rest. A Lambda function does it within the invoke that
+// saw the sign, before it may be frozen.
 func (w *Worker) afterSign(ctx context.Context) (n again) {
 	n.cause = causeFailover
 	if w.conn != nil {
 		w.conn.checkTopology(ctx)
 	}
-	sign, ok := w.signs.take()
-	if !ok {
+	p := w.signs.take(time.Now())
+	if p == nil {
 		return n
 	}
 	if w.opts.Window == nil {
-		w.opts.Logger.WarnContext(ctx, "a sign of a failover, and no window to delete again: the failover schedule deletes again what it lost", "sign", sign)
+		w.opts.Logger.WarnContext(ctx, "a sign of a failover, and no window to delete again: the failover schedule deletes again what it lost", "sign", p.cause)
 		return n
 	}
 	began, messages := time.Now(), 0
+	var reading time.Duration
 	var retry, lost error
 	for {
-		msgs, err := w.opts.Window.read(ctx, windowRound)
+		read := time.Now()
+		msgs, fresh, err := w.opts.Window.read(ctx, p.seen)
+		reading += time.Since(read)
 		messages += len(msgs)
 		var again []windowMessage
 		if len(msgs) > 0 {
@@ -46,11 +44,18 @@ func (w *Worker) afterSign(ctx context.Context) (n again) {
 		}
 		if len(again) > 0 {
 			retry = errors.Join(w.opts.Window.show(context.WithoutCancel(ctx), again), errRedeleteRetry)
+			for _, m := range again {
+				delete(p.seen, m.id) // for the pass to read it again
+			}
 		}
 		if err != nil {
 			retry = err
 		}
-		if retry != nil || len(msgs) < windowRound {
+		if retry != nil || fresh == 0 {
+			break
+		}
+		if len(p.seen) >= maxPassMessages {
+			lost = errPassFull
 			break
 		}
 		if time.Since(began) > windowTurn {
@@ -58,18 +63,22 @@ func (w *Worker) afterSign(ctx context.Context) (n again) {
 			break
 		}
 	}
-	attrs := []any{"sign", sign, "messages", messages, "deleted_again", n.keys, "tags", n.tags, "refills", n.refills,
-		"took_ms", time.Since(began).Milliseconds()}
+	attrs := []any{"sign", p.cause, "follow_up", p.followUp, "messages", messages, "deleted_again", n.keys, "tags", n.tags,
+		"refills", n.refills, "read_ms", reading.Milliseconds(), "took_ms", time.Since(began).Milliseconds()}
 	switch {
 	case retry != nil:
-		w.signs.again(sign)
+		w.signs.again(p)
 		attrs = append(attrs, "error", retry.Error(), "fate", "retry")
 	case lost != nil:
 		attrs = append(attrs, "error", lost.Error(), "fate", "failed for good")
 	}
+	w.signs.followAfter(p, time.Now())
 	w.opts.Logger.WarnContext(ctx, "keys deleted again after a sign of a failover", attrs...)
 	return n
 }
+
+// errPassFull says that a pass read as many messages as it may.
+var errPassFull = errors.New("the window holds more than a pass reads: the failover schedule deletes the rest again")
 
 // errRedeleteRetry says that some of the window failed for now: shown
 // again, for the next batch.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -75,6 +76,56 @@ func TestTheWindowIsDeletedAgainAfterASign(t *testing.T) {
 	}
 }
 
+// TestASignsPassIsFollowedByAnother: a sign may come before the promotion
+// (a connection cut while the old primary still takes deletes, which it
+// then loses): the window its pass read is read again, all of it, by the
+// pass that follows, windowHide later, whichever sign comes meanwhile.
+func TestASignsPassIsFollowedByAnother(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		queues := &fakes.SQS{}
+		cache := &cachetest.Cache{}
+		var logs bytes.Buffer
+		w := windowWorker(cache, queues, &logs)
+		defer w.Close()
+		w.signs.started([]string{"node:1"})
+		w.Handle(deadline(t), events.SourceSQS, userRecords("1", "2"), nil)
+		w.signs.connectedTo("node:1")
+		w.signs.connectedTo("node:1") // the cut, before the promotion
+		w.Handle(deadline(t), events.SourceSQS, userRecords("3"), nil)
+		attempts := func(key string) int { return cache.Attempts(key) }
+		if n := attempts("cache:user:1"); n != 2 {
+			t.Fatalf("cache:user:1 deleted %d times, want again after the sign", n)
+		}
+		// The promotion's sign, within the hide: its pass finds the first
+		// pass's messages hidden, and reads its own batch's.
+		time.Sleep(time.Second)
+		w.signs.connectedTo("node:1")
+		w.Handle(deadline(t), events.SourceSQS, userRecords("4"), nil)
+		for key, want := range map[string]int{"cache:user:1": 2, "cache:user:3": 2, "cache:user:4": 2} {
+			if n := attempts(key); n != want {
+				t.Fatalf("%s deleted %d times within the hide, want %d", key, n, want)
+			}
+		}
+		// The pass that follows, once due, reads the window again, all of it.
+		time.Sleep(windowHide * time.Second)
+		w.Handle(deadline(t), events.SourceSQS, userRecords("5"), nil)
+		for key, want := range map[string]int{"cache:user:1": 3, "cache:user:2": 3, "cache:user:3": 3, "cache:user:4": 3, "cache:user:5": 2} {
+			if n := attempts(key); n != want {
+				t.Errorf("%s deleted %d times, want %d: the follow-up reads all the window", key, n, want)
+			}
+		}
+		if !strings.Contains(logs.String(), `"follow_up":true`) {
+			t.Errorf("no pass logged as a follow-up: %s", logs.String())
+		}
+		// And none follows a follow-up.
+		time.Sleep(2 * windowHide * time.Second)
+		w.Handle(deadline(t), events.SourceSQS, userRecords("6"), nil)
+		if n := attempts("cache:user:1"); n != 3 {
+			t.Errorf("cache:user:1 deleted %d times, want no pass after the follow-up", n)
+		}
+	})
+}
+
 // TestAWindowThatFailsForNowIsShownAgain: a re-delete that cannot reach its
 // keys leaves them in the window and keeps the sign; the batch after the
 // cache is back deletes them.
@@ -98,10 +149,11 @@ func TestAWindowThatFailsForNowIsShownAgain(t *testing.T) {
 	mu.Unlock()
 	w.signs.replied(cachetest.Reply("READONLY You can't write against a read only replica."))
 	w.Handle(deadline(t), events.SourceSQS, userRecords("2"), nil)
-	if _, pending := w.signs.take(); !pending {
+	p := w.signs.take(time.Now())
+	if p == nil {
 		t.Fatal("the sign is gone though its re-delete failed")
 	}
-	w.signs.again("the test")
+	w.signs.again(p)
 	mu.Lock()
 	down = false
 	mu.Unlock()
@@ -118,7 +170,13 @@ func TestSignsOfAFailover(t *testing.T) {
 	s.connectedTo("node:1") // before the start: the first client's own
 	s.started([]string{"node:1", "node:2"})
 	s.connectedTo("node:2") // a node known from the start, first dialed
-	if cause, ok := s.take(); ok {
+	take := func() string {
+		if p := s.take(time.Now()); p != nil {
+			return p.cause
+		}
+		return ""
+	}
+	if cause := take(); cause != "" {
 		t.Fatalf("a sign (%s) from a first connection", cause)
 	}
 	for _, tc := range []struct {
@@ -135,14 +193,14 @@ func TestSignsOfAFailover(t *testing.T) {
 		}, ""},
 	} {
 		tc.note()
-		if cause, _ := s.take(); cause != tc.sign {
+		if cause := take(); cause != tc.sign {
 			t.Errorf("sign %q, want %q", cause, tc.sign)
 		}
 	}
 	// The first sign is kept until taken.
 	s.connectedTo("node:1")
 	s.connectedTo("node:4")
-	if cause, _ := s.take(); cause != "reconnected to node:1" {
+	if cause := take(); cause != "reconnected to node:1" {
 		t.Errorf("sign %q, want the first", cause)
 	}
 }

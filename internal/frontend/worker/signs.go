@@ -20,16 +20,36 @@ import (
 // cluster's topology naming another primary for some slots, which a
 // process frozen through the failover, or one that follows MOVED to a node
 // it knew as a replica, sees and nothing else does. The first sign not yet
-// acted on waits in pending until the batch's end takes it
-// (Worker.afterSign). signs is safe for concurrent use.
+// acted on waits in pending, as a pass over the window, until the batch's
+// end takes it (Worker.afterSign). signs is safe for concurrent use.
 type signs struct {
 	mu        sync.Mutex
 	dialed    map[string]bool // address: connected to it already (false: a node known from the start, not yet)
 	connected bool            // the first connection is made: later ones are reconnects
-	pending   string
+	pending   *pass           // a sign's pass, not yet begun or to go on with
+	follow    *pass           // the pass that follows the last one a sign began
 	replicas  map[string]bool // the node IDs the topology last showed as replicas
 	checked   time.Time       // when it was last asked for
 }
+
+// pass is a reading of the failover window, all of it, over one batch's
+// turn or several, for a sign: the messages it read, to read each once;
+// and for the pass that follows a sign's, when it is due. A sign may come
+// before the promotion — a connection cut while the old primary still
+// takes deletes, which it then loses —: what a pass reads then is hidden
+// windowHide, and the pass that follows, due that long after it, reads it
+// all again, after the promotion.
+type pass struct {
+	cause    string
+	followUp bool
+	due      time.Time
+	seen     map[string]bool // message IDs
+}
+
+// maxPassMessages is the most messages a pass reads: 5 MiB of their IDs.
+// A window of more (over 1,600 batches a second in the fleet) is deleted
+// again, beyond it, by the failover schedule.
+const maxPassMessages = 100_000
 
 func newSigns() *signs { return &signs{dialed: map[string]bool{}} }
 
@@ -80,26 +100,49 @@ func firstWord(s string) string {
 	return word
 }
 
-// raise keeps cause unless a sign is pending already; s.mu is held.
+// raise keeps cause, as a pass to begin, unless one is pending already;
+// s.mu is held.
 func (s *signs) raise(cause string) {
-	if s.pending == "" {
-		s.pending = cause
+	if s.pending == nil {
+		s.pending = &pass{cause: cause, seen: map[string]bool{}}
 	}
 }
 
-// take returns the pending sign, if any, and clears it.
-func (s *signs) take() (cause string, ok bool) {
+// take returns the pending pass, or else the following one once it is
+// due, and clears it; nil when there is none.
+func (s *signs) take(now time.Time) *pass {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cause, s.pending = s.pending, ""
-	return cause, cause != ""
+	p := s.pending
+	switch {
+	case p != nil:
+		s.pending = nil
+	case s.follow != nil && !now.Before(s.follow.due):
+		p, s.follow = s.follow, nil
+	}
+	return p
 }
 
-// again keeps a sign whose re-delete did not finish, for the next batch.
-func (s *signs) again(cause string) {
+// again keeps a pass that did not finish, for the next batch, unless a new
+// sign is pending: its pass reads the window anew.
+func (s *signs) again(p *pass) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.raise(cause)
+	if s.pending == nil {
+		s.pending = p
+	}
+}
+
+// followAfter makes the pass that follows p's, windowHide after now, the
+// one to come: a later sign's replaces an earlier's, whose messages show
+// again before it is due. A follow-up has none.
+func (s *signs) followAfter(p *pass, now time.Time) {
+	if p.followUp {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.follow = &pass{cause: p.cause, followUp: true, due: now.Add(windowHide * time.Second), seen: map[string]bool{}}
 }
 
 // topologyEvery is how often a process asks the cluster for its topology,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -21,8 +22,12 @@ import (
 // messages. When any process sees a sign of a failover it reads the
 // window, all of it, and deletes it again (Worker.afterSign): the deletes
 // the failover lost are done again whichever process did them first,
-// whether or not that process lives on. A message is read once in the
-// fleet: it stays hidden longer than it lives.
+// whether or not that process lives on. A read hides a message for
+// windowHide only: the processes that see a sign at once share the
+// window, and a sign that comes before the promotion — a connection cut
+// while the old primary still takes deletes, which it then loses — does
+// not use the window up; each such pass is followed by another once its
+// messages show again (signs.follow).
 type Window struct {
 	Client WindowSQS
 	URL    string
@@ -49,37 +54,62 @@ func (w Window) Add(ctx context.Context, keys, tags []string) (failedKeys, faile
 	return sendAgain(ctx, w.Client, w.URL, []delivery{{tailSecond, 0}}, cmp.Or(w.MaxBytes, DefaultDelayMaxBytes), keys, tags)
 }
 
+// windowHide is how long, in seconds, a read hides a window's message:
+// longer than a round of a pass takes, so that the processes reading at
+// once share the window, and short, for the pass that follows it
+// (signs.follow) comes this long after, and a lost delete is done again
+// within it of the promotion.
+const windowHide = 2
+
+// windowReceives is how many receives a round of a pass sends at once:
+// the window holds a minute of the fleet's batches, and a receive gives
+// ten.
+const windowReceives = 4
+
 // windowMessage is a message read from the window: its changes, and its
-// receipt, to show it again should its re-delete fail.
+// ID and receipt, to show it again should its re-delete fail.
 type windowMessage struct {
 	changes []events.Change
+	id      string
 	handle  *string
 }
 
-// read receives the window's messages until it is empty, at most max of
-// them, hiding each longer than it lives. A message that is not one of the
-// window's is skipped: nothing else writes there.
-func (w Window) read(ctx context.Context, most int) ([]windowMessage, error) {
-	var msgs []windowMessage
-	for len(msgs) < most {
-		out, err := w.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(w.URL), MaxNumberOfMessages: int32(min(10, most-len(msgs))),
-			VisibilityTimeout: WindowRetention + 60,
+// read receives a round of the window's messages, windowReceives at once,
+// hiding each for windowHide, and returns those not in seen, adding them
+// to it, and how many it received that were not: none, and the pass has
+// read all it can (SQS's short polls sample its servers: what one misses,
+// the pass that follows reads). A message that is not one of the window's
+// is skipped: nothing else writes there.
+func (w Window) read(ctx context.Context, seen map[string]bool) (msgs []windowMessage, fresh int, err error) {
+	outs := make([]*sqs.ReceiveMessageOutput, windowReceives)
+	errs := make([]error, windowReceives)
+	var wg sync.WaitGroup
+	for i := range windowReceives {
+		wg.Go(func() {
+			outs[i], errs[i] = w.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+				QueueUrl: aws.String(w.URL), MaxNumberOfMessages: 10, VisibilityTimeout: windowHide,
+			})
 		})
-		if err != nil {
-			return msgs, err
-		}
-		if len(out.Messages) == 0 {
-			return msgs, nil
+	}
+	wg.Wait()
+	for _, out := range outs {
+		if out == nil {
+			continue
 		}
 		for _, m := range out.Messages {
-			changes, err := events.DecodeSQSBody(aws.ToString(m.MessageId), aws.ToString(m.Body), "")
+			id := aws.ToString(m.MessageId)
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			fresh++
+			changes, err := events.DecodeSQSBody(id, aws.ToString(m.Body), "")
 			if err == nil && len(changes) > 0 {
-				msgs = append(msgs, windowMessage{changes: changes, handle: m.ReceiptHandle})
+				msgs = append(msgs, windowMessage{changes: changes, id: id, handle: m.ReceiptHandle})
 			}
 		}
 	}
-	return msgs, nil
+	return msgs, fresh, errors.Join(errs...)
 }
 
 // show makes messages visible again at once, for the next process that
