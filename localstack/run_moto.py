@@ -14,8 +14,8 @@ Behaviour is unchanged — the same answers, the same times — but for three
 fixes, where moto differs from SQS: a retried request gets its first
 answer (below), deletes, sends and receives at once all take, each
 once (below), and a
-message older than its queue's MessageRetentionPeriod is never received,
-as SQS deletes it; moto leaves it
+message older than its queue's MessageRetentionPeriod is deleted, as SQS
+deletes it; moto leaves it
 in the queue and stops each receive at it, so that a queue holding one expired
 message answers every receive with nothing (the worker's failover window,
 which keeps messages 60 s, would seem empty a minute after its first).
@@ -95,9 +95,30 @@ _receive = moto.sqs.models.SQSBackend.receive_message
 def _receive_locked(backend, queue_name, *args, **kwargs):
     """moto's receive, its picking under the same lock (its long poll's
     waits let go of it): two receives at once no longer both take a
-    message, which SQS gives to one."""
-    with backend.get_queue(queue_name)._messages_lock:
+    message, which SQS gives to one. The messages past the queue's
+    retention are deleted first, as SQS deletes them: moto keeps them, and
+    its receive costs grow with them (the failover window, which keeps
+    messages 60 s and is never consumed, held every message a run sent it,
+    and its receives took seconds)."""
+    queue = backend.get_queue(queue_name)
+    with queue._messages_lock:
+        oldest = (time.time() - int(queue.message_retention_period)) * 1000
+        kept = [m for m in queue._messages if m.sent_timestamp is None or m.sent_timestamp > oldest]
+        if len(kept) < len(queue._messages):
+            queue.pending_messages.difference_update(set(queue._messages) - set(kept))
+            queue._messages = kept
         return _receive(backend, queue_name, *args, **kwargs)
+
+
+def _within_retention(backend, queue_name, message):
+    """moto's check of a received message's age, without computing every
+    attribute of its queue (each count a walk of its messages) per message
+    received."""
+    retention = int(backend.get_queue(queue_name).message_retention_period)
+    return message.sent_timestamp is None or message.sent_timestamp / 1000 + retention > time.time()
+
+
+moto.sqs.models.SQSBackend.is_message_valid_based_on_retention_period = _within_retention
 
 
 moto.sqs.models.SQSBackend.receive_message = _receive_locked
