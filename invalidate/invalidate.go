@@ -216,6 +216,9 @@ func (inv *Invalidator) plan(b *batch, records []Record, lo, hi int) {
 				tagPrio = append(tagPrio, prio)
 			}
 		}
+		if overCap(b.planErr[r]) {
+			keys, tags = keys[:0], tags[:0]
+		}
 		if err := b.reach.take(keys, tags); err != nil {
 			// Its keys would spend what the records behind it need, or
 			// more than the attempt has: none is sent.

@@ -150,3 +150,33 @@ func TestARecordPlansAtMost50000KeysAcrossItsTemplates(t *testing.T) {
 		t.Fatalf("%d tags, %v: want 50,000 and the record past its tags", len(tags), err)
 	}
 }
+
+// TestARecordPastItsCapIsSentNone: a record over 50,000 keys fails for good
+// with none of its keys sent — their deletes alone would take a small
+// function's CPU for seconds —; the record beside it is done.
+func TestARecordPastItsCapIsSentNone(t *testing.T) {
+	templates := make([]string, 100)
+	for i := range templates {
+		templates[i] = fmt.Sprintf(`"cache:t%d:{item.s}"`, i)
+	}
+	opts := fast()
+	rules, err := invalidate.ParseRules([]byte("tables: {T: [" + strings.Join(templates, ",") + "]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Rules = rules
+	sent := map[string]*atomic.Int64{"cache:t": {}, "cache:small:": {}}
+	inv := invalidate.New(countSent(sent), opts)
+	image := events.Image{"s": {Type: events.TypeStringSet, SS: numbered("m", 1000)}}
+	big := invalidate.Record{ID: "big", Changes: []events.Change{{Source: events.SourceDynamoDB, Table: "T", ID: "1", Op: "MODIFY", OldImage: image, NewImage: image}}}
+	rep := inv.Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{big, keysRecord("small", false, "cache:small:1")}))
+	if err := rep.Results[0].Err; err == nil || rep.Results[0].Transient || !strings.Contains(err.Error(), "more than 50000 keys") {
+		t.Fatalf("the record of 100,000 keys: %v, want it failed for good past its cap", err)
+	}
+	if n := sent["cache:t"].Load(); n != 0 {
+		t.Fatalf("%d of its keys sent, want none", n)
+	}
+	if rep.Results[1].Err != nil || sent["cache:small:"].Load() != 1 {
+		t.Fatalf("the record beside it: %v, %d sent", rep.Results[1].Err, sent["cache:small:"].Load())
+	}
+}

@@ -391,7 +391,7 @@ func (k keyRoom) left(dst []string) int { return maxPerRecord - len(dst) }
 
 // full is the error of a record that plans more than maxPerRecord.
 func (k keyRoom) full() error {
-	return &planError{Reason: "the record plans more than " + strconv.Itoa(maxPerRecord) + " " + k.many}
+	return &planError{Reason: "the record plans more than " + strconv.Itoa(maxPerRecord) + " " + k.many, whole: true}
 }
 
 // given appends what a change names itself, as far as the record's room

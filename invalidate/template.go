@@ -148,6 +148,7 @@ func (e *configError) Unwrap() error { return errRules }
 type planError struct {
 	Template string // the template, or "" for an explicit key
 	Reason   string
+	whole    bool // the record is past its cap: none of its keys is sent
 }
 
 func (e *planError) Error() string {
@@ -158,6 +159,15 @@ func (e *planError) Error() string {
 }
 
 func (e *planError) Unwrap() error { return errPlan }
+
+// overCap says whether err is a record's past maxPerRecord: it is parked
+// with none of its keys sent, as their deletes alone, 50,000 UNLINKs,
+// would take a small function's CPU for seconds (bench's hostile
+// Multiply), and the record is replayed whole.
+func overCap(err error) bool {
+	var pe *planError
+	return errors.As(err, &pe) && pe.whole
+}
 
 // expand appends the keys this template gives for the change, those that
 // fit in room: one too long is not built, nor one past the record's.
@@ -204,7 +214,7 @@ func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]strin
 			continue
 		}
 		// The record's room, when it has less left, bounds the template.
-		tooMany := error(&planError{t.raw, "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"})
+		tooMany := error(&planError{Template: t.raw, Reason: "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"})
 		if left < maxKeysPerTemplate {
 			tooMany = room.full()
 		}
@@ -228,7 +238,7 @@ func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]strin
 		if reason := room.over(size); reason == "" {
 			dst = append(dst, join(key, size))
 		} else if first == nil {
-			first = &planError{t.raw, reason}
+			first = &planError{Template: t.raw, Reason: reason}
 		}
 		i := len(pick) - 1
 		for ; i >= 0; i-- {
@@ -292,12 +302,12 @@ func (t *template) scalar(seg *segment, c *events.Change) (string, error) {
 		v = c.Table
 	case srcVersion:
 		if !c.HasVersion {
-			return "", &planError{t.raw, "placeholder {version}: the change has no version"}
+			return "", &planError{Template: t.raw, Reason: "placeholder {version}: the change has no version"}
 		}
 		return strconv.FormatInt(c.Version, 10), nil
 	}
 	if v == "" {
-		return "", &planError{t.raw, "placeholder " + seg.text + " is missing or empty"}
+		return "", &planError{Template: t.raw, Reason: "placeholder " + seg.text + " is missing or empty"}
 	}
 	return v, nil
 }
@@ -345,12 +355,12 @@ func (t *template) imageValues(seg *segment, c *events.Change, limit int, tooMan
 		found = true
 		texts, err := av.Text()
 		if err != nil {
-			return nil, &planError{t.raw, "placeholder " + seg.text + ": " + err.Error()}
+			return nil, &planError{Template: t.raw, Reason: "placeholder " + seg.text + ": " + err.Error()}
 		}
 		for _, text := range texts {
 			switch {
 			case text == "":
-				return nil, &planError{t.raw, "placeholder " + seg.text + " is empty"}
+				return nil, &planError{Template: t.raw, Reason: "placeholder " + seg.text + " is empty"}
 			case len(values) == 0:
 				values = append(values, text)
 			case seen[text] || len(values) == 1 && values[0] == text:
@@ -368,11 +378,11 @@ func (t *template) imageValues(seg *segment, c *events.Change, limit int, tooMan
 	}
 	switch {
 	case !present:
-		return nil, &planError{t.raw, "placeholder " + seg.text + ": the record carries no such image (is the stream NEW_AND_OLD_IMAGES?)"}
+		return nil, &planError{Template: t.raw, Reason: "placeholder " + seg.text + ": the record carries no such image (is the stream NEW_AND_OLD_IMAGES?)"}
 	case !found:
-		return nil, &planError{t.raw, "placeholder " + seg.text + " is missing from the item"}
+		return nil, &planError{Template: t.raw, Reason: "placeholder " + seg.text + " is missing from the item"}
 	case len(values) == 0:
-		return nil, &planError{t.raw, "placeholder " + seg.text + " is an empty set"}
+		return nil, &planError{Template: t.raw, Reason: "placeholder " + seg.text + " is an empty set"}
 	}
 	return values, nil
 }
