@@ -103,18 +103,27 @@ flags:
 // errStillThere is gone's failure: the key outlived the wait.
 var errStillThere = errors.New("still there")
 
-// waitGone polls until key does not exist, for at most within, and returns
-// how long that took from the call.
+// waitGone polls until key does not exist, for at most within after the
+// cache's first answer (connecting is not waiting for a deletion), and
+// returns how long that took from that answer.
 func waitGone(ctx context.Context, client valkey.Client, key string, within time.Duration) (time.Duration, error) {
+	exists := func(ctx context.Context) (bool, error) {
+		n, err := client.Do(ctx, client.B().Exists().Key(key).Build()).AsInt64()
+		return n > 0, err
+	}
+	there, err := exists(ctx)
+	if err != nil {
+		return 0, err
+	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
-		n, err := client.Do(ctx, client.B().Exists().Key(key).Build()).AsInt64()
 		switch {
-		case err == nil && n == 0:
+		case err == nil && !there:
 			return time.Since(start), nil
-		case ctx.Err() != nil && (err == nil || errors.Is(err, context.DeadlineExceeded)):
+		// valkey-go may answer its own deadline just before ctx's is marked.
+		case errors.Is(err, context.DeadlineExceeded), err == nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return 0, fmt.Errorf("%s %w after %.1f s", key, errStillThere, within.Seconds())
 		case err != nil:
 			return 0, err
@@ -123,5 +132,6 @@ func waitGone(ctx context.Context, client valkey.Client, key string, within time
 		case <-ctx.Done():
 		case <-time.After(20 * time.Millisecond):
 		}
+		there, err = exists(ctx)
 	}
 }
