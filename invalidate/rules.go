@@ -282,9 +282,10 @@ func (r *Rules) Keys(c *events.Change, dst []string) ([]string, error) {
 	case c.Entity == "" && len(c.Tags) > 0: // a change of tags alone
 	default:
 		templates := r.templatesFor(c)
+		var reads imageReads
 		for i := range templates {
 			var err error
-			if dst, err = templates[i].expand(c, dst, room); err != nil && first == nil {
+			if dst, err = templates[i].expand(c, dst, room, &reads); err != nil && first == nil {
 				first = err
 			}
 		}
@@ -309,9 +310,10 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 		if c.Source == events.SourceDynamoDB {
 			templates = r.tagTables[c.Table]
 		}
+		var reads imageReads
 		for i := range templates {
 			var err error
-			if dst, err = templates[i].expand(c, dst, room); err != nil && first == nil {
+			if dst, err = templates[i].expand(c, dst, room, &reads); err != nil && first == nil {
 				first = err
 			}
 		}

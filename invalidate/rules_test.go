@@ -320,11 +320,11 @@ tags:
 	}
 }
 
-// TestSetsStopAtTheCap: a set placeholder's values are read only until
-// the template's cap is passed, its cross-product with the other
-// placeholders counted: a member after that point, an empty one here, is
-// never read, and the template fails for being too large. A placeholder on
-// an image the record cannot have plans no key, whatever the sets before it.
+// TestSetsStopAtTheCap: a template whose set placeholder, its
+// cross-product with the other placeholders counted, passes the cap fails
+// for being too large, whatever members follow (an empty one here). A
+// placeholder on an image the record cannot have plans no key, whatever
+// the sets before it.
 func TestSetsStopAtTheCap(t *testing.T) {
 	r := mustRules(t, `tables: {T: ["cache:tag:{item.tags}"], P: ["cache:pair:{new.a}:{new.b}"], G: ["cache:gone:{new.tags}:{old.a}"]}`)
 	// set is n distinct members, then, with empty, an empty one.
@@ -358,6 +358,34 @@ func TestSetsStopAtTheCap(t *testing.T) {
 				t.Fatalf("keys %q, err %v; want %q", keys, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestTemplatesShareASetsRead: 5,000 templates over one set of 1,001
+// members read and deduplicate it once for the change, not once each
+// (which allocated over 250 MB): the record still fails, each template
+// past its cap.
+func TestTemplatesShareASetsRead(t *testing.T) {
+	templates := make([]string, 5000)
+	for i := range templates {
+		templates[i] = strconv.Quote("cache:t" + strconv.Itoa(i) + ":{item.tags}")
+	}
+	r := mustRules(t, `tables: {T: [`+strings.Join(templates, ",")+`]}`)
+	members := make([]string, 1001)
+	for i := range members {
+		members[i] = "m" + strconv.Itoa(i)
+	}
+	c := &events.Change{Source: events.SourceDynamoDB, Table: "T", Op: events.OpUpdate,
+		ItemKey: events.Image{"id": s("1")}, OldImage: events.Image{"tags": ss(members[:1000]...)}, NewImage: events.Image{"tags": ss(members...)}}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	keys, err := r.Keys(c, nil)
+	runtime.ReadMemStats(&after)
+	if len(keys) != 0 || !errors.Is(err, errPlan) || !strings.HasSuffix(err.Error(), "expands to more than 1000 keys") {
+		t.Fatalf("keys %d, err %v; want none and the first template past its cap", len(keys), err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Fatalf("planning allocated %d MiB, want at most 16", got>>20)
 	}
 }
 

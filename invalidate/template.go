@@ -171,7 +171,7 @@ func overCap(err error) bool {
 
 // expand appends the keys this template gives for the change, those that
 // fit in room: one too long is not built, nor one past the record's.
-func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]string, error) {
+func (t *template) expand(c *events.Change, dst []string, room keyRoom, reads *imageReads) ([]string, error) {
 	left := room.left(dst)
 	if left <= 0 {
 		return dst, room.full()
@@ -197,10 +197,8 @@ func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]strin
 			return dst, nil
 		}
 	}
-	// Each segment's distinct values are read within what the segments
-	// before it leave of the cap (every later one gives at least one): a
-	// set too large fails at its first value past the cap, not after its
-	// last.
+	// Each segment's distinct values must fit what the segments before it
+	// leave of the cap (every later one gives at least one).
 	values := make([][]string, len(t.segments))
 	n := 1
 	for i := range t.segments {
@@ -213,14 +211,17 @@ func (t *template) expand(c *events.Change, dst []string, room keyRoom) ([]strin
 			values[i] = []string{v}
 			continue
 		}
-		// The record's room, when it has less left, bounds the template.
-		tooMany := error(&planError{Template: t.raw, Reason: "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"})
-		if left < maxKeysPerTemplate {
-			tooMany = room.full()
-		}
-		var err error
-		if values[i], err = t.imageValues(seg, c, min(maxKeysPerTemplate, left)/n, tooMany); err != nil {
-			return dst, err
+		// The first value always counts: a template gives at least one key.
+		switch read := reads.of(seg, c); {
+		case len(read.values) > max(min(maxKeysPerTemplate, left)/n, 1):
+			if left < maxKeysPerTemplate { // the record's room bounds the template
+				return dst, room.full()
+			}
+			return dst, &planError{Template: t.raw, Reason: "expands to more than " + strconv.Itoa(maxKeysPerTemplate) + " keys"}
+		case read.reason != "":
+			return dst, &planError{Template: t.raw, Reason: read.reason}
+		default:
+			values[i] = read.values
 		}
 		n *= len(values[i])
 	}
@@ -336,10 +337,38 @@ func (seg *segment) noImage(c *events.Change) bool {
 		seg.src == srcOld && c.Op == events.OpCreate && c.OldImage == nil
 }
 
-// imageValues returns the distinct texts of an attribute placeholder, at
-// most limit of them: it fails with tooMany at the first one past it,
-// before reading the rest.
-func (t *template) imageValues(seg *segment, c *events.Change, limit int, tooMany error) ([]string, error) {
+// imageReads are the distinct values of each attribute placeholder a
+// change has given, by the placeholder as written, each read once however
+// many templates name it: rules of thousands of templates over one set
+// would otherwise read and deduplicate it for each (bench's hostile
+// Multiply), so a change's reads stay linear in its images.
+type imageReads map[string]imageRead
+
+// imageRead is a placeholder's distinct values, read up to one past the
+// most a template may take (a set too large stops at its first value past
+// it, not after its last), and why none can be planned, if so: a template
+// whose cap the values read pass fails for that first, as it would have
+// had it read only up to its cap.
+type imageRead struct {
+	values []string
+	reason string
+}
+
+func (r *imageReads) of(seg *segment, c *events.Change) imageRead {
+	if read, ok := (*r)[seg.text]; ok {
+		return read
+	}
+	if *r == nil {
+		*r = imageReads{}
+	}
+	read := distinctValues(seg, c, maxKeysPerTemplate+1)
+	(*r)[seg.text] = read
+	return read
+}
+
+// distinctValues reads the distinct texts of an attribute placeholder,
+// stopping at limit of them.
+func distinctValues(seg *segment, c *events.Change, limit int) imageRead {
 	var values []string
 	var seen map[string]bool // after the first value: sets are deduplicated in linear time
 	present, found := false, false
@@ -355,18 +384,16 @@ func (t *template) imageValues(seg *segment, c *events.Change, limit int, tooMan
 		found = true
 		texts, err := av.Text()
 		if err != nil {
-			return nil, &planError{Template: t.raw, Reason: "placeholder " + seg.text + ": " + err.Error()}
+			return imageRead{values: values, reason: "placeholder " + seg.text + ": " + err.Error()}
 		}
 		for _, text := range texts {
 			switch {
 			case text == "":
-				return nil, &planError{Template: t.raw, Reason: "placeholder " + seg.text + " is empty"}
+				return imageRead{values: values, reason: "placeholder " + seg.text + " is empty"}
 			case len(values) == 0:
 				values = append(values, text)
 			case seen[text] || len(values) == 1 && values[0] == text:
 				continue
-			case len(values) >= limit:
-				return nil, tooMany
 			default:
 				if seen == nil {
 					seen = map[string]bool{values[0]: true}
@@ -374,15 +401,18 @@ func (t *template) imageValues(seg *segment, c *events.Change, limit int, tooMan
 				seen[text] = true
 				values = append(values, text)
 			}
+			if len(values) == limit {
+				return imageRead{values: values}
+			}
 		}
 	}
 	switch {
 	case !present:
-		return nil, &planError{Template: t.raw, Reason: "placeholder " + seg.text + ": the record carries no such image (is the stream NEW_AND_OLD_IMAGES?)"}
+		return imageRead{reason: "placeholder " + seg.text + ": the record carries no such image (is the stream NEW_AND_OLD_IMAGES?)"}
 	case !found:
-		return nil, &planError{Template: t.raw, Reason: "placeholder " + seg.text + " is missing from the item"}
+		return imageRead{reason: "placeholder " + seg.text + " is missing from the item"}
 	case len(values) == 0:
-		return nil, &planError{Template: t.raw, Reason: "placeholder " + seg.text + " is an empty set"}
+		return imageRead{reason: "placeholder " + seg.text + " is an empty set"}
 	}
-	return values, nil
+	return imageRead{values: values}
 }
