@@ -179,7 +179,7 @@ func TestOnlyTheConnectionIsACacheOutsideInvalidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(found, []string{"internal/frontend/worker.connection"}) {
+	if !slices.Equal(found, []string{"worker.connection"}) {
 		t.Errorf("types with an Unlink outside invalidate/: %v, want the worker's connection alone", found)
 	}
 }

@@ -2,45 +2,43 @@ package invalidator
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // layers are the module's, lowest first: a package may import only its own
-// layer's and those below (tests aside). The helpers under everything; the
-// decoders, the rules and the deleter, the packages services import; the
-// front ends; the mains and the CLI; the local stack's tools and test
-// support, above all of them.
+// layer's and those below (tests aside), and a package's layer is its top
+// folder's. The helpers under everything; the decoders; the rules and the
+// deleter; the packages services import; the worker and its front ends;
+// the mains and the CLI; the local stack's tools and test support.
 var layers = [][]string{
-	{"internal/"},
+	{"internal"},
 	{"events"},
 	{"invalidate", "elasticache"},
-	{"writethrough", "recipes/"},
-	{"internal/frontend/"},
-	{"functions", "cmd/"},
+	{"writethrough", "recipes"},
+	{"worker"},
+	{"functions", "cmd"},
 	{"localstack", ""}, // "": the root package, the template's tests
 }
 
 const module = "github.com/invalidator-go/invalidator"
 
-// layerOf is the layer of the longest prefix that path has: the front
-// ends sit under internal/, above the helpers.
+// layerOf is the layer of path's top folder; a folder no layer names is
+// put at the top, where it can import anything and nothing imports it.
 func layerOf(path string) int {
 	rel := strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
-	found, longest := len(layers)-1, -1
+	top, _, _ := strings.Cut(rel, "/")
 	for i, layer := range layers {
-		for _, prefix := range layer {
-			p := strings.TrimSuffix(prefix, "/")
-			if (rel == p || (prefix != "" && strings.HasPrefix(rel, p+"/"))) && len(p) > longest {
-				found, longest = i, len(p)
-			}
+		if slices.Contains(layer, top) {
+			return i
 		}
 	}
-	return found
+	return len(layers) - 1
 }
 
 // TestImportsRunDownTheLayers: no package imports one of a layer above its
-// own, so internal/ imports nothing public and no front end a dev tool.
+// own, so internal/ imports nothing public and the worker no dev tool.
 func TestImportsRunDownTheLayers(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
 	if err != nil {

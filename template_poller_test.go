@@ -14,8 +14,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/poller"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/worker/poller"
 )
 
 // The tests of the poller's part of template.yaml (CreatePoller): its
@@ -312,7 +312,7 @@ func TestTemplatePollerTask(t *testing.T) {
 
 	// Stopping, the poller waits out its long poll, then the batch in
 	// flight and its delete and hand-back, which get 10 s each
-	// (internal/frontend/poller).
+	// (worker/poller).
 	opts, err := poller.OptionsFromEnv(func(k string) string {
 		v, ok := env[k]
 		switch {

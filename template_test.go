@@ -13,10 +13,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/inspect"
-	"github.com/invalidator-go/invalidator/internal/frontend/parking"
-	"github.com/invalidator-go/invalidator/internal/frontend/worker"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/worker"
+	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 // node is a parsed template node with helpers for walking it. CloudFormation
@@ -341,14 +341,14 @@ func TestNothingIsGivenUpWhileTheCacheMayComeBack(t *testing.T) {
 	if v := tpl.get("Globals", "Function", "Environment", "Variables", "FAILURE_QUEUE_URL"); v.value() != "FailureQueue" {
 		t.Errorf("FAILURE_QUEUE_URL = %q, want the failure queue", v.value())
 	}
-	if v := tpl.get("Resources", "FailureQueue", "Properties", "MaximumMessageSize").value(); v != strconv.Itoa(parking.MaxBytes) {
+	if v := tpl.get("Resources", "FailureQueue", "Properties", "MaximumMessageSize").value(); v != strconv.Itoa(failurequeue.MaxBytes) {
 		t.Errorf("the failure queue takes messages of %s bytes, want 1 MiB: records are parked whole", v)
 	}
 	// A message of the queue is parked with its body as it came, and its
 	// attributes beside it.
 	for _, q := range []string{"Queue", "SecondDeleteQueue"} {
-		if n, _ := strconv.Atoi(tpl.get("Resources", q, "Properties", "MaximumMessageSize").value()); n == 0 || n+parking.MaxAttributeBytes > parking.MaxBytes {
-			t.Errorf("%s takes messages of %d bytes: a parked one, with %d bytes of attributes, would not fit the failure queue's %d", q, n, parking.MaxAttributeBytes, parking.MaxBytes)
+		if n, _ := strconv.Atoi(tpl.get("Resources", q, "Properties", "MaximumMessageSize").value()); n == 0 || n+failurequeue.MaxAttributeBytes > failurequeue.MaxBytes {
+			t.Errorf("%s takes messages of %d bytes: a parked one, with %d bytes of attributes, would not fit the failure queue's %d", q, n, failurequeue.MaxAttributeBytes, failurequeue.MaxBytes)
 		}
 	}
 	for name, fn := range functions(t, tpl) {
@@ -558,7 +558,7 @@ func TestInspectorOnlyReads(t *testing.T) {
 	// replay refuse both.
 	local := localEnv(t)
 	own := tpl.get("Resources", "InspectQueue", "Properties")
-	for _, q := range inspect.WorkerQueues {
+	for _, q := range queues.Own {
 		if r := tpl.get("Resources", q.ID); q.ID != "" && (r.get("Type").value() != "AWS::SQS::Queue" || r.get("Properties", "QueueName").ok()) {
 			t.Errorf("inspect refuses queues named after %s, which is no queue that CloudFormation names", q.ID)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/valyala/fastjson"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -107,7 +107,7 @@ func newDecodeCorpus() decodeCorpus {
 		}
 		c.msgs, c.payloads = append(c.msgs, batch...), append(c.payloads, payload)
 	}
-	c.stream, c.streamN = shape.StreamPayload(1000), 1000
+	c.stream, c.streamN = lambdaevent.StreamPayload(1000), 1000
 	return c
 }
 
@@ -256,7 +256,7 @@ func checkValidates(product, d decoder) {
 	if err := json.Unmarshal([]byte(msg.Body), &envelope); err != nil {
 		log.Fatal(err)
 	}
-	stream := string(shape.StreamPayload(1))
+	stream := string(lambdaevent.StreamPayload(1))
 	for _, bad := range badJSON {
 		member := `"x":` + bad + `,`
 		inBody, inMessage := msg, msg

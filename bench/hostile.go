@@ -16,10 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/frontend/parking"
-	"github.com/invalidator-go/invalidator/internal/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
+	"github.com/invalidator-go/invalidator/worker"
+	"github.com/invalidator-go/invalidator/worker/failurequeue"
 )
 
 // itemBytes is DynamoDB's largest item, as it counts an item's size: the
@@ -131,7 +131,7 @@ func hostileGroup(ctx context.Context) {
 		log.Fatal(err)
 	}
 	var parked atomic.Int64
-	park := &timedParker{Parker: parking.Queue{Client: takeAll{&parked}, URL: "failure"}}
+	park := &timedParker{Parker: failurequeue.Queue{Client: takeAll{&parked}, URL: "failure"}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	w := worker.New(invalidate.New(&cachetest.Cache{}, invalidate.Options{Rules: rules}), worker.Options{
 		Logger: logger, Metrics: io.Discard, Park: park,
@@ -170,7 +170,7 @@ type timedParker struct {
 	spent time.Duration
 }
 
-func (p *timedParker) Park(ctx context.Context, records []parking.Record) []error {
+func (p *timedParker) Park(ctx context.Context, records []failurequeue.Record) []error {
 	before := threadsCPU(os.Getpid())
 	defer func() { p.spent += threadsCPU(os.Getpid()) - before }()
 	return p.Parker.Park(ctx, records)

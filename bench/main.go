@@ -18,7 +18,7 @@ import (
 	"strings"
 
 	"github.com/invalidator-go/invalidator/elasticache"
-	"github.com/invalidator-go/invalidator/internal/serverinfo"
+	"github.com/invalidator-go/invalidator/localstack/serverinfo"
 )
 
 func main() {

@@ -18,7 +18,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 )
@@ -34,7 +34,7 @@ func memoryGroup(ctx context.Context, s server, bin string) {
 // DynamoDB stream batch from its JSON payload (as Lambda delivers it) to the
 // report, as the stream function does: split, decode, plan and delete.
 func stream10k(ctx context.Context, client valkey.Client) float64 {
-	payload := shape.StreamPayload(10_000)
+	payload := lambdaevent.StreamPayload(10_000)
 	inv := invalidate.New(invalidate.Valkey(client), invalidate.Options{})
 	peak := peakHeap(func() {
 		raws, err := events.SplitRecords(payload)
@@ -96,7 +96,7 @@ func streamRSS(bootstrap string) float64 {
 		log.Fatal(err)
 	}
 	defer fn.Stop()
-	var ev json.RawMessage = shape.StreamPayload(10_000)
+	var ev json.RawMessage = lambdaevent.StreamPayload(10_000)
 	if len(ev) > 6_000_000 {
 		log.Fatalf("stream payload of %d bytes is over Lambda's 6 MB", len(ev))
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/invalidator-go/invalidator/bench/plot"
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/frontend/function"
-	"github.com/invalidator-go/invalidator/internal/frontend/worker"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/worker"
+	"github.com/invalidator-go/invalidator/worker/lambda"
 )
 
 // throughputOptions are the throughput group's flags.
@@ -198,7 +198,7 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int, serve
 	w := worker.New(inv, worker.Options{Name: "sqs-invalidate", Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 	start = time.Now()
 	for i := range rounds {
-		if resp, err := function.SQS(w, ctx, payloads[i%len(payloads)]); err != nil || len(resp.BatchItemFailures) > 0 {
+		if resp, err := lambda.SQS(w, ctx, payloads[i%len(payloads)]); err != nil || len(resp.BatchItemFailures) > 0 {
 			log.Fatalf("SQS function: %d failures (%v)", len(resp.BatchItemFailures), err)
 		}
 	}

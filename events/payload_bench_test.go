@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/events/lambdaevent"
 )
 
 // BenchmarkSQSPayload splits the payload of a batch as Lambda delivers it
@@ -21,7 +21,7 @@ func BenchmarkSQSPayload(b *testing.B) {
 // BenchmarkStreamPayload does the same as the stream function with 1,000
 // MODIFY records with both images.
 func BenchmarkStreamPayload(b *testing.B) {
-	benchmarkPayload(b, shape.StreamPayload(1000), func(raw []byte) error { _, _, err := events.DecodeDynamoDBJSON(raw, nil); return err })
+	benchmarkPayload(b, lambdaevent.StreamPayload(1000), func(raw []byte) error { _, _, err := events.DecodeDynamoDBJSON(raw, nil); return err })
 }
 
 func benchmarkPayload(b *testing.B, data []byte, decode func(raw []byte) error) {

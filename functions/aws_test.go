@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/parking"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/worker/failurequeue"
 )
 
 // queue is a queue with a DLQ made for one test, removed after it, so tests
@@ -138,9 +138,9 @@ func failureQueue(t *testing.T) (url string, env []string) {
 
 // parked receives the parked records of a failure queue, waiting until
 // there are want of them or 20 s have passed: moto slows under the load of every test at once.
-func parked(t *testing.T, url string, want int) []parking.Record {
+func parked(t *testing.T, url string, want int) []failurequeue.Record {
 	t.Helper()
-	var records []parking.Record
+	var records []failurequeue.Record
 	seen := map[string]bool{}
 	for deadline := time.Now().Add(20 * time.Second); len(records) < want && time.Now().Before(deadline); {
 		// Hidden 3 s only: a receive whose answer was lost on its way (the
@@ -152,7 +152,7 @@ func parked(t *testing.T, url string, want int) []parking.Record {
 			t.Fatal(err)
 		}
 		for _, m := range out.Messages {
-			r, ok, err := parking.Parse(aws.ToString(m.Body), m.MessageAttributes)
+			r, ok, err := failurequeue.Parse(aws.ToString(m.Body), m.MessageAttributes)
 			if !ok || err != nil {
 				t.Fatalf("not a parked record (%v): %s", err, aws.ToString(m.Body))
 			}
@@ -171,7 +171,7 @@ func parked(t *testing.T, url string, want int) []parking.Record {
 }
 
 // parkedIDs returns the record IDs of parked records, sorted.
-func parkedIDs(records []parking.Record) []string {
+func parkedIDs(records []failurequeue.Record) []string {
 	var ids []string
 	for _, r := range records {
 		ids = append(ids, r.ID)

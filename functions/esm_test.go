@@ -16,11 +16,11 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/parking"
 	"github.com/invalidator-go/invalidator/localstack/esm"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/worker/failurequeue"
 )
 
 // mapping runs an event source mapping for the rest of the test.
@@ -122,7 +122,7 @@ func TestPoisonMessageIsParked(t *testing.T) {
 		t.Fatal("nothing parked, want the poison message")
 	}
 	for _, r := range p {
-		if r.Content != parking.Body || string(r.Data) != entries[2] || !strings.Contains(r.Reason, "malformed JSON") {
+		if r.Content != failurequeue.Body || string(r.Data) != entries[2] || !strings.Contains(r.Reason, "malformed JSON") {
 			t.Fatalf("parked %+v, want the poison message's body as it came, and why", r)
 		}
 	}
@@ -157,7 +157,7 @@ func TestFailingStreamRecordIsParked(t *testing.T) {
 	var rec struct {
 		Change struct{ Keys map[string]struct{ S string } } `json:"dynamodb"`
 	}
-	if len(p) != 1 || p[0].Content != parking.WholeRecord || json.Unmarshal(p[0].Data, &rec) != nil || rec.Change.Keys["id"].S != ns+"bad" || p[0].Source != "dynamodb" {
+	if len(p) != 1 || p[0].Content != failurequeue.WholeRecord || json.Unmarshal(p[0].Data, &rec) != nil || rec.Change.Keys["id"].S != ns+"bad" || p[0].Source != "dynamodb" {
 		t.Fatalf("parked %+v, want the bad stream record, whole", p)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
@@ -114,7 +114,7 @@ func TestAFunctionFrozenThroughAFailover(t *testing.T) {
 	fn := emulator(t, "sqs-invalidate", cluster.Config, rie.Options{Env: windowEnv(windowQueue(t))})
 	keys := keysOnMaster(t, cluster, c, 20)
 	invoke := func(keys ...string) {
-		if failed := batchFailures(t, fn, shape.SQSEvent{Records: []shape.SQSMessage{sqsMessage(rand.Text(), keysBody(keys...))}}); len(failed) != 0 {
+		if failed := batchFailures(t, fn, lambdaevent.SQSEvent{Records: []lambdaevent.SQSMessage{sqsMessage(rand.Text(), keysBody(keys...))}}); len(failed) != 0 {
 			t.Logf("records failed: %v", failed) // the nudge of a batch may meet the failover
 		}
 	}
@@ -147,7 +147,7 @@ func TestAProcessNeverInvokedAgain(t *testing.T) {
 	gone, other := emulator(t, "sqs-invalidate", cluster.Config, rie.Options{Env: windowEnv(window)}),
 		emulator(t, "sqs-invalidate", cluster.Config, rie.Options{Env: windowEnv(window)})
 	invoke := func(fn *rie.Emulator, keys ...string) {
-		if failed := batchFailures(t, fn, shape.SQSEvent{Records: []shape.SQSMessage{sqsMessage(rand.Text(), keysBody(keys...))}}); len(failed) != 0 {
+		if failed := batchFailures(t, fn, lambdaevent.SQSEvent{Records: []lambdaevent.SQSMessage{sqsMessage(rand.Text(), keysBody(keys...))}}); len(failed) != 0 {
 			t.Logf("records failed: %v", failed)
 		}
 	}

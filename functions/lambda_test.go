@@ -15,10 +15,10 @@ import (
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
-	"github.com/invalidator-go/invalidator/internal/frontend/parking"
+	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/worker/failurequeue"
 )
 
 const streamRules = `tables: {Products: ["cache:product:{key.id}", "cache:category:{item.category}"]}`
@@ -77,8 +77,8 @@ func batchFailures(t *testing.T, fn *rie.Emulator, event any) []string {
 	return failed
 }
 
-func sqsMessage(id, body string) shape.SQSMessage {
-	return shape.SQSMessage{
+func sqsMessage(id, body string) lambdaevent.SQSMessage {
+	return lambdaevent.SQSMessage{
 		MessageId: id, ReceiptHandle: "handle-" + id, Body: body, EventSource: "aws:sqs", AWSRegion: "us-east-1",
 		EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:cache-invalidation",
 		Attributes:     map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10)},
@@ -101,7 +101,7 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 	failures, env := failureQueue(t)
 	fn := emulator(t, "sqs-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
 
-	ev := shape.SQSEvent{Records: []shape.SQSMessage{
+	ev := lambdaevent.SQSEvent{Records: []lambdaevent.SQSMessage{
 		sqsMessage("raw", `{"entity":"product","id":"`+ns+`raw"}`),
 		sqsMessage("sns", snsEnvelope(`{"entity":"product","id":"`+ns+`sns","op":"update"}`)),
 		sqsMessage("eventbridge", `{"version":"0","id":"1","detail-type":"ProductChanged","source":"catalog","time":"2026-11-29T12:00:00Z","detail":{"entity":"product","id":"`+ns+`eb"}}`),
@@ -129,13 +129,13 @@ func TestSQSFunctionUnderTheEmulator(t *testing.T) {
 		bodies[rec.MessageId] = rec.Body
 	}
 	for _, r := range p {
-		if r.Content != parking.Body || string(r.Data) != bodies[r.ID] || r.Reason == "" || r.Function != "sqs-invalidate" {
+		if r.Content != failurequeue.Body || string(r.Data) != bodies[r.ID] || r.Reason == "" || r.Function != "sqs-invalidate" {
 			t.Fatalf("parked %+v: want the message's body as it came, why, and by whom", r)
 		}
 	}
 
 	// All good: the list is present and empty, which Lambda reads as success.
-	out, err := fn.Invoke(t.Context(), shape.SQSEvent{Records: ev.Records[:1]})
+	out, err := fn.Invoke(t.Context(), lambdaevent.SQSEvent{Records: ev.Records[:1]})
 	if err != nil || string(out) != `{"batchItemFailures":[]}` {
 		t.Fatalf("all-good response = %s, %v", out, err)
 	}
@@ -147,8 +147,8 @@ func TestSNSFunctionUnderTheEmulator(t *testing.T) {
 	setKeys(t, c, "cache:product:"+id)
 	failures, env := failureQueue(t)
 	fn := emulator(t, "sns-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: env})
-	record := func(msgID, message string) shape.SNSEvent {
-		return shape.SNSEvent{Records: []events.SNSRecord{{
+	record := func(msgID, message string) lambdaevent.SNSEvent {
+		return lambdaevent.SNSEvent{Records: []events.SNSRecord{{
 			SNS: events.SNSMessage{MessageID: msgID, Message: message, Timestamp: time.Now().UTC()},
 		}}}
 	}
@@ -164,11 +164,11 @@ func TestSNSFunctionUnderTheEmulator(t *testing.T) {
 	}
 }
 
-func streamRecord(seq, name, id string, old, new events.Image) shape.DynamoDBEventRecord {
-	return shape.DynamoDBEventRecord{
+func streamRecord(seq, name, id string, old, new events.Image) lambdaevent.DynamoDBEventRecord {
+	return lambdaevent.DynamoDBEventRecord{
 		EventID: "ev-" + seq, EventName: name, EventVersion: "1.1", EventSource: "aws:dynamodb", AWSRegion: "us-east-1",
 		EventSourceArn: "arn:aws:dynamodb:us-east-1:123456789012:table/Products/stream/2026-11-29T12:00:00.000",
-		Change: shape.DynamoDBStreamRecord{
+		Change: lambdaevent.DynamoDBStreamRecord{
 			ApproximateCreationDateTime: time.Now().Unix(),
 			Keys:                        events.Image{"id": attr(id)},
 			OldImage:                    old, NewImage: new, SequenceNumber: seq, SizeBytes: 100, StreamViewType: "NEW_AND_OLD_IMAGES",
@@ -196,7 +196,7 @@ func TestStreamFunctionUnderTheEmulator(t *testing.T) {
 
 	bad := streamRecord("300", "UPSERT", p1, nil, item(p1, catA))
 	noCategory := streamRecord("400", "INSERT", ns+"4", nil, events.Image{"id": attr(ns + "4")})
-	ev := shape.DynamoDBEvent{Records: []shape.DynamoDBEventRecord{
+	ev := lambdaevent.DynamoDBEvent{Records: []lambdaevent.DynamoDBEventRecord{
 		streamRecord("100", "INSERT", p1, nil, item(p1, catA)),
 		streamRecord("200", "MODIFY", p2, item(p2, catA), item(p2, catB)),
 		bad,
@@ -216,20 +216,20 @@ func TestStreamFunctionUnderTheEmulator(t *testing.T) {
 func TestStreamFunctionAnswersBeforeItsTimeout(t *testing.T) {
 	cluster := testenv.StartCluster(t, "lambda-deadline", 7211)
 	fn := emulator(t, "stream-invalidate", cluster.Config, rie.Options{Timeout: 3 * time.Second})
-	var records []shape.DynamoDBEventRecord
+	var records []lambdaevent.DynamoDBEventRecord
 	for i := range 30 {
 		id := strconv.Itoa(i)
 		records = append(records, streamRecord(strconv.Itoa(1000+i), "MODIFY", id, item(id, "x"), item(id, "x")))
 	}
 	// The first invoke initialises the function while the cluster is whole.
-	if _, err := fn.Invoke(t.Context(), shape.DynamoDBEvent{Records: records[:1]}); err != nil {
+	if _, err := fn.Invoke(t.Context(), lambdaevent.DynamoDBEvent{Records: records[:1]}); err != nil {
 		t.Fatal(err)
 	}
 	cluster.StopNode(t, cluster.Ports[2])
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	out, err := fn.Invoke(ctx, shape.DynamoDBEvent{Records: records})
+	out, err := fn.Invoke(ctx, lambdaevent.DynamoDBEvent{Records: records})
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("invoke with a node down: %v after %v (want a response, not a timeout)", err, took)
@@ -274,7 +274,7 @@ func TestFunctionStartsWithoutTheCache(t *testing.T) {
 			var out testenv.Log
 			// Records that fail for now are retried until the deadline: a short one.
 			fn := emulator(t, "sqs-invalidate", tc.cfg, rie.Options{Env: tc.env, Output: &out, Timeout: 3 * time.Second})
-			resp, err := fn.Invoke(t.Context(), shape.SQSEvent{Records: []shape.SQSMessage{sqsMessage("m1", `{"entity":"user","id":"1"}`)}})
+			resp, err := fn.Invoke(t.Context(), lambdaevent.SQSEvent{Records: []lambdaevent.SQSMessage{sqsMessage("m1", `{"entity":"user","id":"1"}`)}})
 			msg := `"msg":"cannot start"`
 			if tc.starts {
 				if err != nil || string(resp) != `{"batchItemFailures":[{"itemIdentifier":"m1"}]}` {

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
@@ -34,7 +34,7 @@ func TestAnInvokeNamesItsLinesAndParkedRecords(t *testing.T) {
 	setKeys(t, c, "cache:product:"+ns)
 	failures, env := failureQueue(t)
 	inv := rie.Invocation{RequestID: "req-" + ns, TraceID: "Root=1-67891233-abcdef012345678912345678;Parent=53995c3f42cd8ad8;Sampled=1"}
-	payload, _ := json.Marshal(shape.SQSEvent{Records: []shape.SQSMessage{
+	payload, _ := json.Marshal(lambdaevent.SQSEvent{Records: []lambdaevent.SQSMessage{
 		sqsMessage("good", `{"entity":"product","id":"`+ns+`"}`), sqsMessage("poison", `{"entity":"product"}`)}})
 	api := newRuntimeAPI(t, inv, payload)
 	var out testenv.Log
@@ -158,7 +158,7 @@ func TestSIGTERMLetsTheInvokeInFlightFinish(t *testing.T) {
 
 	answered := make(chan error, 1)
 	go func() {
-		resp, err := fn.Invoke(t.Context(), shape.SQSEvent{Records: []shape.SQSMessage{sqsMessage("m1", `{"entity":"product","id":"`+ns+`"}`)}})
+		resp, err := fn.Invoke(t.Context(), lambdaevent.SQSEvent{Records: []lambdaevent.SQSMessage{sqsMessage("m1", `{"entity":"product","id":"`+ns+`"}`)}})
 		if err == nil && string(resp) != `{"batchItemFailures":[]}` {
 			err = &rie.FunctionError{Type: "unexpected response", Message: string(resp)}
 		}

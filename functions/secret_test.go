@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/invalidator-go/invalidator/elasticache"
-	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
@@ -58,7 +58,7 @@ func TestAPasswordRotationParksNothing(t *testing.T) {
 		t.Helper()
 		key := "cache:product:" + ns + id
 		setKeys(t, admin, key)
-		ev := shape.SQSEvent{Records: []shape.SQSMessage{sqsMessage(id, `{"entity":"product","id":"`+ns+id+`"}`)}}
+		ev := lambdaevent.SQSEvent{Records: []lambdaevent.SQSMessage{sqsMessage(id, `{"entity":"product","id":"`+ns+id+`"}`)}}
 		if failed := batchFailures(t, fn, ev); len(failed) != 0 {
 			t.Fatalf("%s: batch item failures %q, want none", id, failed)
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/elasticache"
-	"github.com/invalidator-go/invalidator/internal/frontend/worker"
+	"github.com/invalidator-go/invalidator/worker"
 )
 
 // session is what a verb that talks to AWS and the cache holds.

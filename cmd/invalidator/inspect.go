@@ -21,7 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/inspect"
+	"github.com/invalidator-go/invalidator/cmd/invalidator/internal/inspect"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 // findings is how many inconsistent keys the report lists at each delay.
@@ -43,7 +44,7 @@ func inspectVerb(args []string, stdout, stderr io.Writer) int {
 	sources, err := o.sources(read, s)
 	if err != nil {
 		fmt.Fprintln(stderr, "invalidator inspect:", err)
-		if errors.Is(err, inspect.ErrWorkerQueue) {
+		if errors.Is(err, queues.ErrOwn) {
 			return 2
 		}
 		return 1
@@ -239,7 +240,7 @@ func (o *inspection) sources(ctx context.Context, s session) ([]inspect.Source, 
 	}
 	if o.queue != "" {
 		client := sqs.NewFromConfig(s.aws)
-		if err := inspect.CheckQueue(ctx, client, o.queue, os.Getenv, inspect.AllWorkerQueues); err != nil {
+		if err := queues.Check(ctx, client, o.queue, os.Getenv, queues.RefuseAll); err != nil {
 			return nil, fmt.Errorf("%w; inspect consumes what it reads: give it a queue of its own, subscribed to the topic (INSPECT_QUEUE_URL; the template's cache-invalidation-inspect)", err)
 		}
 		sources = append(sources, &inspect.Queue{Client: client, URL: o.queue, Receivers: o.receivers})

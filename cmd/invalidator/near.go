@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/inspect"
+	"github.com/invalidator-go/invalidator/cmd/invalidator/internal/inspect"
 	"github.com/invalidator-go/invalidator/writethrough/local"
 )
 

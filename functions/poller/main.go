@@ -22,8 +22,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/poller"
-	"github.com/invalidator-go/invalidator/internal/frontend/worker"
+	"github.com/invalidator-go/invalidator/worker"
+	"github.com/invalidator-go/invalidator/worker/poller"
 )
 
 func main() {

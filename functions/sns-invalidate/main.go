@@ -3,7 +3,7 @@
 package main
 
 import (
-	"github.com/invalidator-go/invalidator/internal/frontend/function"
+	"github.com/invalidator-go/invalidator/worker/lambda"
 )
 
-func main() { function.Start("sns-invalidate", function.SNS) }
+func main() { lambda.Start("sns-invalidate", lambda.SNS) }

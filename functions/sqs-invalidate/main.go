@@ -3,7 +3,7 @@
 package main
 
 import (
-	"github.com/invalidator-go/invalidator/internal/frontend/function"
+	"github.com/invalidator-go/invalidator/worker/lambda"
 )
 
-func main() { function.Start("sqs-invalidate", function.SQS) }
+func main() { lambda.Start("sqs-invalidate", lambda.SQS) }

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/parking"
+	"github.com/invalidator-go/invalidator/worker/failurequeue"
 	"github.com/invalidator-go/invalidator/writethrough"
 )
 
@@ -228,7 +228,7 @@ func (l *load) parked(ctx context.Context, r *results, poisons []poisoned) error
 			}
 			for _, m := range out.Messages {
 				body := aws.ToString(m.Body)
-				p, ok, _ := parking.Parse(body, m.MessageAttributes)
+				p, ok, _ := failurequeue.Parse(body, m.MessageAttributes)
 				if marker := poisonMarker.Find(p.Data); ok && marker != nil {
 					found[string(marker)+" "+p.Function] = true
 					continue

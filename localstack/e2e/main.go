@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/elasticache"
-	"github.com/invalidator-go/invalidator/internal/serverinfo"
 	"github.com/invalidator-go/invalidator/internal/wait"
+	"github.com/invalidator-go/invalidator/localstack/serverinfo"
 )
 
 // plan is how long each part of a run lasts, and its failovers.

@@ -16,7 +16,7 @@ var stageNames = []string{"write", "source", "plan", "delete", "announce", "answ
 // timeline is what a function's "record invalidated" line tells of one
 // change: when it was logged, when its batch began, when the batch's
 // deletes were done, and how long planning, deleting and announcing took
-// (the worker's split, internal/frontend/worker/stages.go).
+// (the worker's split, worker/stages.go).
 type timeline struct {
 	logged, started, deleted time.Time
 	plan, delete, announce   time.Duration

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
+	"github.com/invalidator-go/invalidator/events/lambdaevent"
 )
 
 // SQSMapping feeds a queue to a function, as Lambda's SQS event source
@@ -174,9 +174,9 @@ func (m *SQSMapping) handBack(log *slog.Logger, msgs []types.Message) {
 
 // deliver invokes the function with one batch and deletes what succeeded.
 func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, sourceARN string, msgs []types.Message) {
-	ev := shape.SQSEvent{Records: make([]shape.SQSMessage, len(msgs))}
+	ev := lambdaevent.SQSEvent{Records: make([]lambdaevent.SQSMessage, len(msgs))}
 	for i, msg := range msgs {
-		ev.Records[i] = shape.SQSMessageOf(msg, sourceARN, "us-east-1")
+		ev.Records[i] = lambdaevent.SQSMessageOf(msg, sourceARN, "us-east-1")
 	}
 	failed := map[string]bool{}
 	start := time.Now()

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/invalidator-go/invalidator/internal/frontend/function/shape"
-	"github.com/invalidator-go/invalidator/internal/frontend/streams"
+	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/internal/wait"
+	"github.com/invalidator-go/invalidator/worker/streams"
 )
 
 // StreamMapping feeds a DynamoDB stream to a function, as Lambda's stream
@@ -191,7 +191,7 @@ func (m *StreamMapping) checkpoint(log *slog.Logger, shardID string, r types.Rec
 // failed ones in stream order (Lambda restarts from the first, the lowest),
 // and whether the invoke failed as a whole.
 func (m *StreamMapping) deliver(ctx context.Context, log *slog.Logger, records []types.Record) (failed []int, whole bool) {
-	ev := shape.DynamoDBEvent{Records: make([]shape.DynamoDBEventRecord, len(records))}
+	ev := lambdaevent.DynamoDBEvent{Records: make([]lambdaevent.DynamoDBEventRecord, len(records))}
 	for i, r := range records {
 		ev.Records[i] = lambdaRecord(r, m.StreamARN)
 	}
@@ -242,12 +242,12 @@ func (m *StreamMapping) giveUp(ctx context.Context, log *slog.Logger, shardID st
 
 // lambdaRecord turns a record of the DynamoDB Streams API into the one
 // Lambda delivers.
-func lambdaRecord(r types.Record, streamARN string) shape.DynamoDBEventRecord {
+func lambdaRecord(r types.Record, streamARN string) lambdaevent.DynamoDBEventRecord {
 	rec := streams.Record(r, streamARN)
-	out := shape.DynamoDBEventRecord{
+	out := lambdaevent.DynamoDBEventRecord{
 		EventID: aws.ToString(r.EventID), EventName: rec.EventName, EventVersion: aws.ToString(r.EventVersion),
 		EventSource: aws.ToString(r.EventSource), AWSRegion: aws.ToString(r.AwsRegion), EventSourceArn: streamARN,
-		Change: shape.DynamoDBStreamRecord{
+		Change: lambdaevent.DynamoDBStreamRecord{
 			Keys: rec.Keys, NewImage: rec.NewImage, OldImage: rec.OldImage, SequenceNumber: rec.SequenceNumber,
 		},
 	}

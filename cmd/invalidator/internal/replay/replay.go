@@ -1,0 +1,327 @@
+package replay
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/worker"
+	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/streams"
+)
+
+// SQS is what a Replayer needs of SQS; *sqs.Client has it.
+type SQS interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+// Streams is what a Replayer needs of DynamoDB Streams;
+// *dynamodbstreams.Client has it.
+type Streams interface {
+	streams.Client
+	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+}
+
+// Replayer replays the messages of one queue.
+type Replayer struct {
+	SQS     SQS
+	Streams Streams
+	// Worker plans each message's keys with its rules and deletes them as
+	// it deletes a batch's: within its ECPU budget, then scheduled to be
+	// deleted again (second delete, failover schedule, window). It parks
+	// nothing: a message that fails stays in the queue.
+	Worker   *worker.Worker
+	QueueURL string
+	// Keep leaves replayed messages in the queue instead of deleting them.
+	Keep bool
+	// Max stops after this many messages. Default all.
+	Max int
+	// DryRun plans each message's keys and tags and reports them, touching
+	// neither the cache nor the queue: every message is visible again when
+	// Run returns. The Worker is asked only for its rules.
+	DryRun bool
+	// WaitFor keeps reading an empty queue until this many messages were
+	// read, or ctx ends: for a record about to be parked.
+	WaitFor int
+	// Timeout bounds the invalidation of one message's changes. Default 30 s.
+	Timeout time.Duration
+}
+
+// The kinds of messages a failure queue holds.
+const (
+	KindParked      = "parked"       // a record the worker parked, as it came
+	KindStreamRange = "stream-range" // a stream mapping's on-failure record: coordinates only
+	KindAsyncInvoke = "async-invoke" // Lambda's on-failure record of an asynchronous (SNS) invoke
+	KindChange      = "change"       // an SQS body: change message, SNS or EventBridge envelope
+)
+
+// Outcome is what replaying one message did.
+type Outcome struct {
+	MessageID string        `json:"messageId"`
+	Kind      string        `json:"kind"`
+	Source    events.Source `json:"source,omitempty"`
+	// ParkedBy and Reason are, for a parked record, the function that
+	// parked it and why.
+	ParkedBy string `json:"parkedBy,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Records  int    `json:"records"`
+	Keys     int    `json:"keys"`
+	// Planned are the keys and tags a dry run would invalidate.
+	Planned *Planned `json:"planned,omitempty"`
+	Deleted bool     `json:"deleted"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// Planned is what a message's records plan.
+type Planned struct {
+	Keys []string `json:"keys"`
+	Tags []string `json:"tags"`
+}
+
+// Run replays the queue's messages until none is left, or Max, and calls
+// report after each. Messages that fail again are made visible again at
+// the end, for the next run. It returns the outcomes' count and how many
+// failed; its error is the queue's.
+func (r *Replayer) Run(ctx context.Context, report func(Outcome)) (replayed, failed int, err error) {
+	if r.Timeout <= 0 {
+		r.Timeout = 30 * time.Second
+	}
+	var again []*string
+	defer func() {
+		// Failed messages are hidden until their visibility ends: show
+		// them now, to whoever looks next.
+		for _, handle := range again {
+			_, _ = r.SQS.ChangeMessageVisibility(context.WithoutCancel(ctx), &sqs.ChangeMessageVisibilityInput{
+				QueueUrl: aws.String(r.QueueURL), ReceiptHandle: handle, VisibilityTimeout: 0})
+		}
+	}()
+	for r.Max <= 0 || replayed < r.Max {
+		out, err := r.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(r.QueueURL), MaxNumberOfMessages: int32(min(10, max(1, r.Max-replayed))), WaitTimeSeconds: 1,
+			// Long enough that a message is seen once in a run.
+			VisibilityTimeout:           600,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},
+			MessageAttributeNames:       []string{"All"}, // a parked record's coordinates
+		})
+		if err != nil {
+			return replayed, failed, fmt.Errorf("receive from %s: %w", r.QueueURL, err)
+		}
+		if len(out.Messages) == 0 && replayed >= r.WaitFor {
+			return replayed, failed, nil
+		}
+		for _, m := range out.Messages {
+			o := r.message(ctx, m)
+			if o.Error == "" && !r.Keep && !r.DryRun {
+				if _, err := r.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(r.QueueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+					o.Error = "replayed, but not deleted: " + err.Error()
+				} else {
+					o.Deleted = true
+				}
+			}
+			replayed++
+			if o.Error != "" || r.Keep || r.DryRun {
+				again = append(again, m.ReceiptHandle)
+			}
+			if o.Error != "" {
+				failed++
+			}
+			report(o)
+		}
+	}
+	return replayed, failed, nil
+}
+
+// message replays one message.
+func (r *Replayer) message(ctx context.Context, m types.Message) Outcome {
+	o := Outcome{MessageID: aws.ToString(m.MessageId)}
+	records, err := r.records(ctx, m, &o)
+	switch {
+	case err != nil:
+	case r.DryRun:
+		err = r.plan(records, &o)
+	default:
+		err = r.invalidate(ctx, cmp.Or(o.Source, events.SourceSQS), records, &o)
+	}
+	if err != nil {
+		o.Error = err.Error()
+	}
+	return o
+}
+
+// records decodes a message into the records to invalidate.
+func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]invalidate.Record, error) {
+	body := []byte(aws.ToString(m.Body))
+	if p, ok, err := failurequeue.Parse(aws.ToString(m.Body), m.MessageAttributes); ok {
+		o.Kind, o.Source, o.ParkedBy, o.Reason = KindParked, p.Source, p.Function, p.Reason
+		if err != nil {
+			return nil, err
+		}
+		return r.parked(ctx, p)
+	}
+	var envelope struct {
+		Stream  *lambdaStreamBatch `json:"DDBStreamBatchInfo"`
+		Payload json.RawMessage    `json:"requestPayload"`
+	}
+	_ = json.Unmarshal(body, &envelope)
+	switch {
+	case envelope.Stream != nil:
+		o.Kind, o.Source = KindStreamRange, events.SourceDynamoDB
+		return r.streamRange(ctx, *envelope.Stream)
+	case envelope.Payload != nil:
+		o.Kind, o.Source = KindAsyncInvoke, events.SourceSNS
+		raws, err := events.SplitRecords(envelope.Payload)
+		if err != nil {
+			return nil, err
+		}
+		records := make([]invalidate.Record, len(raws))
+		for i, raw := range raws {
+			records[i] = r.decode(events.SourceSNS, raw)
+		}
+		return records, nil
+	default:
+		o.Kind = KindChange
+		id := aws.ToString(m.MessageId)
+		changes, err := events.DecodeSQSBody(id, string(body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
+		return []invalidate.Record{{ID: id, Changes: changes, Err: err}}, nil
+	}
+}
+
+// decode decodes a raw record of a Lambda event from source, as its
+// function does.
+func (r *Replayer) decode(source events.Source, raw []byte) invalidate.Record {
+	id, changes, _, err := events.Decode(source, raw, r.Worker.Rules().Attributes())
+	return invalidate.Record{ID: id, Changes: changes, Err: err}
+}
+
+// parked decodes a parked record as its front end did: a message's body
+// with its coordinates, or a record whole, or read again from its stream.
+func (r *Replayer) parked(ctx context.Context, p failurequeue.Record) ([]invalidate.Record, error) {
+	switch {
+	case p.Source != events.SourceSQS && p.Source != events.SourceSNS && p.Source != events.SourceDynamoDB:
+		return nil, fmt.Errorf("parked record from an unknown source %q", p.Source)
+	case p.Content == failurequeue.RecordWithoutImages:
+		return r.streamRecord(ctx, p.Data)
+	case p.Content == failurequeue.WholeRecord:
+		return []invalidate.Record{r.decode(p.Source, p.Data)}, nil
+	case p.Source == events.SourceSQS:
+		var sent string
+		if !p.SentAt.IsZero() {
+			sent = strconv.FormatInt(p.SentAt.UnixMilli(), 10)
+		}
+		changes, err := events.DecodeSQSBody(p.ID, string(p.Data), sent)
+		return []invalidate.Record{{ID: p.ID, Changes: changes, Err: err}}, nil
+	case p.Source == events.SourceSNS:
+		changes, err := events.DecodeSNS(events.SNSRecord{SNS: events.SNSMessage{MessageID: p.ID, Message: string(p.Data), Timestamp: p.SentAt}})
+		return []invalidate.Record{{ID: p.ID, Changes: changes, Err: err}}, nil
+	default:
+		return nil, fmt.Errorf("a parked %s record holds a body, which only SQS and SNS records do", p.Source)
+	}
+}
+
+// lambdaStreamBatch is the coordinates a stream mapping sends to its
+// on-failure destination.
+type lambdaStreamBatch struct {
+	ShardID   string `json:"shardId"`
+	Start     string `json:"startSequenceNumber"`
+	End       string `json:"endSequenceNumber"`
+	StreamARN string `json:"streamArn"`
+}
+
+// streamRange reads a range of records again from their stream.
+func (r *Replayer) streamRange(ctx context.Context, b lambdaStreamBatch) ([]invalidate.Record, error) {
+	if r.Streams == nil {
+		return nil, errors.New("no DynamoDB Streams client to read the range with")
+	}
+	var records []invalidate.Record
+	err := streams.ReadRange(ctx, r.Streams, b.StreamARN, b.ShardID, b.Start, b.End, func(page []streamtypes.Record) error {
+		for _, rec := range page {
+			c, err := events.DecodeDynamoDB(streams.Record(rec, b.StreamARN))
+			records = append(records, invalidate.Record{ID: aws.ToString(rec.Dynamodb.SequenceNumber), Changes: []events.Change{c}, Err: err})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s shard %s from %s to %s (the stream keeps records 24 h): %w", b.StreamARN, b.ShardID, b.Start, b.End, err)
+	}
+	if len(records) == 0 {
+		return nil, fmt.Errorf("the stream no longer holds %s to %s of shard %s: past its 24 h", b.Start, b.End, b.ShardID)
+	}
+	return records, nil
+}
+
+// streamRecord reads one record, parked without its images, again from its
+// stream: its shard is not in the record, so each shard is asked.
+func (r *Replayer) streamRecord(ctx context.Context, content []byte) ([]invalidate.Record, error) {
+	var rec struct {
+		EventSourceArn string                          `json:"eventSourceARN"`
+		Change         struct{ SequenceNumber string } `json:"dynamodb"`
+	}
+	if err := json.Unmarshal(content, &rec); err != nil {
+		return nil, err
+	}
+	seq := rec.Change.SequenceNumber
+	desc, err := r.Streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(rec.EventSourceArn)})
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", rec.EventSourceArn, err)
+	}
+	for _, shard := range desc.StreamDescription.Shards {
+		if records, err := r.streamRange(ctx, lambdaStreamBatch{ShardID: aws.ToString(shard.ShardId), Start: seq, End: seq, StreamARN: rec.EventSourceArn}); err == nil {
+			return records, nil
+		}
+	}
+	return nil, fmt.Errorf("no shard of %s holds record %s any more: past the stream's 24 h", rec.EventSourceArn, seq)
+}
+
+// plan plans the records' keys and tags as the worker would; any failure
+// fails the message.
+func (r *Replayer) plan(records []invalidate.Record, o *Outcome) error {
+	rules, p := r.Worker.Rules(), &Planned{Keys: []string{}, Tags: []string{}}
+	o.Records, o.Planned = len(records), p
+	var errs []error
+	for _, rec := range records {
+		errs = append(errs, rec.Err)
+		for i := range rec.Changes {
+			var kerr, terr error
+			p.Keys, kerr = rules.Keys(&rec.Changes[i], p.Keys)
+			p.Tags, terr = rules.Tags(&rec.Changes[i], p.Tags)
+			errs = append(errs, kerr, terr)
+		}
+	}
+	o.Keys = len(p.Keys)
+	return errors.Join(errs...)
+}
+
+// invalidate deletes the records' keys, as the worker does those of a
+// batch from source (a plain change message is an SQS body); any failure
+// fails the message.
+func (r *Replayer) invalidate(ctx context.Context, source events.Source, records []invalidate.Record, o *Outcome) error {
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	rep := r.Worker.Handle(ctx, source, invalidate.Decoded(records), nil)
+	o.Records, o.Keys = len(records), rep.Metrics.KeysDeleted+rep.Metrics.KeysAbsent
+	var errs []string
+	for _, res := range rep.Results {
+		if res.Err != nil {
+			errs = append(errs, res.Err.Error())
+		}
+	}
+	if errs != nil {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package lambda
+
+import (
+	"context"
+	"strings"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/worker"
+)
+
+// SQS answers an invoke of an SQS event source with ReportBatchItemFailures:
+// the messages to retry as batch item failures, an empty list when there
+// are none; a payload that is no SQS event fails the invoke, and Lambda
+// retries it.
+func SQS(w *worker.Worker, ctx context.Context, payload []byte) (lambdaevents.SQSEventResponse, error) {
+	rep, err := w.Lambda(ctx, events.SourceSQS, payload)
+	return lambdaevents.SQSEventResponse{BatchItemFailures: failures(rep, func(id string) lambdaevents.SQSBatchItemFailure {
+		return lambdaevents.SQSBatchItemFailure{ItemIdentifier: id}
+	})}, err
+}
+
+// DynamoDB answers an invoke of a DynamoDB stream: the sequence numbers to
+// retry as batch item failures; Lambda retries from the lowest.
+func DynamoDB(w *worker.Worker, ctx context.Context, payload []byte) (lambdaevents.DynamoDBEventResponse, error) {
+	rep, err := w.Lambda(ctx, events.SourceDynamoDB, payload)
+	return lambdaevents.DynamoDBEventResponse{BatchItemFailures: failures(rep, func(id string) lambdaevents.DynamoDBBatchItemFailure {
+		return lambdaevents.DynamoDBBatchItemFailure{ItemIdentifier: id}
+	})}, err
+}
+
+// failures are the batch item failures of the records to retry, each once;
+// an empty list, never null, when there are none.
+func failures[F any](rep invalidate.Report, failure func(id string) F) []F {
+	out := []F{}
+	for _, id := range rep.ToRetry() {
+		out = append(out, failure(id))
+	}
+	return out
+}
+
+// SNS answers an SNS-triggered invoke: it fails when its message is to be
+// retried (RecordsFailed), so that the asynchronous invoke is retried. An
+// asynchronous invoke's result goes nowhere: it is empty.
+func SNS(w *worker.Worker, ctx context.Context, payload []byte) (struct{}, error) {
+	rep, err := w.Lambda(ctx, events.SourceSNS, payload)
+	if err != nil {
+		return struct{}{}, err
+	}
+	var failed RecordsFailed
+	for _, res := range rep.Results {
+		if res.Retry() {
+			failed = append(failed, "message "+res.Record+": "+res.Err.Error())
+		}
+	}
+	if failed != nil {
+		return struct{}{}, failed
+	}
+	return struct{}{}, nil
+}
+
+// RecordsFailed is the error of an invoke whose records are to be retried,
+// each named with its reason; its type is what Lambda reports as the
+// invoke's errorType.
+type RecordsFailed []string
+
+func (e RecordsFailed) Error() string { return strings.Join(e, "; ") }

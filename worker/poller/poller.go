@@ -1,0 +1,240 @@
+package poller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/events/lambdaevent"
+	"github.com/invalidator-go/invalidator/internal/wait"
+	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/worker"
+)
+
+// SQS is what the poller needs of an SQS client; *sqs.Client has it.
+type SQS interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+// Handler invalidates a batch and parks what failed for good, reporting
+// each record, and says whether the cache answers at all; *worker.Worker
+// is one.
+type Handler interface {
+	Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) invalidate.Report
+	Probe(ctx context.Context) error
+}
+
+// Run consumes the queue until ctx ends, then drains: no new receives, the
+// messages of receives in flight are handed back, the batches in flight
+// finish and their successes are deleted, and Run returns nil. It returns
+// an error only when it cannot start.
+func Run(ctx context.Context, client SQS, handler Handler, opts Options) error {
+	opts.defaults()
+	if opts.QueueURL == "" {
+		return errors.New("poller: no queue URL")
+	}
+	p := &poller{client: client, handler: handler, opts: opts, gate: newGate(handler.Probe, opts.Logger), arn: queueARN(opts.QueueURL, opts.Region)}
+	stopHealth, err := p.serveHealth()
+	if err != nil {
+		return err
+	}
+	defer stopHealth()
+	opts.Logger.Info("poller started", "queue", opts.QueueURL, "receivers", opts.Receivers, "max_receivers", opts.MaxReceivers, "health", opts.HealthAddr)
+	p.loops.Store(int32(opts.Receivers))
+	for range opts.Receivers {
+		p.wg.Go(func() { p.receive(ctx, true) })
+	}
+	if opts.StatsEvery > 0 {
+		p.wg.Go(func() { logStats(ctx, opts.Logger, opts.StatsEvery) })
+	}
+	<-ctx.Done()
+	p.draining.Store(true)
+	opts.Logger.Info("draining: finishing the batches in flight")
+	p.wg.Wait()
+	opts.Logger.Info("poller stopped")
+	return nil
+}
+
+type poller struct {
+	client   SQS
+	handler  Handler
+	opts     Options
+	gate     *gate
+	arn      string // the queue's, which what it parks names
+	draining atomic.Bool
+	loops    atomic.Int32 // receive loops running
+	wg       sync.WaitGroup
+}
+
+// receive is one receive loop; one not steady ends at a receive that is not
+// full, its messages handled first.
+func (p *poller) receive(ctx context.Context, steady bool) {
+	failures := 0
+	for p.gate.pass(ctx) {
+		msgs, requestID, err := p.receiveOnce(ctx)
+		if err == nil && len(msgs) == int(p.opts.MaxMessages) {
+			p.scale(ctx)
+		}
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			p.opts.Logger.Warn("receive failed", "error", err.Error(), "retry_in_ms", p.sleep(ctx, failures).Milliseconds())
+		case ctx.Err() != nil:
+			// The stop signal came during the long poll: these messages
+			// were not started, and go back to the queue at once.
+			if err := p.changeVisibility(msgs, func(types.Message) time.Duration { return 0 }); err != nil {
+				p.opts.Logger.Warn("cannot hand back the messages received while stopping: they come back after their visibility timeout", "error", err.Error())
+			}
+			return
+		case len(msgs) == 0:
+			failures = 0
+		default:
+			failures = 0
+			// A batch held past heldBatch (its keys on a node that is down,
+			// retried for RetryFor) lets another loop receive meanwhile: the
+			// changes behind it must not wait for that node.
+			scaled := make(chan struct{})
+			held := time.AfterFunc(heldBatch, func() { defer close(scaled); p.scale(ctx) })
+			// The batch finishes even when a stop signal arrives meanwhile.
+			p.gate.saw(ctx, p.handle(worker.WithInvocation(context.WithoutCancel(ctx), worker.Invocation{RequestID: requestID}), msgs))
+			if !held.Stop() {
+				<-scaled // a loop started while this one still counts: Run waits for it
+			}
+		}
+		if err == nil && len(msgs) < int(p.opts.MaxMessages) && !steady {
+			p.loops.Add(-1) // the backlog is done
+			return
+		}
+	}
+}
+
+// heldBatch is how long a batch runs before the loop that holds it counts
+// as busy, and another may receive: several times a healthy batch's
+// milliseconds, well inside the lag a change may take.
+const heldBatch = 250 * time.Millisecond
+
+// scale starts one more receive loop, while there are fewer than
+// MaxReceivers: after a full receive, a backlog waits in the queue; after
+// a batch held, the changes behind it would.
+func (p *poller) scale(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	for n := p.loops.Load(); n < int32(p.opts.MaxReceivers); n = p.loops.Load() {
+		if p.loops.CompareAndSwap(n, n+1) {
+			p.wg.Go(func() { p.receive(ctx, false) })
+			return
+		}
+	}
+}
+
+// receiveOnce long-polls the queue. A stop signal does not cut the poll
+// short: SQS may already have handed out messages that only its answer
+// names, and they must be handed back, not left hidden until their
+// visibility timeout.
+func (p *poller) receiveOnce(ctx context.Context) (msgs []types.Message, requestID string, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.WaitTime+10*time.Second)
+	defer cancel()
+	out, err := p.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:            aws.String(p.opts.QueueURL),
+		MaxNumberOfMessages: p.opts.MaxMessages,
+		WaitTimeSeconds:     int32(p.opts.WaitTime / time.Second),
+		VisibilityTimeout:   int32(p.opts.VisibilityTimeout / time.Second),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{
+			types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount},
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	// The receive's request ID names the batch in its log lines and in
+	// what it parks, as an invoke's does a function's.
+	requestID, _ = awsmiddleware.GetRequestIDMetadata(out.ResultMetadata)
+	return out.Messages, requestID, nil
+}
+
+// handle processes one batch: its successes and what was parked are
+// deleted, what failed for now comes back after a backoff. It tells
+// whether the batch showed the cache up (a record done) or down (every
+// record failed for now).
+func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.BatchTimeout)
+	defer cancel()
+	stopExtending := p.extendVisibility(ctx, msgs)
+	batch := invalidate.Inputs(msgs, func(m *types.Message) invalidate.Record {
+		id := aws.ToString(m.MessageId)
+		changes, err := events.DecodeSQSBody(id, aws.ToString(m.Body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
+		return invalidate.Record{ID: id, Changes: changes, Err: err}
+	})
+	rep := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) []byte { return lambdaRecord(&msgs[i], p.arn, p.opts.Region) })
+	stopExtending()
+
+	var done []types.DeleteMessageBatchRequestEntry
+	var retry []types.Message
+	state, transient := none, 0
+	for i := range rep.Results {
+		switch res := &rep.Results[i]; {
+		case res.Retry():
+			retry = append(retry, msgs[i])
+			if res.Transient {
+				transient++
+			}
+			continue
+		case res.Err == nil:
+			state = up
+		}
+		done = append(done, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msgs[i].ReceiptHandle})
+	}
+	if transient == len(msgs) {
+		state = down
+	}
+	p.delete(done)
+	most := 0
+	err := p.changeVisibility(retry, func(m types.Message) time.Duration {
+		n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		most = max(most, n)
+		return worker.RetryAfter(n)
+	})
+	if len(retry) > 0 {
+		worker.LogHandBack(ctx, p.opts.Logger, len(retry), most)
+	}
+	if err != nil {
+		p.opts.Logger.Warn("cannot hand failed messages back: they come back after their visibility timeout", "error", err.Error())
+	}
+	return state
+}
+
+// lambdaRecord is a received message in the shape Lambda delivers it, the
+// form parking reads an SQS message from. <, > and & stay themselves:
+// encoding/json's six bytes each would make a parked 1 MB body a 6 MB
+// record on its way.
+func lambdaRecord(m *types.Message, queueARN, region string) []byte {
+	var rec bytes.Buffer
+	enc := json.NewEncoder(&rec)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(lambdaevent.SQSMessageOf(*m, queueARN, region))
+	return bytes.TrimSuffix(rec.Bytes(), []byte("\n"))
+}
+
+// sleep pauses before the next try (wait.Backoff), and returns the pause;
+// it ends early when ctx does.
+func (p *poller) sleep(ctx context.Context, failures int) time.Duration {
+	d := wait.Backoff(p.opts.Backoff, p.opts.MaxBackoff, failures)
+	wait.For(ctx, d)
+	return d
+}

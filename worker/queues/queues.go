@@ -1,0 +1,129 @@
+package queues
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Queue is a queue of the worker or of its failure path, by each of
+// the names it goes by.
+type Queue struct {
+	// Var is the variable that holds its URL.
+	Var string
+	// Name is the local stack's name for it (localstack/env.sh).
+	Name string
+	// ID is its logical ID in template.yaml, which CloudFormation puts in
+	// the name it makes: <stack>-<ID>-<suffix>. None for the raw queue,
+	// the local stack's alone.
+	ID string
+	// Live says that the worker takes its messages; the others hold what
+	// it failed, for invalidator replay.
+	Live bool
+}
+
+// Own are the queues of the worker and of its failure path.
+var Own = []Queue{
+	{Var: "QUEUE_URL", Name: "cache-invalidation", ID: "Queue", Live: true},
+	{Var: "RAW_QUEUE_URL", Name: "cache-invalidation-raw", Live: true},
+	{Var: "FAILOVER_WINDOW_QUEUE_URL", Name: "cache-invalidation-window", ID: "FailoverWindowQueue", Live: true},
+	{Var: "SECOND_DELETE_QUEUE_URL", Name: "cache-invalidation-again", ID: "SecondDeleteQueue", Live: true},
+	{Var: "DLQ_URL", Name: "cache-invalidation-dlq", ID: "DeadLetterQueue"},
+	{Var: "FAILURE_QUEUE_URL", Name: "cache-invalidation-failures", ID: "FailureQueue"},
+}
+
+// Refuse is which of the worker's queues Check refuses, and by what.
+type Refuse int
+
+const (
+	// RefuseAll refuses every queue of the worker's, by its
+	// variable or its name, and a queue with a dead-letter queue (as the
+	// queue and the delay queue have) or that is one (the DLQ, the failure
+	// queue): inspect's, which consumes only copies of its own.
+	RefuseAll Refuse = iota
+	// RefuseLive refuses the queues the worker takes from, by their
+	// variables or names, and a queue with a dead-letter queue: replay's,
+	// whose inputs are the failure queue and DLQs.
+	RefuseLive
+	// RefuseLiveByVariable refuses the live queues by their variables
+	// alone: replay's, of a queue a stack left behind, which nothing
+	// consumes any more though it bears a live queue's name and
+	// dead-letter queue.
+	RefuseLiveByVariable
+)
+
+// ErrOwn refuses a queue whose messages are the worker's.
+var ErrOwn = errors.New("refused: a queue of the worker's")
+
+// Attributes is what Check needs of SQS; *sqs.Client has it.
+type Attributes interface {
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, opts ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
+}
+
+// Check returns an error wrapping ErrOwn when a consumer that
+// deletes what it reads must leave queueURL to the worker: one of
+// Own that refuse names, by its variable (read with getenv) or by
+// its name, or by its redrive attributes. A queue whose attributes it must
+// and cannot read is refused too.
+func Check(ctx context.Context, client Attributes, queueURL string, getenv func(string) string, refuse Refuse) error {
+	refused := func(format string, args ...any) error {
+		return fmt.Errorf("--queue %s: %s: %w", queueURL, fmt.Sprintf(format, args...), ErrOwn)
+	}
+	queue := path.Base(queuePath(queueURL))
+	for _, q := range Own {
+		if refuse != RefuseAll && !q.Live {
+			continue
+		}
+		if u := getenv(q.Var); u != "" && queuePath(u) == queuePath(queueURL) {
+			return refused("it is %s", q.Var)
+		}
+		if refuse == RefuseLiveByVariable {
+			continue
+		}
+		if strings.HasSuffix(queue, q.Name) {
+			return refused("its name ends in %s, as the local stack names %s", q.Name, q.Var)
+		}
+		if q.ID != "" && strings.Contains(queue, "-"+q.ID+"-") {
+			return refused("its name holds -%s-, as CloudFormation names template.yaml's %s (%s)", q.ID, q.ID, q.Var)
+		}
+	}
+	if refuse == RefuseLiveByVariable {
+		return nil
+	}
+	attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameRedrivePolicy}})
+	if err != nil {
+		return refused("cannot tell whether it is a queue of the worker's (allow sqs:GetQueueAttributes): %v", err)
+	}
+	if attrs.Attributes[string(types.QueueAttributeNameRedrivePolicy)] != "" {
+		return refused("it has a dead-letter queue (RedrivePolicy), as the worker's queue and delay queue do")
+	}
+	if refuse != RefuseAll {
+		return nil
+	}
+	sources, err := client.ListDeadLetterSourceQueues(ctx, &sqs.ListDeadLetterSourceQueuesInput{QueueUrl: aws.String(queueURL), MaxResults: aws.Int32(1)})
+	if err != nil {
+		return refused("cannot tell whether it is a queue of the worker's (allow sqs:ListDeadLetterSourceQueues): %v", err)
+	}
+	if len(sources.QueueUrls) > 0 {
+		return refused("it is the dead-letter queue of %s, as the worker's DLQ and failure queue are", sources.QueueUrls[0])
+	}
+	return nil
+}
+
+// queuePath is what names a queue in its URL, /ACCOUNT/NAME: SQS finds a
+// queue by it, whatever the host.
+func queuePath(queueURL string) string {
+	if u, err := url.Parse(queueURL); err == nil && u.Path != "" {
+		return strings.TrimSuffix(u.Path, "/")
+	}
+	return queueURL
+}

@@ -1,0 +1,267 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"iter"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/worker/failurequeue"
+)
+
+// SecondDeleter deletes keys a second time, later, and invalidates tags
+// again: a fill that read the source before a change, and landed after
+// its invalidation — a loader reading a replica, a cache-aside recipe
+// without a lease — is deleted then. DelayQueue is one.
+type SecondDeleter interface {
+	// Schedule schedules keys and tags and returns those it could not.
+	Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string)
+}
+
+// DelayQueue schedules second deletes as change messages
+// ({"keys":[...],"secondDelete":true}, or "tags") in an SQS queue, each
+// hidden for Delay, that the SQS function or the poller consumes: they
+// survive the process that sent them. A change marked secondDelete is
+// deleted and never delayed again. With FailoverAfter it schedules each
+// key and tag once more, that long after, marked "failover": true — the
+// failover schedule (docs/operations.md, "Deletes that survive a
+// failover") —, in the same request as the second delete.
+type DelayQueue struct {
+	Client Sender
+	URL    string
+	// Delay is how long after the first delete the second comes: longer
+	// than the slowest load plus the replica lag. SQS counts it in whole
+	// seconds, from 1 to 900. Zero: none.
+	Delay time.Duration
+	// FailoverAfter is how long after the first delete the failover
+	// schedule's comes: longer than the replication lag a failover can
+	// lose, so that it lands on whichever primary then holds the key.
+	// Zero: none.
+	FailoverAfter time.Duration
+	// MaxBytes is the most a message holds, as sent: the queue's
+	// MaximumMessageSize. Default DefaultDelayMaxBytes.
+	MaxBytes int
+}
+
+// Sender is what sending messages to delete again needs of SQS;
+// *sqs.Client has it.
+type Sender interface {
+	failurequeue.SQS
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
+// DefaultDelayMaxBytes is the delay queue's MaximumMessageSize in
+// template.yaml.
+const DefaultDelayMaxBytes = 256 << 10
+
+// maxDelayKeys is the most keys a second-delete message holds: one UNLINK
+// chunk of the invalidator.
+const maxDelayKeys = 500
+
+// maxEscapedBytes is the most bytes a name of n bytes takes in a message:
+// a control character is written as six (\u0001).
+func maxEscapedBytes(n int) int { return 6*n + len(tailFailover) + len(`{"keys":[""`) }
+
+// The ends of a second-delete message: a second delete, or the failover
+// schedule's. Messages are sized for the longer.
+const (
+	tailSecond   = `],"secondDelete":true}`
+	tailFailover = `],"secondDelete":true,"failover":true}`
+)
+
+// ErrSecondDelete fails a record whose second delete, failover schedule or
+// window could not be sent: it is retried, and never acknowledged without
+// them.
+var ErrSecondDelete = errors.New("second delete not scheduled")
+
+// delivery is one of the messages each chunk of names goes out as: its
+// end, and how long it stays hidden, in SQS's whole seconds.
+type delivery struct {
+	tail  string
+	delay int32
+}
+
+// delayMessage is one chunk of names: its message's body up to its end,
+// and the keys or tags it holds.
+type delayMessage struct {
+	body  []byte
+	names []string
+}
+
+// Schedule is SecondDeleter's: each chunk's second delete and failover
+// schedule, in one request.
+func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
+	var deliveries []delivery
+	if q.Delay > 0 {
+		deliveries = append(deliveries, delivery{tailSecond, delaySeconds(q.Delay)})
+	}
+	if q.FailoverAfter > 0 {
+		deliveries = append(deliveries, delivery{tailFailover, delaySeconds(q.FailoverAfter)})
+	}
+	return sendAgain(ctx, q.Client, q.URL, deliveries, cmp.Or(q.MaxBytes, DefaultDelayMaxBytes), keys, tags)
+}
+
+// delaySeconds is d as SQS's DelaySeconds: whole seconds, 1 to 900.
+func delaySeconds(d time.Duration) int32 {
+	return int32(min(max((d+time.Second-1)/time.Second, 1), 900))
+}
+
+// sendAgain sends keys and tags to the queue at url as second-delete
+// messages, each chunk once per delivery in one request, ten requests at
+// a time, each chunk encoded as its turn comes: ten in memory at most,
+// however many keys. It returns what it could not send.
+func sendAgain(ctx context.Context, client Sender, url string, deliveries []delivery, limit int, keys, tags []string) (failedKeys, failedTags []string) {
+	if len(deliveries) == 0 {
+		return nil, nil
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 10)
+	for _, kind := range []struct {
+		names  []string
+		tags   bool
+		failed *[]string
+	}{{keys, false, &failedKeys}, {tags, true, &failedTags}} {
+		for msg := range delayMessages(kind.names, kind.tags, limit) {
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				if err := send(ctx, client, url, deliveries, msg.body); err != nil {
+					mu.Lock()
+					defer mu.Unlock()
+					*kind.failed = append(*kind.failed, msg.names...)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return failedKeys, failedTags
+}
+
+// send sends the message of body once per delivery: alone, or in a batch.
+func send(ctx context.Context, client Sender, url string, deliveries []delivery, body []byte) error {
+	if len(deliveries) == 1 {
+		d := deliveries[0]
+		_, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url),
+			MessageBody: aws.String(string(body) + d.tail), DelaySeconds: d.delay})
+		return err
+	}
+	entries := make([]types.SendMessageBatchRequestEntry, len(deliveries))
+	for i, d := range deliveries {
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
+			MessageBody: aws.String(string(body) + d.tail), DelaySeconds: d.delay}
+	}
+	out, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+	if err == nil && len(out.Failed) > 0 {
+		err = errors.New(aws.ToString(out.Failed[0].Message))
+	}
+	return err
+}
+
+// delayMessages yields the chunks of names, keys or tags, each of at most
+// maxDelayKeys names and, with the longer end, limit bytes as sent: each
+// name is encoded once, in time linear in the names. A name that alone is
+// over limit goes alone, for SQS to refuse: ConfigFromEnv keeps the longest
+// key within it (maxEscapedBytes).
+func delayMessages(names []string, tags bool, limit int) iter.Seq[delayMessage] {
+	return func(yield func(delayMessage) bool) {
+		if len(names) == 0 {
+			return
+		}
+		head := `{"keys":[`
+		if tags {
+			head = `{"tags":[`
+		}
+		body, start := []byte(head), 0
+		for i, name := range names {
+			mark := len(body)
+			if i > start {
+				body = append(body, ',')
+			}
+			body = appendString(body, name)
+			if i > start && (i-start == maxDelayKeys || len(body)+len(tailFailover) > limit) {
+				// name opens the next message.
+				next := append([]byte(head), body[mark+1:]...)
+				if !yield(delayMessage{body: body[:mark], names: names[start:i]}) {
+					return
+				}
+				body, start = next, i
+			}
+		}
+		yield(delayMessage{body: body, names: names[start:]})
+	}
+}
+
+// scheduled counts the distinct keys and tags a batch sent to be deleted
+// again later.
+type scheduled struct{ keys, tags int }
+
+// scheduleAgain sends the keys and tags of the records done, but for
+// second deletes themselves, to be deleted again — to the delay queue
+// (second delete, failover schedule) and to the failover window —, and
+// fails for now the records whose keys or tags could not be sent to each.
+func (w *Worker) scheduleAgain(ctx context.Context, rep *invalidate.Report) (n scheduled) {
+	var keys, tags owned
+	for i, res := range rep.Results {
+		if res.SecondDelete || res.Err != nil || (w.opts.SecondDelete == nil && w.opts.Window == nil) {
+			continue
+		}
+		for _, k := range res.Keys {
+			keys.add(k.Key, i)
+		}
+		for _, t := range res.Tags {
+			tags.add(t.Tag, i)
+		}
+	}
+	if len(keys.names)+len(tags.names) == 0 {
+		return n
+	}
+	var failedKeys, failedTags, windowKeys, windowTags []string
+	var wg sync.WaitGroup
+	if w.opts.SecondDelete != nil {
+		wg.Go(func() { failedKeys, failedTags = w.opts.SecondDelete.Schedule(ctx, keys.names, tags.names) })
+		n.keys, n.tags = len(keys.names), len(tags.names)
+	}
+	if w.opts.Window != nil {
+		wg.Go(func() { windowKeys, windowTags = w.opts.Window.Add(ctx, keys.names, tags.names) })
+	}
+	wg.Wait()
+	n.keys -= len(failedKeys)
+	n.tags -= len(failedTags)
+	keys.fail(rep, append(failedKeys, windowKeys...), ErrSecondDelete, true)
+	tags.fail(rep, append(failedTags, windowTags...), ErrSecondDelete, true)
+	return n
+}
+
+// owned are distinct keys or tags, and the records of each.
+type owned struct {
+	names   []string
+	records map[string][]int
+}
+
+func (o *owned) add(name string, record int) {
+	if o.records == nil {
+		o.records = map[string][]int{}
+	}
+	if o.records[name] == nil {
+		o.names = append(o.names, name)
+	}
+	o.records[name] = append(o.records[name], record)
+}
+
+// fail fails the records of names with err.
+func (o *owned) fail(rep *invalidate.Report, names []string, err error, transient bool) {
+	for _, name := range names {
+		for _, i := range o.records[name] {
+			failRecord(rep, i, err, transient)
+		}
+	}
+}
