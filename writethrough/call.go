@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/invalidator-go/invalidator/internal/cacheerr"
 	"github.com/invalidator-go/invalidator/internal/tagset"
 	"github.com/valkey-io/valkey-go"
 )
@@ -72,7 +73,7 @@ func (c *Cache[V]) callAll(ctx context.Context, n int, fn func(context.Context) 
 	}
 	found, answered := false, false // some command found the cache down; some was answered
 	for _, resp := range resps {
-		down := isDown(resp.Error())
+		down := cacheerr.Down(resp.Error())
 		found, answered = found || down, answered || !down
 	}
 	if answered {
@@ -86,7 +87,7 @@ func (c *Cache[V]) callAll(ctx context.Context, n int, fn func(context.Context) 
 	default:
 		c.breaker.done(probe, down)
 		for i, resp := range resps {
-			if err := resp.Error(); isDown(err) {
+			if err := resp.Error(); cacheerr.Down(err) {
 				resps[i] = valkey.NewErrorResult(fmt.Errorf("%w: %w", ErrCacheUnavailable, err))
 			}
 		}
@@ -119,18 +120,4 @@ func detached(ctx context.Context, n int, fn func(context.Context) []valkey.Valk
 	case <-ctx.Done():
 		return failed(n, ctx.Err())
 	}
-}
-
-// isDown tells a call that found the cache down from one that it answered,
-// if only with a miss or an error reply: any error that is not a reply, and
-// the replies of a cluster that cannot serve the key for now.
-func isDown(err error) bool {
-	if err == nil {
-		return false
-	}
-	var reply *valkey.ValkeyError
-	if errors.As(err, &reply) {
-		return reply.IsClusterDown() || reply.IsTryAgain() || reply.IsLoading()
-	}
-	return err != nil
 }

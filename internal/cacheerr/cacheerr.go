@@ -1,7 +1,8 @@
-// Package cacheerr says what an error met on a command to the cache means:
-// whether it may pass when the command is sent again, and whether it is
-// the cache refusing the login. The invalidator retries what may pass and
-// parks a record for any other error; its announcements try another node.
+// Package cacheerr says what an error met on a command to the cache means,
+// for each question its callers ask: whether it may pass when the command
+// is sent again (the worker retries it, and parks a record for any other
+// error), whether the cache is down (writethrough's breaker and fallback),
+// whether it is the cache refusing the login, throttling, or failing over.
 // docs/operations.md says why each class is where it is.
 package cacheerr
 
@@ -120,4 +121,21 @@ func Failover(err error) bool {
 	}
 	code := codeOf(reply)
 	return reply.IsLoading() || code == "READONLY" || code == "MASTERDOWN"
+}
+
+// Down reports whether err, met on a call to the cache, says the cache is
+// down rather than answering: any error that is not a reply, and the
+// replies of a cluster that cannot serve the key for now. It is not
+// Transient: a service's breaker counts an unknown failure as the cache
+// down, to fall back, while the worker parks it; and an answer such as
+// OOM or BUSY is the cache up, though the worker retries it.
+func Down(err error) bool {
+	if err == nil {
+		return false
+	}
+	var reply *valkey.ValkeyError
+	if errors.As(err, &reply) {
+		return reply.IsClusterDown() || reply.IsTryAgain() || reply.IsLoading()
+	}
+	return true
 }
