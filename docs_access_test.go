@@ -21,7 +21,7 @@ import (
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/recipes/lock"
 	"github.com/invalidator-go/invalidator/writethrough"
-	"github.com/invalidator-go/invalidator/writethrough/local"
+	"github.com/invalidator-go/invalidator/writethrough/near"
 )
 
 // accessCode is an access string in the docs: inline code that begins
@@ -462,9 +462,9 @@ func runWritethrough(t *testing.T, cfg elasticache.Config, admin valkey.Client, 
 			})
 	}
 	if f.near {
-		ch := local.Open(client, local.ChannelOptions{ReadOnly: !f.announce, Logger: quiet})
+		ch := near.Open(client, near.ChannelOptions{ReadOnly: !f.announce, Logger: quiet})
 		defer ch.Close()
-		tier := local.New[item](ch, local.Options{})
+		tier := near.New[item](ch, near.Options{})
 		defer tier.Close()
 		near := writethrough.New[item](client, writethrough.Options[item]{CacheTimeout: opts.CacheTimeout, BreakerThreshold: -1, Logger: quiet, Local: tier})
 		steps = append(steps,

@@ -23,7 +23,7 @@ var serviceSum = []string{
 	"github.com/google/go-cmp", "github.com/onsi/gomega", "go.yaml.in/yaml/v3", "golang.org/x/net", "golang.org/x/text",
 }
 
-// nearSum is what a service that also imports writethrough/local may find
+// nearSum is what a service that also imports writethrough/near may find
 // in its go.sum beside serviceSum: the tier's store, otter, which links
 // nothing else, and the test dependency its go.mod names.
 var nearSum = []string{"github.com/maypok86/otter/v2", "github.com/stretchr/testify"}
@@ -31,7 +31,7 @@ var nearSum = []string{"github.com/maypok86/otter/v2", "github.com/stretchr/test
 // TestAServiceStaysLean builds a module outside this one that imports
 // writethrough and elasticache, as a service does, and checks what its
 // go.sum names and what its binary links: six modules besides its own. A
-// service that opts in to the local tier (writethrough/local) links one
+// service that opts in to the local tier (writethrough/near) links one
 // more, otter; the others pay nothing for it.
 func TestAServiceStaysLean(t *testing.T) {
 	if testing.Short() {
@@ -49,8 +49,8 @@ func TestAServiceStaysLean(t *testing.T) {
 		links   int
 	}{
 		{"plain", "", "_ = writethrough.New[string](client, writethrough.Options[string]{})", serviceSum, 6},
-		{"near", `"github.com/invalidator-go/invalidator/writethrough/local"`,
-			"_ = writethrough.New[string](client, writethrough.Options[string]{Local: local.New[string](local.Open(client, local.ChannelOptions{}), local.Options{})})",
+		{"near", `"github.com/invalidator-go/invalidator/writethrough/near"`,
+			"_ = writethrough.New[string](client, writethrough.Options[string]{Local: near.New[string](near.Open(client, near.ChannelOptions{}), near.Options{})})",
 			append(slices.Clone(serviceSum), nearSum...), 7},
 	} {
 		t.Run(service.name, func(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/invalidate/announce"
-	"github.com/invalidator-go/invalidator/writethrough/local"
+	"github.com/invalidator-go/invalidator/writethrough/near"
 )
 
 // fleetGroup models what the near cache's announcements cost a fleet —
@@ -57,9 +57,9 @@ func deliveriesPerProcess(workers int, changesPerSec float64) float64 {
 // fleetAnnounceRate times a second.
 func measureDeliveries(ctx context.Context, client valkey.Client, processes int) (idle, busy float64) {
 	name := "bench:fleet:" + strconv.Itoa(processes)
-	chs := make([]*local.Channel, processes)
+	chs := make([]*near.Channel, processes)
 	for i := range chs {
-		chs[i] = local.Open(client, local.ChannelOptions{Channel: name, Logger: quiet})
+		chs[i] = near.Open(client, near.ChannelOptions{Channel: name, Logger: quiet})
 		defer chs[i].Close()
 	}
 	waitFor("the fleet's subscriptions", time.Minute, func() bool {

@@ -23,10 +23,10 @@ import (
 
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 	"github.com/invalidator-go/invalidator/writethrough"
-	"github.com/invalidator-go/invalidator/writethrough/local"
+	"github.com/invalidator-go/invalidator/writethrough/near"
 )
 
-// nearGroup measures the local tier (writethrough/local): its hits against
+// nearGroup measures the local tier (writethrough/near): its hits against
 // plain GETs in the same run, how long after the worker's delete the entry
 // is gone in another process, and what its entries cost in memory.
 func nearGroup(ctx context.Context, s server, bin string) {
@@ -48,9 +48,9 @@ func nearGroup(ctx context.Context, s server, bin string) {
 var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 // openChannel subscribes to name through client and waits until it is.
-func openChannel(client valkey.Client, opts local.ChannelOptions) *local.Channel {
+func openChannel(client valkey.Client, opts near.ChannelOptions) *near.Channel {
 	opts.Logger = quiet
-	ch := local.Open(client, opts)
+	ch := near.Open(client, opts)
 	waitFor("the local tier's subscription", 10*time.Second, ch.Subscribed)
 	return ch
 }
@@ -60,9 +60,9 @@ func openChannel(client valkey.Client, opts local.ChannelOptions) *local.Channel
 // three rounds: the local hits many more of them, for as long a round.
 func localHits(ctx context.Context, client valkey.Client) (hit, plain []float64) {
 	const workers, plainEach, localEach = 16, 20_000, 1_000_000
-	ch := openChannel(client, local.ChannelOptions{})
+	ch := openChannel(client, near.ChannelOptions{})
 	defer ch.Close()
-	tier := local.New[product](ch, local.Options{})
+	tier := near.New[product](ch, near.Options{})
 	defer tier.Close()
 	cache := writethrough.New[product](client, writethrough.Options[product]{Local: tier})
 	key := "bench:near:{p}"
@@ -106,7 +106,7 @@ func announceToDrop(ctx context.Context, client valkey.Client, bin string) (lags
 
 	var mu sync.Mutex
 	announced := 0
-	ch := openChannel(client, local.ChannelOptions{Channel: channel, OnMessage: func(m announce.Message, applied time.Time) {
+	ch := openChannel(client, near.ChannelOptions{Channel: channel, OnMessage: func(m announce.Message, applied time.Time) {
 		if !m.Heartbeat() {
 			mu.Lock()
 			lags, announced = append(lags, applied.Sub(m.At)), announced+len(m.Keys)
@@ -114,7 +114,7 @@ func announceToDrop(ctx context.Context, client valkey.Client, bin string) (lags
 		}
 	}})
 	defer ch.Close()
-	tier := local.New[string](ch, local.Options{MaxEntries: messages * keysEach})
+	tier := near.New[string](ch, near.Options{MaxEntries: messages * keysEach})
 	defer tier.Close()
 
 	health := freeAddr()
@@ -159,11 +159,11 @@ func announceToDrop(ctx context.Context, client valkey.Client, bin string) (lags
 // takes, its key and value included.
 func localMemory(client valkey.Client) float64 {
 	const n = 100_000
-	ch := openChannel(client, local.ChannelOptions{})
+	ch := openChannel(client, near.ChannelOptions{})
 	defer ch.Close()
 	runtime.GC()
 	before := heapBytes()
-	tier := local.New[product](ch, local.Options{MaxEntries: 2 * n, MaxLifetime: time.Hour})
+	tier := near.New[product](ch, near.Options{MaxEntries: 2 * n, MaxLifetime: time.Hour})
 	for i := range n {
 		id := strconv.Itoa(i)
 		tier.Reserve("cache:product:"+id)(product{ID: id, Name: "Walking boots", Price: 8999}, false, 60, time.Now().Add(time.Hour))

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/localstack/testenv"
-	"github.com/invalidator-go/invalidator/writethrough/local"
+	"github.com/invalidator-go/invalidator/writethrough/near"
 )
 
 // TestThePollerAnnouncesItsDeletes runs the poller as the worker's user,
@@ -16,9 +16,9 @@ import (
 // tier drops what the poller deleted, and hears the heartbeat that
 // confirms it.
 func TestThePollerAnnouncesItsDeletes(t *testing.T) {
-	service := local.Open(testenv.Cache(t), local.ChannelOptions{Channel: testenv.Getenv(t, "ANNOUNCE_CHANNEL"), Logger: slog.New(slog.DiscardHandler)})
+	service := near.Open(testenv.Cache(t), near.ChannelOptions{Channel: testenv.Getenv(t, "ANNOUNCE_CHANNEL"), Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(service.Close)
-	tier := local.New[string](service, local.Options{})
+	tier := near.New[string](service, near.Options{})
 	q := newQueue(t, 30*time.Second, 5)
 	startPoller(t, q, testenv.WorkerCacheConfig(t))
 	eventually(t, 10*time.Second, "the service's channel did not subscribe", service.Subscribed)

@@ -47,7 +47,7 @@ type Config struct {
 	FailoverWindowQueueURL string
 	// AnnounceChannel is ANNOUNCE_CHANNEL: the pub/sub channel on which the
 	// keys of every delete are announced once it succeeded, for the
-	// services' local tiers (writethrough/local). The cache user needs
+	// services' local tiers (writethrough/near). The cache user needs
 	// +publish and &<channel>. Default none: nothing is announced.
 	AnnounceChannel string
 	// ECPUPerSecond is the most ECPUs a second each worker process asks of

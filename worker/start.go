@@ -24,7 +24,7 @@ type SQS interface {
 // of its last announcement is due on ANNOUNCE_CHANNEL (1, 2, 4 … 32 s
 // after it, then it is quiet), which shows the local tiers an
 // announcement of its they missed: the second of a service process's own
-// (writethrough/local's ChannelOptions.Heartbeat).
+// (writethrough/near's ChannelOptions.Heartbeat).
 const AnnounceHeartbeat = time.Second
 
 // Start builds, once per process, the logger and the Worker named name,

@@ -55,7 +55,7 @@ type Options struct {
 	// again at the end of a batch after a sign of a failover. Default none.
 	Window *Window
 	// Announce publishes what each batch deleted to the services' local
-	// tiers (writethrough/local), once it is deleted. Default none.
+	// tiers (writethrough/near), once it is deleted. Default none.
 	Announce *announce.Publisher
 }
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 

@@ -7,7 +7,7 @@ import (
 
 // Local is an in-process tier in front of the shared cache: Get serves
 // what it holds without a round trip, and keeps what it reads from the
-// shared cache. writethrough/local gives one that the invalidator's
+// shared cache. writethrough/near gives one that the invalidator's
 // announcements keep consistent across processes.
 type Local[V any] interface {
 	// Get returns what the tier holds for key; ok is false when it holds
@@ -24,7 +24,7 @@ type Local[V any] interface {
 	// Drop forgets keys at once, and tells the other processes' tiers to.
 	Drop(ctx context.Context, keys ...string) error
 	// Stale returns what the tier kept for key since it could no longer
-	// vouch for what it holds, as local.Options.StaleIfError allows; Get
+	// vouch for what it holds, as near.Options.StaleIfError allows; Get
 	// asks only when the shared cache did not answer.
 	Stale(key string) (v V, notFound, ok bool)
 	// Answered tells the tier that the shared cache answered: Stale gives

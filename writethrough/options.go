@@ -128,7 +128,7 @@ type Options[V any] struct {
 	MaxConcurrentLoads int
 	// Local is an in-process tier in front of the cache: hits from memory,
 	// kept consistent by the invalidator's announcements
-	// (writethrough/local.New). A Cache with TagsOf does not use it: its
+	// (writethrough/near.New). A Cache with TagsOf does not use it: its
 	// hits check their tags in the shared cache. Default none.
 	Local Local[V]
 	// Logger receives a warning for each thing found at a key that no

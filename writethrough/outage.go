@@ -29,7 +29,7 @@ func (c *Cache[V]) direct(ctx context.Context, key string, load func(context.Con
 }
 
 // stale serves key from what the local tier kept when it lost its
-// subscription (local.Options.StaleIfError): only ever asked while the
+// subscription (near.Options.StaleIfError): only ever asked while the
 // cache does not answer.
 func (c *Cache[V]) stale(key string) (v V, err error, ok bool) {
 	if c.opts.Local == nil || c.opts.TagsOf != nil {

@@ -131,7 +131,7 @@ func inspectFlags(o *inspection, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.itemVersion, "item-version", "version", "the number attribute of a stream record's new image that holds the item's version")
 	fs.Float64Var(&o.wantNines, "want-nines", 0, "exit 1 when consistency at the longest delay shows fewer nines than this")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object on stdout")
-	fs.BoolVar(&o.local, "local", os.Getenv("INSPECT_LOCAL") == "true", "read the keys through a local tier, as a service with writethrough/local does, subscribed to ANNOUNCE_CHANNEL (default invalidator:near) [INSPECT_LOCAL]")
+	fs.BoolVar(&o.local, "local", os.Getenv("INSPECT_LOCAL") == "true", "read the keys through a local tier, as a service with writethrough/near does, subscribed to ANNOUNCE_CHANNEL (default invalidator:near) [INSPECT_LOCAL]")
 	fs.DurationVar(&o.localLifetime, "local-lifetime", time.Minute, "with --local, the longest the tier holds a key: the service's MaxLifetime")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: invalidator inspect [flags]

@@ -7,22 +7,22 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/cmd/invalidator/internal/inspect"
-	"github.com/invalidator-go/invalidator/writethrough/local"
+	"github.com/invalidator-go/invalidator/writethrough/near"
 )
 
 // nearTier is inspect --local's tier and its channel; nil without --local.
 type nearTier struct {
-	ch   *local.Channel
-	tier *local.Tier[[]byte]
+	ch   *near.Channel
+	tier *near.Tier[[]byte]
 }
 
 // openNear subscribes, as a user that may not publish, to the channel the
 // worker announces on, with a tier of raw entries whose keys live at most
 // lifetime; its flushes are logged to stderr.
 func openNear(s session, lifetime time.Duration, stderr io.Writer) *nearTier {
-	ch := local.Open(s.cache, local.ChannelOptions{Channel: cmp.Or(s.cfg.AnnounceChannel, "invalidator:near"), ReadOnly: true,
+	ch := near.Open(s.cache, near.ChannelOptions{Channel: cmp.Or(s.cfg.AnnounceChannel, "invalidator:near"), ReadOnly: true,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	return &nearTier{ch: ch, tier: local.New[[]byte](ch, local.Options{MaxEntries: 1_000_000, MaxLifetime: lifetime})}
+	return &nearTier{ch: ch, tier: near.New[[]byte](ch, near.Options{MaxEntries: 1_000_000, MaxLifetime: lifetime})}
 }
 
 func (n *nearTier) close() {

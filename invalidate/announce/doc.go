@@ -1,5 +1,5 @@
 // Package announce is the protocol by which the invalidator tells the
-// processes' local tiers (writethrough/local) what it deleted: one pub/sub
+// processes' local tiers (writethrough/near) what it deleted: one pub/sub
 // message per batch of deletes, after they succeeded, on a channel every
 // process subscribes to (plain SUBSCRIBE and PUBLISH, which ElastiCache
 // Serverless has; PSUBSCRIBE and CLIENT TRACKING it has not, or not

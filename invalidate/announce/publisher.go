@@ -34,7 +34,7 @@ type Publisher struct {
 
 // The confirmations of a publisher's last message or failure: heartbeats
 // 1, 2, 4 … 32 s apart, so that a loss that outlasts a few of them still
-// shows before writethrough/local's default MaxLifetime ends; then it is
+// shows before writethrough/near's default MaxLifetime ends; then it is
 // quiet, so that a fleet's idle processes send nothing.
 const (
 	firstConfirmation = time.Second

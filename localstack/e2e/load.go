@@ -80,7 +80,7 @@ type load struct {
 
 	writes, reads, readErrors, probes atomic.Int64
 	wt                                wtReads
-	near                              *near // readers through local tiers; nil: none
+	near                              *nearReaders // readers through local tiers; nil: none
 
 	writers, readers  sync.WaitGroup
 	stopW, stopR      context.CancelFunc

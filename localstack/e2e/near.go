@@ -13,7 +13,7 @@ import (
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 	"github.com/invalidator-go/invalidator/writethrough"
-	"github.com/invalidator-go/invalidator/writethrough/local"
+	"github.com/invalidator-go/invalidator/writethrough/near"
 )
 
 // nearProcesses is how many service processes read through a local tier:
@@ -30,7 +30,7 @@ const staleIfError = 2 * time.Minute
 // run is over, against the announcements its process had applied before
 // the read: a hit older than a change the source held before the deletes
 // of such an announcement (its At) is stale.
-type near struct {
+type nearReaders struct {
 	procs []*nearProcess
 }
 
@@ -38,8 +38,8 @@ type near struct {
 // tier, and what it saw.
 type nearProcess struct {
 	kind            string // kindNear, or kindStaleIfError
-	ch              *local.Channel
-	tier            *local.Tier[item]
+	ch              *near.Channel
+	tier            *near.Tier[item]
 	products, users *writethrough.Cache[item]
 	closeClient     func()
 
@@ -62,28 +62,28 @@ type applied struct {
 
 // startNear opens the local tiers' processes, their flushes logged to the
 // run's log directory.
-func (l *load) startNear(ctx context.Context) (*near, error) {
+func (l *load) startNear(ctx context.Context) (*nearReaders, error) {
 	logFile, err := os.Create(l.env.state + "/logs/near.log")
 	if err != nil {
 		return nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(logFile, nil))
 	opts := writethrough.Options[item]{TTL: time.Hour, VersionOf: func(v item) int64 { return v.Version }}
-	n := &near{}
+	n := &nearReaders{}
 	for i := range nearProcesses + 1 {
 		client, err := elasticache.New(l.env.cache)
 		if err != nil {
 			return nil, err
 		}
 		p := &nearProcess{kind: kindNear, drops: map[string][]applied{}, closeClient: client.Close}
-		p.ch = local.Open(client, local.ChannelOptions{Channel: os.Getenv("ANNOUNCE_CHANNEL"), Logger: logger.With("process", i), OnMessage: p.applied})
-		tierOpts, o := local.Options{MaxEntries: 10_000, MaxLifetime: 5 * time.Minute}, opts
+		p.ch = near.Open(client, near.ChannelOptions{Channel: os.Getenv("ANNOUNCE_CHANNEL"), Logger: logger.With("process", i), OnMessage: p.applied})
+		tierOpts, o := near.Options{MaxEntries: 10_000, MaxLifetime: 5 * time.Minute}, opts
 		if i == nearProcesses {
 			// A bound on its loads above its readers: nothing sheds but in
 			// an outage, and then only what the tier does not hold.
 			p.kind, tierOpts.StaleIfError, o.MaxConcurrentLoads = kindStaleIfError, staleIfError, 16
 		}
-		p.tier = local.New[item](p.ch, tierOpts)
+		p.tier = near.New[item](p.ch, tierOpts)
 		o.Local = recorder{p.tier, p}
 		p.products, p.users = writethrough.New[item](client, o), writethrough.New[item](client, o)
 		n.procs = append(n.procs, p)
@@ -93,7 +93,7 @@ func (l *load) startNear(ctx context.Context) (*near, error) {
 
 // recorder is a process's tier, noting every hit.
 type recorder struct {
-	*local.Tier[item]
+	*near.Tier[item]
 	p *nearProcess
 }
 
@@ -121,7 +121,7 @@ func (p *nearProcess) applied(m announce.Message, at time.Time) {
 
 // readers starts each process's readers of both entities, under l's
 // readers.
-func (n *near) readers(l *load) {
+func (n *nearReaders) readers(l *load) {
 	for _, p := range n.procs {
 		for range 2 {
 			l.readers.Go(func() {
@@ -143,13 +143,13 @@ type nearCounts struct {
 	hits, stale, kept, refused, messages int64
 	staleReads                           int64         // served by StaleIfError
 	staleOldest                          time.Duration // the most stale of them
-	flushes                              map[local.Cause]int64
+	flushes                              map[near.Cause]int64
 	notes                                []string
 }
 
 // check counts the stale hits of every process, and what the tiers did.
-func (n *near) check(l *load) nearCounts {
-	c := nearCounts{flushes: map[local.Cause]int64{}}
+func (n *nearReaders) check(l *load) nearCounts {
+	c := nearCounts{flushes: map[near.Cause]int64{}}
 	for _, p := range n.procs {
 		s, cs := p.tier.Stats(), p.ch.Stats()
 		c.kept, c.refused, c.messages = c.kept+s.Kept, c.refused+s.Refused, c.messages+cs.Messages
@@ -208,7 +208,7 @@ func (c nearCounts) print(line func(string, any)) bool {
 	line("local_kept", c.kept)
 	line("local_refused", c.refused)
 	line("local_messages", c.messages)
-	causes := slices.Sorted(func(yield func(local.Cause) bool) {
+	causes := slices.Sorted(func(yield func(near.Cause) bool) {
 		for cause := range c.flushes {
 			if !yield(cause) {
 				return
@@ -223,7 +223,7 @@ func (c nearCounts) print(line func(string, any)) bool {
 	return c.stale == 0 && c.hits > 0 && c.staleOldest <= staleIfError
 }
 
-func (n *near) close() {
+func (n *nearReaders) close() {
 	for _, p := range n.procs {
 		p.tier.Close()
 		p.ch.Close()

@@ -9,7 +9,7 @@ import (
 )
 
 // Near reads keys through a local tier in front of cache, as a service
-// with writethrough/local does: what the tier holds comes from memory, the
+// with writethrough/near does: what the tier holds comes from memory, the
 // rest from cache, and is kept — but for a loader's lease, which a service
 // never keeps. The checks then tell what the announcements left stale in a
 // process's memory, beside the shared cache.

@@ -1,4 +1,4 @@
-// Package local is writethrough's near cache: an in-process tier in front
+// Package near is writethrough's near cache: an in-process tier in front
 // of the shared cache that the invalidator's announcements keep
 // consistent. A hit is served from memory; a read from the shared cache is
 // kept, unless its key was announced or the tier flushed while it ran.
@@ -16,4 +16,4 @@
 //
 // It is a package apart so that only the services that use it link its
 // store, github.com/maypok86/otter/v2.
-package local
+package near

@@ -1,4 +1,4 @@
-package local_test
+package near_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/writethrough"
-	"github.com/invalidator-go/invalidator/writethrough/local"
+	"github.com/invalidator-go/invalidator/writethrough/near"
 )
 
 type Product struct {
@@ -25,11 +25,11 @@ func Example() {
 		return
 	}
 	defer client.Close()
-	near := local.Open(client, local.ChannelOptions{}) // subscribes to invalidator:near
-	defer near.Close()
+	channel := near.Open(client, near.ChannelOptions{}) // subscribes to invalidator:near
+	defer channel.Close()
 	products := writethrough.New[Product](client, writethrough.Options[Product]{
 		TTL:   15 * time.Minute,
-		Local: local.New[Product](near, local.Options{MaxEntries: 100_000, MaxLifetime: time.Minute}),
+		Local: near.New[Product](channel, near.Options{MaxEntries: 100_000, MaxLifetime: time.Minute}),
 	})
 	p, err := products.Get(context.Background(), "cache:product:42", func(ctx context.Context) (Product, error) {
 		return Product{ID: "42", Price: 1999}, nil // SELECT ... FROM products WHERE id = 42
