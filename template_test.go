@@ -483,7 +483,7 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 			t.Errorf("%s is named %q in the template and %q (%s) locally", resource, name, local[want.env], want.env)
 		}
 	}
-	resources, err := os.ReadFile("localstack/init/ready.d/10-resources.sh")
+	resources, err := os.ReadFile("localstack/init/ready.d/10-resources.py")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func TestLocalStackMatchesTheTemplate(t *testing.T) {
 		"SECOND_DELETE_QUEUE_MAX_BYTES": tpl.get("Resources", "SecondDeleteQueue", "Properties", "MaximumMessageSize").value(),
 		"QUEUE_MAX_BYTES":               tpl.get("Resources", "Queue", "Properties", "MaximumMessageSize").value(),
 	} {
-		m := regexp.MustCompile(`\{` + variable + `:-(\d+)`).FindStringSubmatch(string(resources))
+		m := regexp.MustCompile(`env\("` + variable + `"\) or "(\d+)"`).FindStringSubmatch(string(resources))
 		if m == nil || m[1] != want {
 			t.Errorf("%s is %v locally, want the template's %s", variable, m, want)
 		}

@@ -52,7 +52,7 @@ export CACHE_PASSWORD="${CACHE_PASSWORD:-local-dev-password-0123456789}"
 export WORKER_USERNAME="${WORKER_USERNAME:-invalidator}"
 export WORKER_PASSWORD="${WORKER_PASSWORD:-local-worker-password-0123456789}"
 # The functions read that password from a secret, by its ARN, as in AWS
-# (CACHE_PASSWORD_SECRET_ARN); init/ready.d/10-resources.sh makes it. A
+# (CACHE_PASSWORD_SECRET_ARN); init/ready.d/10-resources.py makes it. A
 # partial ARN, without the suffix Secrets Manager adds to the name: Secrets
 # Manager and moto take it.
 export WORKER_PASSWORD_SECRET_NAME="${WORKER_PASSWORD_SECRET_NAME:-invalidator-worker-password}"
@@ -72,7 +72,7 @@ export ANNOUNCE_CHANNEL="${ANNOUNCE_CHANNEL:-invalidator:near}"
 # template.yaml. Space-separated.
 export WORKER_KEYS="${WORKER_KEYS:-cache:*}"
 
-# Resource names, shared with init/ready.d/10-resources.sh and template.yaml.
+# Resource names, shared with init/ready.d/10-resources.py and template.yaml.
 export TOPIC_NAME="${TOPIC_NAME:-cache-changes}"
 export QUEUE_NAME="${QUEUE_NAME:-cache-invalidation}"
 export DLQ_NAME="${DLQ_NAME:-cache-invalidation-dlq}"

@@ -217,10 +217,13 @@ replicate() { cache_cli "$1" cluster replicate "$2" 2>/dev/null | grep -q OK; }
 
 # --- resources --------------------------------------------------------------
 
+# provision runs LocalStack's ready hooks against moto, with the Python that
+# has moto (and so boto3).
 provision() {
   local hook
-  for hook in "$INVALIDATOR_ROOT"/localstack/init/ready.d/*.sh; do
-    bash "$hook" || die "provisioning failed in $hook"
+  python3 -c 'import boto3' 2>/dev/null || die "python3 cannot import boto3, which moto brings: run make setup"
+  for hook in "$INVALIDATOR_ROOT"/localstack/init/ready.d/*.py; do
+    python3 "$hook" || die "provisioning failed in $hook"
   done
 }
 
