@@ -14,9 +14,9 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 )
 
-// ErrAnnounce fails the records whose keys could not be announced: they
+// errAnnounce fails the records whose keys could not be announced: they
 // are deleted and announced again when their source retries them.
-var ErrAnnounce = errors.New("deleted, but not announced to the local tiers")
+var errAnnounce = errors.New("deleted, but not announced to the local tiers")
 
 // announceChunk is the most keys one announcement holds: a local tier
 // decodes each message whole.
@@ -61,7 +61,7 @@ type announcements struct {
 // tags whose entries the report could not all carry, which the tiers
 // forget whole. A message that cannot be sent is tried again until the
 // batch's retries end; then the records of its keys fail for now, with
-// ErrAnnounce, or for good when the cache refused it for good.
+// errAnnounce, or for good when the cache refused it for good.
 func (w *Worker) announce(ctx context.Context, rep *invalidate.Report, at time.Time, retryFor time.Duration) (n announcements) {
 	if w.opts.Announce == nil {
 		return n
@@ -97,7 +97,7 @@ func (w *Worker) announce(ctx context.Context, rep *invalidate.Report, at time.T
 		chunk := keys.names[start:min(start+announceChunk, len(keys.names))]
 		if err := w.publish(ctx, retries, at, chunk, nil); err != nil {
 			n.failed += len(chunk)
-			keys.fail(rep, chunk, fmt.Errorf("%w: %w", ErrAnnounce, err), cacheerr.Transient(err))
+			keys.fail(rep, chunk, fmt.Errorf("%w: %w", errAnnounce, err), cacheerr.Transient(err))
 			continue
 		}
 		n.messages++
@@ -105,7 +105,7 @@ func (w *Worker) announce(ctx context.Context, rep *invalidate.Report, at time.T
 	if len(whole) > 0 {
 		if err := w.publish(ctx, retries, at, nil, whole); err != nil {
 			n.failed += len(whole)
-			failTags(rep, seenTag, fmt.Errorf("%w: %w", ErrAnnounce, err), cacheerr.Transient(err))
+			failTags(rep, seenTag, fmt.Errorf("%w: %w", errAnnounce, err), cacheerr.Transient(err))
 		} else {
 			n.messages++
 		}

@@ -22,8 +22,8 @@ func WithInvocation(ctx context.Context, inv Invocation) context.Context {
 	return context.WithValue(ctx, invocationKey{}, inv)
 }
 
-// InvocationOf returns the invocation ctx carries, or the zero one.
-func InvocationOf(ctx context.Context) Invocation {
+// invocationOf returns the invocation ctx carries, or the zero one.
+func invocationOf(ctx context.Context) Invocation {
 	inv, _ := ctx.Value(invocationKey{}).(Invocation)
 	return inv
 }
@@ -32,7 +32,7 @@ func InvocationOf(ctx context.Context) Invocation {
 type invocationHandler struct{ slog.Handler }
 
 func (h invocationHandler) Handle(ctx context.Context, r slog.Record) error {
-	if inv := InvocationOf(ctx); inv.RequestID != "" || inv.TraceID != "" {
+	if inv := invocationOf(ctx); inv.RequestID != "" || inv.TraceID != "" {
 		r = r.Clone()
 		if inv.RequestID != "" {
 			r.AddAttrs(slog.String("request_id", inv.RequestID))

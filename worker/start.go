@@ -20,12 +20,12 @@ type SQS interface {
 	WindowSQS
 }
 
-// AnnounceHeartbeat is how often the worker looks whether a confirmation
+// announceHeartbeat is how often the worker looks whether a confirmation
 // of its last announcement is due on ANNOUNCE_CHANNEL (1, 2, 4 … 32 s
 // after it, then it is quiet), which shows the local tiers an
 // announcement of its they missed: the second of a service process's own
 // (writethrough/near's ChannelOptions.Heartbeat).
-const AnnounceHeartbeat = time.Second
+const announceHeartbeat = time.Second
 
 // Start builds, once per process, the logger and the Worker named name,
 // and starts connecting to the cache in the background: the process
@@ -75,7 +75,7 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	var beat *heartbeat
 	if cfg.AnnounceChannel != "" {
 		opts.Announce = announce.NewPublisher(conn, cfg.AnnounceChannel)
-		beat = startHeartbeat(opts.Announce, cfg.AnnounceChannel, AnnounceHeartbeat, logger)
+		beat = startHeartbeat(opts.Announce, cfg.AnnounceChannel, announceHeartbeat, logger)
 	}
 	w := New(invalidate.New(conn, invalidate.Options{Rules: cfg.Rules, ECPUPerSecond: cfg.ECPUPerSecond}), opts)
 	w.conn, w.heartbeat, w.signs = conn, beat, signs

@@ -43,10 +43,10 @@ type WindowSQS interface {
 	Queues
 }
 
-// WindowRetention is how long the window's queue keeps a message: SQS's
+// windowRetention is how long the window's queue keeps a message: SQS's
 // least, and longer than the replication lag a failover can lose and the
 // seconds until a process sees a sign of it.
-const WindowRetention = 60
+const windowRetention = 60
 
 // Add sends keys and tags to the window and returns those it could not
 // send.

@@ -242,7 +242,7 @@ func (w *Worker) park(ctx context.Context, source events.Source, results []inval
 	all = true
 	now := time.Now()
 	records := make([]failurequeue.Record, len(idx))
-	requestID := InvocationOf(ctx).RequestID
+	requestID := invocationOf(ctx).RequestID
 	for j, i := range idx {
 		records[j] = failurequeue.New(source, w.opts.Name, results[i].Record, results[i].Err.Error(), content(i), now)
 		records[j].RequestID = requestID
@@ -312,7 +312,7 @@ func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.R
 		}
 	}
 	w.opts.Logger.InfoContext(ctx, "batch", append(attrs, "duration_ms", time.Since(st.started).Milliseconds())...)
-	requestID, now := InvocationOf(ctx).RequestID, time.Now()
+	requestID, now := invocationOf(ctx).RequestID, time.Now()
 	err := writeEMF(w.opts.Metrics, w.opts.Namespace, w.opts.Name, requestID, source, "", figs, now)
 	for _, a := range agains {
 		if figs := a.figures(); figs != nil && err == nil {

@@ -294,7 +294,7 @@ func (c *Channel) forgetPublishers() {
 
 // ErrAnnounce marks a Drop whose announcement could not be sent: the
 // other processes see the gap at this one's next heartbeat, and flush.
-var ErrAnnounce = errors.New("local: announcement not sent")
+var ErrAnnounce = errors.New("near: announcement not sent")
 
 // announce tells the other processes of keys this one changed. While the
 // subscription is down it is not even tried — the cache is most likely
