@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -128,13 +130,17 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	s := &stack{env: e, shard: sh,
 		poller: &proc{name: "poller", path: filepath.Join(bin, "poller", "poller"), log: filepath.Join(logs, "poller.log"),
 			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
-			ready: func() bool { return healthy(health) }},
+			ready: func(int64) bool { return healthy(health) }},
 		// A function timeout of 10 s: the raw queue's visibility is six
 		// times that (make e2e sets it), as the template has it. Polls of
 		// 5 s, as the poller's: the run stops and restarts the driver.
 		driver: &proc{name: "driver", path: driverBin, log: filepath.Join(logs, "driver.log"), env: worker,
 			args: []string{"-bin", bin, "-state", filepath.Join(e.state, "esm"), "-timeout", "10s", "-sqs-wait-time", "5s",
-				"-queue", e.rawQueue, "-table", e.table, "-on-failure", e.failureQueue}},
+				"-queue", e.rawQueue, "-table", e.table, "-on-failure", e.failureQueue},
+			// Its mappings and their functions' processes are up.
+			ready: func(from int64) bool {
+				return logged(filepath.Join(logs, "driver.log"), from, `"msg":"driver started"`)
+			}},
 	}
 	for _, p := range []*proc{s.poller, s.driver} {
 		if err := p.start(); err != nil {
@@ -177,15 +183,32 @@ func (s *stack) logs() []string { return []string{s.poller.log, s.driver.log} }
 type proc struct {
 	name, path, log string
 	args, env       []string
-	ready           func() bool
-	cmd             *exec.Cmd
-	exited          chan struct{}
+	// ready tells that the process started serves, given the size its
+	// log had before: a fault that restarts it ends when it is back.
+	ready  func(logFrom int64) bool
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// logged tells whether the log at path holds line after offset from.
+func logged(path string, from int64, line string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.NewSectionReader(f, from, 1<<40))
+	return err == nil && bytes.Contains(data, []byte(line))
 }
 
 func (p *proc) start() error {
 	out, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
+	}
+	var logFrom int64
+	if info, err := out.Stat(); err == nil {
+		logFrom = info.Size()
 	}
 	p.cmd = exec.Command(p.path, p.args...)
 	p.cmd.Env = append(os.Environ(), p.env...)
@@ -196,7 +219,7 @@ func (p *proc) start() error {
 	}
 	p.exited = make(chan struct{})
 	go func() { _ = p.cmd.Wait(); out.Close(); close(p.exited) }()
-	for deadline := time.Now().Add(15 * time.Second); p.ready != nil && !p.ready(); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); p.ready != nil && !p.ready(logFrom); time.Sleep(50 * time.Millisecond) {
 		select {
 		case <-p.exited:
 			return fmt.Errorf("%s exited at start; see %s", p.name, p.log)
