@@ -25,9 +25,14 @@ func versionOf(p product) int64 { return p.Version }
 
 func key(t *testing.T) string { return "wt:test:" + rand.Text() }
 
+// patient is a CacheTimeout for tests whose fills must be stored: past the
+// default 150 ms a Get loads without filling, which a busy CI machine's
+// -race run reaches now and then.
+const patient = 10 * time.Second
+
 func TestGetLoadsOnceThenHits(t *testing.T) {
 	client := testenv.Cache(t)
-	c := New[product](client, Options[product]{})
+	c := New[product](client, Options[product]{CacheTimeout: patient})
 	k := key(t)
 	var loads atomic.Int32
 	load := func(context.Context) (product, error) { loads.Add(1); return product{ID: "p1", Price: 10}, nil }
@@ -48,7 +53,7 @@ func TestGetLoadsOnceThenHits(t *testing.T) {
 
 func TestNotFoundIsCachedBriefly(t *testing.T) {
 	client := testenv.Cache(t)
-	c := New[product](client, Options[product]{NegativeTTL: 5 * time.Second})
+	c := New[product](client, Options[product]{NegativeTTL: 5 * time.Second, CacheTimeout: patient})
 	k := key(t)
 	var loads atomic.Int32
 	load := func(context.Context) (product, error) { loads.Add(1); return product{}, ErrNotFound }
@@ -203,7 +208,7 @@ func stampede(t *testing.T, ours bool) int32 {
 		// The lease is under test, not CacheTimeout: a fresh client's first
 		// call dials TLS, which a loaded machine may take past 150 ms, and
 		// a call past it loads without the lease.
-		c := New[product](client, Options[product]{CacheTimeout: 5 * time.Second})
+		c := New[product](client, Options[product]{CacheTimeout: patient})
 		for range 20 {
 			wg.Go(func() {
 				<-start
