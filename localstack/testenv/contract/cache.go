@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"syscall"
@@ -199,8 +200,13 @@ func refusedConnection(t *testing.T, c CacheUnderTest) {
 	// (EOF); the next ones are refused.
 	status, errs := unlink(t.Context(), down, []string{key})
 	expect(t, []string{key}, status, errs, all(invalidate.KeyFailed))
-	if res := classify(t.Context(), t, down, key); !res.Transient || !errors.Is(res.Err, syscall.ECONNREFUSED) {
-		t.Fatalf("a record of the key: %+v, want failed for now, refused", res)
+	// A busy machine may dial the node while it is still going down: the
+	// dial times out rather than being refused, the cache out of reach all
+	// the same.
+	res := classify(t.Context(), t, down, key)
+	var netErr net.Error
+	if !res.Transient || !errors.Is(res.Err, syscall.ECONNREFUSED) && !(errors.As(res.Err, &netErr) && netErr.Timeout()) {
+		t.Fatalf("a record of the key: %+v, want failed for now, refused or timed out", res)
 	}
 }
 
