@@ -13,12 +13,17 @@ import (
 // batch, or the pass that follows the last sign's is due, reads the
 // failover window and deletes all of it again, a round at a time, at the
 // second deletes' priority, until the pass has read all it can, the
-// batch's turn (windowTurn) is over, or ctx ends. What fails for now is
-// shown again in the window, and the pass kept for the next batch, which
-// goes on with the rest. A Lambda function does it within the invoke that
-// saw the sign, before it may be frozen.
+// batch's turn (windowTurn) is over, or ctx ends: every call of it, the
+// window shown again included, ends with the turn, so that the batch's
+// answer has the rest of the invoke. What fails for now is shown again in
+// the window, and the pass kept for the next batch, which goes on with the
+// rest. A Lambda function does it within the invoke that saw the sign,
+// before it may be frozen.
 func (w *Worker) afterSign(ctx context.Context) (n again) {
 	n.cause = causeFailover
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, windowTurn)
+	defer cancel()
 	if w.conn != nil {
 		w.conn.checkTopology(ctx)
 	}
@@ -30,7 +35,7 @@ func (w *Worker) afterSign(ctx context.Context) (n again) {
 		w.opts.Logger.WarnContext(ctx, "a sign of a failover, and no window to delete again: the failover schedule deletes again what it lost", "sign", p.cause)
 		return n
 	}
-	began, messages := time.Now(), 0
+	messages := 0
 	var reading time.Duration
 	var retry, lost error
 	for {
@@ -43,7 +48,9 @@ func (w *Worker) afterSign(ctx context.Context) (n again) {
 			again, lost = w.redeleteWindow(ctx, msgs, &n, lost)
 		}
 		if len(again) > 0 {
-			retry = errors.Join(w.opts.Window.show(context.WithoutCancel(ctx), again), errRedeleteRetry)
+			// Shown again within the turn, or, once it is over, windowHide
+			// after the read.
+			retry = errors.Join(w.opts.Window.show(ctx, again), errRedeleteRetry)
 			for _, m := range again {
 				delete(p.seen, m.id) // for the pass to read it again
 			}
@@ -58,7 +65,7 @@ func (w *Worker) afterSign(ctx context.Context) (n again) {
 			lost = errPassFull
 			break
 		}
-		if time.Since(began) > windowTurn {
+		if time.Since(began) > windowTurn/2 { // for a round to end within the turn
 			retry = errWindowLeft // the next batch goes on
 			break
 		}
@@ -84,12 +91,13 @@ var errPassFull = errors.New("the window holds more than a pass reads: the failo
 // again, for the next batch.
 var errRedeleteRetry = errors.New("some of the window failed for now")
 
-// windowTurn is how long one batch deletes the window again, at most, past
-// its first round: the batch's own answer waits meanwhile — and, for a
-// stream, its shard, and for a function the next batch its mapping would
-// give it —, and the other processes that saw the sign read the rest
+// windowTurn is how long one batch deletes the window again, at most,
+// from asking the topology to showing again what failed; a round begins
+// only in its first half. The batch's own answer waits meanwhile — and,
+// for a stream, its shard, and for a function the next batch its mapping
+// would give it —, and the other processes that saw the sign read the rest
 // meanwhile.
-const windowTurn = 500 * time.Millisecond
+const windowTurn = time.Second
 
 // windowRetryFor is how long a round retries the keys that fail for now:
 // a node not back yet (the failover still under way, a restarted node

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,6 +125,66 @@ func TestASignsPassIsFollowedByAnother(t *testing.T) {
 			t.Errorf("cache:user:1 deleted %d times, want no pass after the follow-up", n)
 		}
 	})
+}
+
+// slowWindow is a window's SQS on a busy machine: each receive takes
+// receive, and showing messages again takes until its context ends.
+type slowWindow struct {
+	*fakes.SQS
+	receive time.Duration
+}
+
+func (s slowWindow) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	time.Sleep(s.receive)
+	return s.SQS.ReceiveMessage(ctx, in, opts...)
+}
+
+func (s slowWindow) ChangeMessageVisibilityBatch(ctx context.Context, _ *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestAPassEndsWithinItsTurn: a pass over a full window on a slow SQS,
+// whose keys fail for now, ends within its turn and before the batch's
+// deadline less its margin, showing the window again included: the
+// answer — parking, handing back — has the rest of the invoke.
+func TestAPassEndsWithinItsTurn(t *testing.T) {
+	for _, left := range []time.Duration{10 * time.Second, 1600 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			queues := &fakes.SQS{}
+			for i := range 200 {
+				queues.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(windowURL),
+					MessageBody: aws.String(`{"keys":["cache:window:` + strconv.Itoa(i) + `"],"secondDelete":true}`)})
+			}
+			cache := &cachetest.Cache{Fail: func(key string, _ int) error {
+				if strings.HasPrefix(key, "cache:window:") {
+					return cachetest.ErrRefused
+				}
+				return nil
+			}}
+			const margin = time.Second
+			inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+			w := New(inv, Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, DeadlineMargin: margin,
+				Window: &Window{Client: slowWindow{queues, 300 * time.Millisecond}, URL: windowURL}})
+			defer w.Close()
+			w.signs.started([]string{"node:1"})
+			w.signs.connectedTo("node:1")
+			w.signs.connectedTo("node:1")
+			ctx := deadlineIn(t, left)
+			deadline, _ := ctx.Deadline()
+			start := time.Now()
+			w.Handle(ctx, events.SourceSQS, userRecords("1"), nil)
+			if took := time.Since(start); took > windowTurn {
+				t.Errorf("with %v left, the batch took %v: want its pass within its turn, %v", left, took, windowTurn)
+			}
+			if rest := time.Until(deadline); rest < min(margin, left/2) {
+				t.Errorf("with %v left, the batch answered %v before its deadline: want its margin, %v, for the answer", left, rest, min(margin, left/2))
+			}
+			if cache.Attempts("cache:window:0") == 0 {
+				t.Error("the window was not read")
+			}
+		})
+	}
 }
 
 // TestAWindowThatFailsForNowIsShownAgain: a re-delete that cannot reach its

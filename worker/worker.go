@@ -173,13 +173,14 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	}
 	rep := w.invalidate(inTime, source, batch)
 	deleted := time.Now()
-	// The announcement finishes the invalidation, and the deletes may have
-	// spent all of their time retrying the keys of a node that is down: it
-	// has until half of the margin.
+	// The announcement and the schedules finish the invalidation, and the
+	// deletes may have spent all of their time retrying the keys of a node
+	// that is down: they have until half of the margin, and parking and the
+	// front end's answer the rest.
 	announceIn, cancelAnnounce := wait.BeforeDeadline(ctx, w.opts.DeadlineMargin/2)
 	defer cancelAnnounce()
 	announced := w.announce(announceIn, &rep, start, batch.RetryFor)
-	later := w.scheduleAgain(ctx, &rep)
+	later := w.scheduleAgain(announceIn, &rep)
 	signed := w.afterSign(inTime)
 	w.parkFailed(ctx, source, &rep, content)
 	st := stagesOf(start, deleted, time.Now(), rep.Metrics, announced.took)
