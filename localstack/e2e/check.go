@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,6 +62,7 @@ type results struct {
 	stages                                 map[string][][]time.Duration // each lag's stages, in stageNames' order
 	wtReads                                *wtReads
 	near                                   *nearCounts // the readers through local tiers; nil: none
+	big                                    *bigRecord  // the budget-exceeded fault's; nil: none
 	notes                                  []string
 }
 
@@ -107,7 +109,7 @@ func parseLogs(paths []string) (invalidated, error) {
 
 func (l *load) check(ctx context.Context, logs []string) (results, error) {
 	r := results{lost: map[string]int{}, lag: map[string][]time.Duration{}, lagAt: map[string][]time.Time{}, stages: map[string][][]time.Duration{},
-		reads: l.reads.Load(), readErrors: l.readErrors.Load(), wtReads: &l.wt}
+		reads: l.reads.Load(), readErrors: l.readErrors.Load(), wtReads: &l.wt, big: l.big}
 	seen, err := parseLogs(logs)
 	if err != nil {
 		return r, err
@@ -233,6 +235,13 @@ func (l *load) parked(ctx context.Context, r *results, poisons []poisoned) error
 					found[string(marker)+" "+p.Function] = true
 					continue
 				}
+				if r.big != nil && ok && q == l.env.failureQueue && bytes.Contains(p.Data, []byte(`"id":"e2e-big-`)) {
+					r.big.found++ // by its reason, parked for its cost
+					if strings.Contains(p.Reason, "ECPUs a second gives") {
+						r.big.reasoned++
+					}
+					continue
+				}
 				r.validParked++
 				if r.validParked <= 3 {
 					r.notes = append(r.notes, "valid change parked or dead-lettered in "+q+": "+truncate(body))
@@ -354,6 +363,7 @@ func (r results) print(faults []faultResult, drained bool, drain, took time.Dura
 	g.check(fmt.Sprintf("writethrough reads failed (each within %v), StaleIfError loads over 2× in the outage", lim.read), !readsOK, "false", readsOK)
 	g.check("near caches: a stale hit, no hit, or StaleIfError past its bound", !nearOK, "false", nearOK)
 	g.check("races with the second delete on: stale after the drain", racesStale, "= 0, drained", racesStale == 0 && racesDrained)
+	r.big.print(line, &g)
 	for _, n := range r.notes {
 		fmt.Println("  " + n)
 	}

@@ -30,7 +30,7 @@ type fault struct {
 // faults are the run's faults, in order. The driver is killed first: the
 // messages of the invoke it cut come back after the queue's visibility
 // timeout, as in AWS, and the run goes on meanwhile.
-func (s *stack) faults(p plan) []fault {
+func (s *stack) faults(p plan, l *load) []fault {
 	ports := s.env.cachePorts
 	return []fault{
 		{"driver-killed-restarted", func(ctx context.Context) error {
@@ -106,6 +106,7 @@ func (s *stack) faults(p plan) []fault {
 			}
 			return nil
 		}, 0},
+		{"budget-exceeded", s.budgetExceeded(l, p.bigChanges), 0},
 		// Recovery must not grow with the outage: a short one, then a long one.
 		{"cache-down-5s", s.cacheDown(5 * time.Second), 0},
 		{"cache-down", s.cacheDown(p.cacheDown), 0},

@@ -81,6 +81,7 @@ type load struct {
 	writes, reads, readErrors, probes atomic.Int64
 	wt                                wtReads
 	near                              *nearReaders // readers through local tiers; nil: none
+	big                               *bigRecord   // the budget-exceeded fault's; nil: none
 
 	writers, readers  sync.WaitGroup
 	stopW, stopR      context.CancelFunc

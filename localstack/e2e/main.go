@@ -35,6 +35,7 @@ import (
 type plan struct {
 	warmup, steady, nodeDown, freeze, cacheDown, restart, race, throttle time.Duration
 	failovers                                                            []failoverPlan
+	bigChanges                                                           int // the budget-exceeded fault's message
 }
 
 // failoverPlan is a failover with the replica lag behind its master, the
@@ -56,9 +57,9 @@ func (f failoverPlan) delay(secondDelete time.Duration) time.Duration {
 // the connections dropped or, invisible, moved.
 var (
 	full = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second, race: 30 * time.Second, throttle: 10 * time.Second,
-		failovers: []failoverPlan{{time.Second, true, false}, {time.Second, false, false}, {6 * time.Second, true, false}, {6 * time.Second, false, false}, {6 * time.Second, false, true}}}
+		failovers: []failoverPlan{{time.Second, true, false}, {time.Second, false, false}, {6 * time.Second, true, false}, {6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 10_000}
 	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second, race: 10 * time.Second, throttle: 5 * time.Second,
-		failovers: []failoverPlan{{6 * time.Second, false, false}, {6 * time.Second, false, true}}}
+		failovers: []failoverPlan{{6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 3_000}
 )
 
 func main() {
@@ -161,7 +162,7 @@ func run(ctx context.Context, env env, s *stack, p plan, lim limits, bin string,
 	progress.phase("warm-up")
 	quiet := time.Now()
 	wait.For(ctx, p.warmup)
-	for _, f := range s.faults(p) {
+	for _, f := range s.faults(p, l) {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
