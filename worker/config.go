@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/internal/env"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
@@ -108,7 +109,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	again := c.SecondDeleteQueueURL != "" && c.deletesAgain()
-	if most := maxEscapedBytes(c.Rules.MaxKeyBytes()); (again || c.FailoverWindowQueueURL != "") && most > DefaultDelayMaxBytes {
+	if most := events.MaxAgainBytes(c.Rules.MaxKeyBytes()); (again || c.FailoverWindowQueueURL != "") && most > DefaultDelayMaxBytes {
 		return c, fmt.Errorf("INVALIDATION_RULES: a key of the rules' maxKeyBytes (%d) takes up to %d bytes in a second-delete message, more than the delay queue's %d (DefaultDelayMaxBytes, template.yaml's MaximumMessageSize); lower maxKeyBytes",
 			c.Rules.MaxKeyBytes(), most, DefaultDelayMaxBytes)
 	}

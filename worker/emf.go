@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/jsonstring"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -52,7 +52,7 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source events.
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
 	b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)
-	b = appendString(b, namespace)
+	b = jsonstring.Append(b, namespace)
 	if cause == "" {
 		b = append(b, `,"Dimensions":[["Function","Source"]],"Metrics":[`...)
 	} else {
@@ -74,16 +74,16 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source events.
 		b = append(b, `{"Name":"`+f.metric+`","Unit":"`+unit+`"}`...)
 	}
 	b = append(b, `]}]},"Function":`...)
-	b = appendString(b, function)
+	b = jsonstring.Append(b, function)
 	b = append(b, `,"Source":`...)
-	b = appendString(b, string(source))
+	b = jsonstring.Append(b, string(source))
 	if cause != "" {
 		b = append(b, `,"Cause":`...)
-		b = appendString(b, cause)
+		b = jsonstring.Append(b, cause)
 	}
 	if requestID != "" {
 		b = append(b, `,"request_id":`...)
-		b = appendString(b, requestID)
+		b = jsonstring.Append(b, requestID)
 	}
 	for _, f := range figs {
 		if f.metric != "" {
@@ -93,39 +93,4 @@ func writeEMF(w io.Writer, namespace, function, requestID string, source events.
 	}
 	_, err := w.Write(append(b, "}\n"...))
 	return err
-}
-
-// appendString appends s as a JSON string, as short as it goes and as SQS
-// takes it: quotes, backslashes and control characters escaped, but not
-// <, > and & (encoding/json writes each as six bytes), U+FFFE and U+FFFF
-// escaped too (SQS refuses them raw), invalid UTF-8 as U+FFFD, as
-// encoding/json has it.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < ' ':
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-		default:
-			r, size := utf8.DecodeRuneInString(s[i:])
-			switch {
-			case r == utf8.RuneError && size == 1:
-				b = append(b, `\ufffd`...)
-			case r == 0xFFFE || r == 0xFFFF:
-				b = append(b, '\\', 'u', 'f', 'f', 'f', hex[r&15])
-			default:
-				b = append(b, s[i:i+size]...)
-			}
-			i += size
-			continue
-		}
-		i++
-	}
-	return append(b, '"')
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"iter"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
 )
@@ -62,21 +62,6 @@ type Sender interface {
 // template.yaml.
 const DefaultDelayMaxBytes = 256 << 10
 
-// maxDelayKeys is the most keys a second-delete message holds: one UNLINK
-// chunk of the invalidator.
-const maxDelayKeys = 500
-
-// maxEscapedBytes is the most bytes a name of n bytes takes in a message:
-// a control character is written as six (\u0001).
-func maxEscapedBytes(n int) int { return 6*n + len(tailFailover) + len(`{"keys":[""`) }
-
-// The ends of a second-delete message: a second delete, or the failover
-// schedule's. Messages are sized for the longer.
-const (
-	tailSecond   = `],"secondDelete":true}`
-	tailFailover = `],"secondDelete":true,"failover":true}`
-)
-
 // ErrSecondDelete fails a record whose second delete, failover schedule or
 // window could not be sent: it is retried, and never acknowledged without
 // them.
@@ -89,22 +74,15 @@ type delivery struct {
 	delay int32
 }
 
-// delayMessage is one chunk of names: its message's body up to its end,
-// and the keys or tags it holds.
-type delayMessage struct {
-	body  []byte
-	names []string
-}
-
 // Schedule is SecondDeleter's: each chunk's second delete and failover
 // schedule, in one request.
 func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
 	var deliveries []delivery
 	if q.Delay > 0 {
-		deliveries = append(deliveries, delivery{tailSecond, delaySeconds(q.Delay)})
+		deliveries = append(deliveries, delivery{events.AgainEnd, delaySeconds(q.Delay)})
 	}
 	if q.FailoverAfter > 0 {
-		deliveries = append(deliveries, delivery{tailFailover, delaySeconds(q.FailoverAfter)})
+		deliveries = append(deliveries, delivery{events.FailoverEnd, delaySeconds(q.FailoverAfter)})
 	}
 	return sendAgain(ctx, q.Client, q.URL, deliveries, cmp.Or(q.MaxBytes, DefaultDelayMaxBytes), keys, tags)
 }
@@ -130,14 +108,14 @@ func sendAgain(ctx context.Context, client Sender, url string, deliveries []deli
 		tags   bool
 		failed *[]string
 	}{{keys, false, &failedKeys}, {tags, true, &failedTags}} {
-		for msg := range delayMessages(kind.names, kind.tags, limit) {
+		for msg := range events.AgainMessages(kind.names, kind.tags, limit) {
 			slots <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				if err := send(ctx, client, url, deliveries, msg.body); err != nil {
+				if err := send(ctx, client, url, deliveries, msg.Body); err != nil {
 					mu.Lock()
 					defer mu.Unlock()
-					*kind.failed = append(*kind.failed, msg.names...)
+					*kind.failed = append(*kind.failed, msg.Names...)
 				}
 			})
 		}
@@ -164,40 +142,6 @@ func send(ctx context.Context, client Sender, url string, deliveries []delivery,
 		err = errors.New(aws.ToString(out.Failed[0].Message))
 	}
 	return err
-}
-
-// delayMessages yields the chunks of names, keys or tags, each of at most
-// maxDelayKeys names and, with the longer end, limit bytes as sent: each
-// name is encoded once, in time linear in the names. A name that alone is
-// over limit goes alone, for SQS to refuse: ConfigFromEnv keeps the longest
-// key within it (maxEscapedBytes).
-func delayMessages(names []string, tags bool, limit int) iter.Seq[delayMessage] {
-	return func(yield func(delayMessage) bool) {
-		if len(names) == 0 {
-			return
-		}
-		head := `{"keys":[`
-		if tags {
-			head = `{"tags":[`
-		}
-		body, start := []byte(head), 0
-		for i, name := range names {
-			mark := len(body)
-			if i > start {
-				body = append(body, ',')
-			}
-			body = appendString(body, name)
-			if i > start && (i-start == maxDelayKeys || len(body)+len(tailFailover) > limit) {
-				// name opens the next message.
-				next := append([]byte(head), body[mark+1:]...)
-				if !yield(delayMessage{body: body[:mark], names: names[start:i]}) {
-					return
-				}
-				body, start = next, i
-			}
-		}
-		yield(delayMessage{body: body, names: names[start:]})
-	}
 }
 
 // scheduled counts the distinct keys and tags a batch sent to be deleted

@@ -9,11 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -194,31 +192,6 @@ func TestSecondDeletesFitTheirQueueOnceEncoded(t *testing.T) {
 	}
 }
 
-func TestSecondDeletesAreChunked(t *testing.T) {
-	keys := make([]string, 1200)
-	for i := range keys {
-		keys[i] = "cache:item:" + strconv.Itoa(i)
-	}
-	msgs := slices.Collect(delayMessages(keys, false, DefaultDelayMaxBytes))
-	if len(msgs) != 3 || len(msgs[0].names) != maxDelayKeys || len(msgs[2].names) != 200 {
-		t.Fatalf("%d messages, want 500 + 500 + 200 keys", len(msgs))
-	}
-	long := make([]string, 3)
-	for i := range long {
-		long[i] = strings.Repeat("k", 100<<10)
-	}
-	if msgs := slices.Collect(delayMessages(long, true, DefaultDelayMaxBytes)); len(msgs) != 2 || len(msgs[0].names) != 2 || !strings.HasPrefix(string(msgs[1].body), `{"tags":[`) {
-		t.Fatalf("three tags of 100 KiB in %d messages, want two in the first, one in the second", len(msgs))
-	}
-	for m := range delayMessages(keys, false, 1<<10) {
-		var back struct{ Keys []string }
-		body := append(m.body, tailFailover...)
-		if err := json.Unmarshal(body, &back); err != nil || len(body) > 1<<10 || !slices.Equal(back.Keys, m.names) {
-			t.Fatalf("%s (%d bytes, %v): want its keys, within 1 KiB", m.body, len(m.body), err)
-		}
-	}
-}
-
 // logLines holds a worker's JSON log lines.
 type logLines struct{ bytes.Buffer }
 
@@ -234,23 +207,4 @@ func (l *logLines) batch(t *testing.T) map[string]any {
 	}
 	t.Fatalf("no batch line in %s", l.String())
 	return nil
-}
-
-// FuzzAppendString: a name reads back as encoding/json reads its own
-// encoding of it, in characters SQS takes.
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"cache:<a&b>", "\x00\x1f\"\\", "\uffff\ufffe\u2028", "\xff\xfe", "é\U0001F600"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		var got, want string
-		std, _ := json.Marshal(s)
-		ours := appendString(nil, s)
-		if err := json.Unmarshal(ours, &got); err != nil || json.Unmarshal(std, &want) != nil || got != want {
-			t.Fatalf("%q reads back as %q (%v), want %q", ours, got, err, want)
-		}
-		if !utf8.Valid(ours) || strings.ContainsAny(string(ours), "\uffff\ufffe") || strings.ContainsFunc(string(ours), func(r rune) bool { return r < ' ' }) {
-			t.Fatalf("%q holds characters SQS refuses", ours)
-		}
-	})
 }

@@ -51,7 +51,7 @@ const windowRetention = 60
 // Add sends keys and tags to the window and returns those it could not
 // send.
 func (w Window) Add(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
-	return sendAgain(ctx, w.Client, w.URL, []delivery{{tailSecond, 0}}, cmp.Or(w.MaxBytes, DefaultDelayMaxBytes), keys, tags)
+	return sendAgain(ctx, w.Client, w.URL, []delivery{{events.AgainEnd, 0}}, cmp.Or(w.MaxBytes, DefaultDelayMaxBytes), keys, tags)
 }
 
 // windowHide is how long, in seconds, a read hides a window's message:
