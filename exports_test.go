@@ -7,10 +7,13 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/invalidator-go/invalidator/invalidate"
 )
 
 // exportChecked are the packages whose every exported name something
@@ -181,5 +184,30 @@ func TestOnlyTheConnectionIsACacheOutsideInvalidate(t *testing.T) {
 	}
 	if !slices.Equal(found, []string{"worker.connection"}) {
 		t.Errorf("types with an Unlink outside invalidate/: %v, want the worker's connection alone", found)
+	}
+}
+
+// TestTheReportSaysNoFate: invalidate's report says what became of a
+// batch's keys and tags; what becomes of a record — done, retried,
+// parked — is the worker's to say (worker.Outcome), so no field or method
+// of the report says parked or retry.
+func TestTheReportSaysNoFate(t *testing.T) {
+	want := map[reflect.Type][]string{
+		reflect.TypeFor[invalidate.Report](): {"Results", "Metrics"},
+		reflect.TypeFor[invalidate.Result](): {"Record", "Keys", "Tags", "Err", "Transient", "SecondDelete", "Failover"},
+	}
+	for typ, fields := range want {
+		var got []string
+		for f := range typ.Fields() {
+			got = append(got, f.Name)
+		}
+		if !slices.Equal(got, fields) {
+			t.Errorf("%v has fields %v, want %v", typ, got, fields)
+		}
+		for m := range reflect.PointerTo(typ).Methods() {
+			if strings.Contains(m.Name, "Retry") || strings.Contains(m.Name, "Park") {
+				t.Errorf("%v has method %s: a record's fate is the worker's", typ, m.Name)
+			}
+		}
 	}
 }

@@ -168,7 +168,7 @@ func pipeline(ctx context.Context, client valkey.Client, total, batch int, serve
 	start := time.Now()
 	for i := range rounds {
 		if rep := handle(ctx, inv, batches[i%len(batches)]); rep.Metrics.Failed > 0 {
-			log.Fatalf("pipeline: %d records failed: %v", rep.Metrics.Failed, rep.ToRetry()[:1])
+			log.Fatalf("pipeline: %d records failed", rep.Metrics.Failed)
 		}
 	}
 	elapsed := time.Since(start)

@@ -26,7 +26,13 @@ func TestBadRecordsFailAlone(t *testing.T) {
 		{ID: "bad-json", Err: errMalformed},
 		{ID: "no-id", Changes: []events.Change{{Entity: "user", ID: "2"}, {Entity: "user"}}},
 	}))
-	if got := fmt.Sprint(rep.ToRetry()); got != "[bad-json no-id]" {
+	var failed []string
+	for _, res := range rep.Results {
+		if res.Err != nil {
+			failed = append(failed, res.Record)
+		}
+	}
+	if got := fmt.Sprint(failed); got != "[bad-json no-id]" {
 		t.Fatalf("failed = %s, want [bad-json no-id]", got)
 	}
 	if !errors.Is(rep.Results[1].Err, errMalformed) || !errors.Is(rep.Results[2].Err, invalidate.ErrPlan) {

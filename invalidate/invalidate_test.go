@@ -69,7 +69,7 @@ func TestInvalidateAcrossSlotsWithDedup(t *testing.T) {
 	setKeys(ctx, t, c, keys[:150]) // 150 exist, 50 are already absent, and the list key too
 	rep := inv.Invalidate(ctx, Decoded(records))
 
-	if ids := rep.ToRetry(); len(ids) != 0 {
+	if ids := failedIDs(rep); len(ids) != 0 {
 		t.Fatalf("failed records %v: %v", ids, rep.Results[0].Err)
 	}
 	m := rep.Metrics
@@ -119,7 +119,7 @@ func TestInvalidateFailsOnlyBadRecords(t *testing.T) {
 		{ID: "bad-json", Err: decodeErr},
 		{ID: "no-id", Changes: []events.Change{{Entity: "user", ID: "2"}, {Entity: "user"}}},
 	}))
-	if got := fmt.Sprint(rep.ToRetry()); got != "[bad-json no-id]" {
+	if got := fmt.Sprint(failedIDs(rep)); got != "[bad-json no-id]" {
 		t.Fatalf("failed = %s, want [bad-json no-id]", got)
 	}
 	if !errors.Is(rep.Results[1].Err, errMalformed) || !errors.Is(rep.Results[2].Err, errPlan) {
@@ -226,7 +226,7 @@ func TestInvalidateWithANodeDown(t *testing.T) {
 	cluster.Restart(t)
 	t.Logf("restart: %v", time.Since(restart))
 	var retry []Record
-	for _, id := range rep.ToRetry() {
+	for _, id := range failedIDs(rep) {
 		n, _ := strconv.Atoi(id)
 		retry = append(retry, records[n])
 	}
@@ -258,7 +258,7 @@ func TestInvalidateWithANodeDown(t *testing.T) {
 	}
 	t.Logf("writable again after %v", time.Since(restart))
 	rep = inv.Invalidate(waitCtx, Decoded(retry))
-	if failed := rep.ToRetry(); len(failed) != 0 || rep.Metrics.KeysDeleted != len(retry) {
+	if failed := failedIDs(rep); len(failed) != 0 || rep.Metrics.KeysDeleted != len(retry) {
 		t.Fatalf("after recovery: failed %v, metrics %+v", failed, rep.Metrics)
 	}
 }
@@ -308,3 +308,14 @@ func TestInvalidateInputs(t *testing.T) {
 
 // errMalformed is a record's decoding error: it fails the record for good.
 var errMalformed = errors.New("malformed JSON")
+
+// failedIDs are the IDs of rep's records that failed, in input order.
+func failedIDs(rep Report) []string {
+	var ids []string
+	for _, res := range rep.Results {
+		if res.Err != nil {
+			ids = append(ids, res.Record)
+		}
+	}
+	return ids
+}

@@ -70,15 +70,7 @@ type Result struct {
 	// delete: done again, it schedules none. Failover says they are all the
 	// failover schedule's.
 	SecondDelete, Failover bool
-	// Parked says that the record, failed for good, is in the failure
-	// queue: whoever parks it sets it. A record that failed and is not
-	// parked goes back to its source.
-	Parked bool
 }
-
-// Retry says whether the record goes back to its source: it failed, and
-// is not parked.
-func (r *Result) Retry() bool { return r.Err != nil && !r.Parked }
 
 // Metrics count a batch, for the front ends to log and emit.
 type Metrics struct {
@@ -113,19 +105,4 @@ type Metrics struct {
 type Report struct {
 	Results []Result
 	Metrics Metrics
-}
-
-// ToRetry returns the IDs of the records to retry — failed, and not
-// parked —, each once, in input order: a record two deliveries share fails
-// once, and Lambda may refuse an answer that names one twice.
-func (r *Report) ToRetry() []string {
-	var ids []string
-	named := map[string]bool{}
-	for i := range r.Results {
-		if res := &r.Results[i]; res.Retry() && !named[res.Record] {
-			named[res.Record] = true
-			ids = append(ids, res.Record)
-		}
-	}
-	return ids
 }

@@ -62,7 +62,7 @@ type announcements struct {
 // forget whole. A message that cannot be sent is tried again until the
 // batch's retries end; then the records of its keys fail for now, with
 // errAnnounce, or for good when the cache refused it for good.
-func (w *Worker) announce(ctx context.Context, rep *invalidate.Report, at time.Time, retryFor time.Duration) (n announcements) {
+func (w *Worker) announce(ctx context.Context, o *Outcome, at time.Time, retryFor time.Duration) (n announcements) {
 	if w.opts.Announce == nil {
 		return n
 	}
@@ -71,8 +71,8 @@ func (w *Worker) announce(ctx context.Context, rep *invalidate.Report, at time.T
 	var keys owned
 	var whole []string // tags announced as tags
 	seenTag := map[string]bool{}
-	for i := range rep.Results {
-		res := &rep.Results[i]
+	for i := range o.Report.Results {
+		res := &o.Report.Results[i]
 		for _, k := range res.Keys {
 			if k.Status != invalidate.KeyFailed {
 				keys.add(k.Key, i)
@@ -97,7 +97,7 @@ func (w *Worker) announce(ctx context.Context, rep *invalidate.Report, at time.T
 		chunk := keys.names[start:min(start+announceChunk, len(keys.names))]
 		if err := w.publish(ctx, retries, at, chunk, nil); err != nil {
 			n.failed += len(chunk)
-			keys.fail(rep, chunk, fmt.Errorf("%w: %w", errAnnounce, err), cacheerr.Transient(err))
+			keys.fail(o, chunk, fmt.Errorf("%w: %w", errAnnounce, err), cacheerr.Transient(err))
 			continue
 		}
 		n.messages++
@@ -105,7 +105,7 @@ func (w *Worker) announce(ctx context.Context, rep *invalidate.Report, at time.T
 	if len(whole) > 0 {
 		if err := w.publish(ctx, retries, at, nil, whole); err != nil {
 			n.failed += len(whole)
-			failTags(rep, seenTag, fmt.Errorf("%w: %w", errAnnounce, err), cacheerr.Transient(err))
+			failTags(o, seenTag, fmt.Errorf("%w: %w", errAnnounce, err), cacheerr.Transient(err))
 		} else {
 			n.messages++
 		}
@@ -128,31 +128,14 @@ func (w *Worker) publish(ctx, retries context.Context, at time.Time, keys, tags 
 }
 
 // failTags fails the records of the tags named in tags with err.
-func failTags(rep *invalidate.Report, tags map[string]bool, err error, transient bool) {
-	for i := range rep.Results {
-		for _, t := range rep.Results[i].Tags {
+func failTags(o *Outcome, tags map[string]bool, err error, transient bool) {
+	for i := range o.Report.Results {
+		for _, t := range o.Report.Results[i].Tags {
 			if tags[t.Tag] {
-				failRecord(rep, i, err, transient)
+				o.fail(i, err, transient)
 				break
 			}
 		}
-	}
-}
-
-// failRecord fails record i of rep with err, unless it failed already
-// for a reason that decides its fate as well: one for now stays first.
-func failRecord(rep *invalidate.Report, i int, err error, transient bool) {
-	res := &rep.Results[i]
-	switch {
-	case res.Err == nil:
-		rep.Metrics.Failed++
-	case res.Transient || !transient:
-		return
-	}
-	res.Err = err
-	if transient && !res.Transient {
-		res.Transient = true
-		rep.Metrics.Transient++
 	}
 }
 

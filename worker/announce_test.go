@@ -99,7 +99,7 @@ func TestAKeyNotAnnouncedFailsItsRecordForNow(t *testing.T) {
 	rep := w.Handle(deadline(t), events.SourceSQS, invalidate.Decoded([]invalidate.Record{
 		{ID: "1", Changes: []events.Change{{Entity: "user", ID: "2"}}},
 	}), nil)
-	if res := rep.Results[0]; !res.Retry() || !res.Transient || !errors.Is(res.Err, errAnnounce) {
+	if res := rep.Records[0]; res.Fate != Retry || !res.Transient || !errors.Is(res.Err, errAnnounce) {
 		t.Fatalf("result %+v: want the record retried, for its announcement", res)
 	}
 	if !strings.Contains(logs.String(), `"announce_failed_keys":`) || strings.Contains(logs.String(), `"announce_failed_keys":0`) {

@@ -121,12 +121,11 @@ func (w *Worker) redeleteWindow(ctx context.Context, msgs []windowMessage, n *ag
 	}
 	batch := invalidate.Decoded(records)
 	batch.RetryFor = windowRetryFor
-	rep := w.inv.Invalidate(ctx, batch)
-	w.announce(ctx, &rep, time.Now(), batch.RetryFor)
+	out := outcomeOf(w.inv.Invalidate(ctx, batch))
+	w.announce(ctx, &out, time.Now(), batch.RetryFor)
 	var again []windowMessage
-	for i := range rep.Results {
-		res := &rep.Results[i]
-		n.add(res)
+	for i, res := range out.Records {
+		n.add(&out.Report.Results[i])
 		switch {
 		case res.Err == nil:
 		case res.Transient:

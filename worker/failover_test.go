@@ -308,7 +308,7 @@ func TestAWindowThatCannotBeSentFailsItsRecords(t *testing.T) {
 	w := windowWorker(&cachetest.Cache{}, queues, io.Discard)
 	defer w.Close()
 	rep := w.Handle(deadline(t), events.SourceSQS, userRecords("1"), nil)
-	if res := rep.Results[0]; !res.Retry() || !res.Transient || !errors.Is(res.Err, ErrSecondDelete) {
+	if res := rep.Records[0]; res.Fate != Retry || !res.Transient || !errors.Is(res.Err, ErrSecondDelete) {
 		t.Fatalf("result %+v: want it retried", res)
 	}
 	out, err := queues.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(windowURL)})

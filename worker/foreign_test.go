@@ -49,7 +49,7 @@ func TestAForeignValueAtATagParksItsRecordAtOnce(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
 			start := time.Now()
-			resp, err := outcomeOf(w.Lambda(ctx, events.SourceSQS, payload))
+			resp, err := answerOf(w.Lambda(ctx, events.SourceSQS, payload))
 			if err != nil || len(resp.Retry) != 0 {
 				t.Fatalf("response %+v, %v: want nothing retried", resp, err)
 			}

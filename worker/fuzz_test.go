@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 )
@@ -52,7 +51,7 @@ type nilWriter struct{}
 func (nilWriter) Write(p []byte) (int, error) { return len(p), nil }
 
 // named is a batch's records to retry.
-func named(rep invalidate.Report, err error) ([]string, error) { return rep.ToRetry(), err }
+func named(o Outcome, err error) ([]string, error) { return o.ToRetry(), err }
 
 func FuzzSQSFrontEnd(f *testing.F) {
 	fuzzFrontEnd(f, "sqs*.json", func(w *Worker, ctx context.Context, payload []byte) ([]string, error) {

@@ -12,8 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/invalidator-go/invalidator/invalidate"
 )
 
 // Queues is what the SQS function needs of SQS to hand messages back to
@@ -43,15 +41,15 @@ const maxRetryAfter = 5 * time.Second
 // RetryAfter, instead of after the queue's visibility timeout (six times
 // the function's timeout). Should it fail, they come back all the same,
 // only later.
-func (w *Worker) handBack(ctx context.Context, rep invalidate.Report, records []record) {
+func (w *Worker) handBack(ctx context.Context, o Outcome, records []record) {
 	if w.opts.Queues == nil {
 		return
 	}
 	byQueue := map[string][]types.ChangeMessageVisibilityBatchRequestEntry{}
 	most, n := 0, 0
-	for i := range rep.Results {
+	for i := range o.Records {
 		m := records[i].receipt
-		if !rep.Results[i].Retry() || m.Handle == "" {
+		if o.Records[i].Fate != Retry || m.Handle == "" {
 			continue // done, or not from Lambda's SQS event source: nothing to hand back
 		}
 		n++

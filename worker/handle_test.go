@@ -99,7 +99,7 @@ func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
 	queues := &fakes.SQS{}
 	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`, `{"entity":"down","id":"2"}`)
 	start := time.Now()
-	resp, err := outcomeOf(testWorker(down, queues).Lambda(deadline(t), events.SourceSQS, payload))
+	resp, err := answerOf(testWorker(down, queues).Lambda(deadline(t), events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[2].MessageId {
 		t.Fatalf("response %+v, %v: want only the message whose key failed for now", resp, err)
 	}
@@ -129,7 +129,7 @@ func TestARecordThatCannotBeParkedIsRetried(t *testing.T) {
 		return nil
 	}}
 	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `not json`)
-	resp, err := outcomeOf(testWorker(nil, queues).Lambda(deadline(t), events.SourceSQS, payload))
+	resp, err := answerOf(testWorker(nil, queues).Lambda(deadline(t), events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[1].MessageId {
 		t.Fatalf("response %+v, %v: want the poison message handed back, not dropped", resp, err)
 	}
@@ -146,17 +146,17 @@ func TestAParkedMessageKeepsItsBody(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		body string
-		run  func(w *Worker, queues *fakes.SQS) outcome
+		run  func(w *Worker, queues *fakes.SQS) answer
 	}{
-		{"SQS", poison, func(w *Worker, queues *fakes.SQS) outcome {
+		{"SQS", poison, func(w *Worker, queues *fakes.SQS) answer {
 			payload, _ := received(t, queues, poison)
-			out, _ := outcomeOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSQS, payload))
+			out, _ := answerOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSQS, payload))
 			return out
 		}},
-		{"SNS", poison[:250_000], func(w *Worker, _ *fakes.SQS) outcome {
+		{"SNS", poison[:250_000], func(w *Worker, _ *fakes.SQS) answer {
 			payload, _ := json.Marshal(lambdaevent.SNSEvent{Records: []events.SNSRecord{{
 				SNS: events.SNSMessage{MessageID: "sns-1", Message: poison[:250_000], Timestamp: time.Now()}}}})
-			out, _ := outcomeOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSNS, payload))
+			out, _ := answerOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSNS, payload))
 			return out
 		}},
 	} {
@@ -198,7 +198,7 @@ func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
 	later := streamRecord("400", "y", "t")
 	later.EventName = "UPSERT"
 	payload := streamPayload(t, streamRecord("100", "1", "user"), bad, streamRecord("300", "2", "down"), later)
-	resp, err := outcomeOf(testWorker(down, queues).Lambda(deadline(t), events.SourceDynamoDB, payload))
+	resp, err := answerOf(testWorker(down, queues).Lambda(deadline(t), events.SourceDynamoDB, payload))
 	var failed []string
 	for _, f := range resp.Retry {
 		failed = append(failed, f.Record)
@@ -215,10 +215,10 @@ func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
 func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
 	queues := &fakes.SQS{}
 	w := testWorker(down, queues)
-	invoke := func(message string) outcome {
+	invoke := func(message string) answer {
 		payload, _ := json.Marshal(lambdaevent.SNSEvent{Records: []events.SNSRecord{{
 			SNS: events.SNSMessage{MessageID: "sns-1", Message: message, Timestamp: time.Now()}}}})
-		out, err := outcomeOf(w.Lambda(deadline(t), events.SourceSNS, payload))
+		out, err := answerOf(w.Lambda(deadline(t), events.SourceSNS, payload))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,8 +242,8 @@ func TestAPanicParksTheBatchWithItsStack(t *testing.T) {
 		invalidate.Inputs(raws, func(*[]byte) invalidate.Record { panic("decoder bug") }),
 		func(i int) []byte { return raws[i] })
 	p := parked(t, queues)
-	if !rep.Results[0].Parked || len(p) != 1 || !strings.Contains(p[0].Reason, "decoder bug") || !strings.Contains(p[0].Reason, "goroutine") {
-		t.Fatalf("result %+v, parked %+v: want the record parked with the panic and its stack", rep.Results[0], p)
+	if rep.Records[0].Fate != Parked || len(p) != 1 || !strings.Contains(p[0].Reason, "decoder bug") || !strings.Contains(p[0].Reason, "goroutine") {
+		t.Fatalf("outcome %+v, parked %+v: want the record parked with the panic and its stack", rep.Records[0], p)
 	}
 }
 
@@ -264,7 +264,7 @@ func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	resp, err := outcomeOf(w.Lambda(ctx, events.SourceSQS, payload))
+	resp, err := answerOf(w.Lambda(ctx, events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[0].MessageId {
 		t.Fatalf("response %+v, %v: want the good message to retry", resp, err)
 	}
@@ -303,7 +303,7 @@ func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
 		r.EventName = "UPSERT"
 		records = append(records, r)
 	}
-	resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceDynamoDB, streamPayload(t, records...)))
+	resp, err := answerOf(w.Lambda(deadline(t), events.SourceDynamoDB, streamPayload(t, records...)))
 	var failed []string
 	for _, f := range resp.Retry {
 		failed = append(failed, f.Record)
@@ -322,7 +322,7 @@ func TestEachFailedIdentifierOnce(t *testing.T) {
 		{MessageId: "twice", Body: `{"entity":"down","id":"1"}`},
 		{MessageId: "twice", Body: `{"entity":"down","id":"2"}`},
 	}})
-	resp, err := outcomeOf(testWorker(down, queues).Lambda(deadline(t), events.SourceSQS, payload))
+	resp, err := answerOf(testWorker(down, queues).Lambda(deadline(t), events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != "twice" {
 		t.Fatalf("response %+v, %v: want the shared identifier once", resp, err)
 	}
@@ -356,7 +356,7 @@ func TestAKeyThatKeepsFailingHoldsBackOnlyItsRecord(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	resp, err := outcomeOf(w.Lambda(ctx, events.SourceSQS, payload))
+	resp, err := answerOf(w.Lambda(ctx, events.SourceSQS, payload))
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("the batch took %v: its failing key was retried until the deadline", took)
 	}
@@ -365,23 +365,27 @@ func TestAKeyThatKeepsFailingHoldsBackOnlyItsRecord(t *testing.T) {
 	}
 }
 
-// outcome is what a front end answers: the records to retry, each once.
-type outcome struct{ Retry []invalidate.Result }
+// answer is what a front end answers: the records to retry, each once.
+type answer struct{ Retry []retried }
 
-func outcomeOf(rep invalidate.Report, err error) (outcome, error) {
-	var out outcome
-	for _, id := range rep.ToRetry() {
-		for _, res := range rep.Results {
-			if res.Record == id {
-				out.Retry = append(out.Retry, res)
-				break
-			}
+type retried struct {
+	Record string
+	Err    error
+}
+
+func answerOf(o Outcome, err error) (answer, error) {
+	var out answer
+	named := map[string]bool{}
+	for _, r := range o.Records {
+		if r.Fate == Retry && !named[r.ID] {
+			named[r.ID] = true
+			out.Retry = append(out.Retry, retried{r.ID, r.Err})
 		}
 	}
 	return out, err
 }
 
-func (o outcome) ids() []string {
+func (o answer) ids() []string {
 	ids := make([]string, len(o.Retry))
 	for i, res := range o.Retry {
 		ids[i] = res.Record

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
 )
 
@@ -152,10 +151,10 @@ type scheduled struct{ keys, tags int }
 // second deletes themselves, to be deleted again — to the delay queue
 // (second delete, failover schedule) and to the failover window —, and
 // fails for now the records whose keys or tags could not be sent to each.
-func (w *Worker) scheduleAgain(ctx context.Context, rep *invalidate.Report) (n scheduled) {
+func (w *Worker) scheduleAgain(ctx context.Context, o *Outcome) (n scheduled) {
 	var keys, tags owned
-	for i, res := range rep.Results {
-		if res.SecondDelete || res.Err != nil || (w.opts.SecondDelete == nil && w.opts.Window == nil) {
+	for i, res := range o.Report.Results {
+		if res.SecondDelete || o.Records[i].Err != nil || (w.opts.SecondDelete == nil && w.opts.Window == nil) {
 			continue
 		}
 		for _, k := range res.Keys {
@@ -180,8 +179,8 @@ func (w *Worker) scheduleAgain(ctx context.Context, rep *invalidate.Report) (n s
 	wg.Wait()
 	n.keys -= len(failedKeys)
 	n.tags -= len(failedTags)
-	keys.fail(rep, append(failedKeys, windowKeys...), ErrSecondDelete, true)
-	tags.fail(rep, append(failedTags, windowTags...), ErrSecondDelete, true)
+	keys.fail(o, append(failedKeys, windowKeys...), ErrSecondDelete, true)
+	tags.fail(o, append(failedTags, windowTags...), ErrSecondDelete, true)
 	return n
 }
 
@@ -202,10 +201,10 @@ func (o *owned) add(name string, record int) {
 }
 
 // fail fails the records of names with err.
-func (o *owned) fail(rep *invalidate.Report, names []string, err error, transient bool) {
+func (o *owned) fail(out *Outcome, names []string, err error, transient bool) {
 	for _, name := range names {
 		for _, i := range o.records[name] {
-			failRecord(rep, i, err, transient)
+			out.fail(i, err, transient)
 		}
 	}
 }

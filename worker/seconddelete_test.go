@@ -60,7 +60,7 @@ func TestKeysAreDeletedAgainLater(t *testing.T) {
 	queues := &fakes.SQS{}
 	w := againWorker(queues, &cachetest.Cache{}, io.Discard)
 	payload, _ := received(t, queues, `{"entity":"user","id":"1"}`, `{"keys":["cache:a","cache:b"]}`, `{"entity":"user","id":"1"}`)
-	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
+	if resp, err := answerOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v: want every message done", resp, err)
 	}
 	msgs, keys := delayed(t, queues)
@@ -78,7 +78,7 @@ func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
 	w := againWorker(queues, &cachetest.Cache{}, &logs)
 	// Two paths scheduled cache:a: it counts once.
 	payload, _ := received(t, queues, `{"keys":["cache:a","cache:b"],"secondDelete":true}`, `{"keys":["cache:a"],"secondDelete":true}`)
-	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
+	if resp, err := answerOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
 	if msgs, _ := delayed(t, queues); len(msgs) != 0 {
@@ -99,7 +99,7 @@ func TestTagsAreInvalidatedAgainLater(t *testing.T) {
 	var logs logLines
 	w := againWorker(queues, cache, &logs)
 	payload, _ := received(t, queues, `{"entity":"product","id":"1","tags":["product:1"]}`)
-	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
+	if resp, err := answerOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
 	if line := logs.batch(t); line["tags_invalidated"] != 1.0 || line["tag_entries_deleted"] != 2.0 || line["again_tags_scheduled"] != 1.0 {
@@ -112,7 +112,7 @@ func TestTagsAreInvalidatedAgainLater(t *testing.T) {
 	cache.Tag("cache:tag:product:1", "cache:list:a") // filled again, from a lagging replica
 	logs.Reset()
 	payload, _ = received(t, queues, msgs[0].Body, msgs[1].Body)
-	if resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
+	if resp, err := answerOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
 	if line := logs.batch(t); line["again_delayed_tags"] != 1.0 || line["again_delayed_refills"] != 1.0 {
@@ -130,7 +130,7 @@ func TestARecordWhoseSecondDeleteCannotBeSentIsRetried(t *testing.T) {
 		}
 		return nil
 	}
-	resp, err := outcomeOf(w.Lambda(deadline(t), events.SourceSQS, payload))
+	resp, err := answerOf(w.Lambda(deadline(t), events.SourceSQS, payload))
 	var failed []string
 	for _, f := range resp.Retry {
 		failed = append(failed, f.Record)
@@ -173,7 +173,7 @@ func TestSecondDeletesFitTheirQueueOnceEncoded(t *testing.T) {
 			}
 			body, _ := json.Marshal(map[string]any{"keys": want})
 			payload, _ := received(t, queues, string(body))
-			if resp, err := outcomeOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
+			if resp, err := answerOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 				t.Fatalf("response %+v, %v: want the message done, its second deletes sent", resp, err)
 			}
 			msgs, keys := delayed(t, queues)

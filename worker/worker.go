@@ -115,15 +115,15 @@ func (w *Worker) Close() {
 // queue, an SNS topic or a DynamoDB stream — from its raw payload, parsed
 // once (events.SplitRecords): decoding it into types with encoding/json
 // would cost several times all the rest, and a 10,000-record stream batch
-// stays within a 128 MB function. The report tells each record's fate;
+// stays within a 128 MB function. The outcome tells each record's fate;
 // the SQS messages to retry are handed back to their queue first, to come
 // back after a backoff that grows with their receive count (when the
 // worker has Queues; else after the queue's visibility timeout). A payload
 // that is not an event of its source at all is an error.
-func (w *Worker) Lambda(ctx context.Context, source events.Source, payload []byte) (invalidate.Report, error) {
+func (w *Worker) Lambda(ctx context.Context, source events.Source, payload []byte) (Outcome, error) {
 	raws, err := events.SplitRecords(payload)
 	if err != nil {
-		return invalidate.Report{}, err
+		return Outcome{}, err
 	}
 	records := make([]record, len(raws))
 	for i, raw := range raws {
@@ -135,11 +135,11 @@ func (w *Worker) Lambda(ctx context.Context, source events.Source, payload []byt
 		r.receipt = receipt
 		return invalidate.Record{ID: id, Changes: changes, Err: err}
 	})
-	rep := w.Handle(ctx, source, batch, func(i int) []byte { return raws[i] })
+	out := w.Handle(ctx, source, batch, func(i int) []byte { return raws[i] })
 	if source == events.SourceSQS {
-		w.handBack(ctx, rep, records)
+		w.handBack(ctx, out, records)
 	}
-	return rep, nil
+	return out, nil
 }
 
 // record is a raw record of an invoke, and its receipt once decoded.
@@ -152,16 +152,16 @@ type record struct {
 // margin, and then, each a step of its own: announces what it deleted,
 // schedules it to be deleted again (second deletes, the failover schedule,
 // the window), deletes the window again after a sign of a failover, and
-// parks the records that failed for good — content(i) is record i as its source delivered it; without
-// content nothing is parked. It logs the batch, each failed record and the
-// batch's metrics, and returns the report: a record to retry is one that
-// failed and is not Parked.
+// parks the records that failed for good — content(i) is record i as its
+// source delivered it; without content nothing is parked. It logs the
+// batch, each failed record and the batch's metrics, and returns the
+// outcome: each record done, to retry, or parked.
 //
 // A stream shard is retried from its lowest failed record, so the records
 // after it come again whatever is answered: in a batch from DynamoDB
 // Streams, a record after the first one to retry is retried, not parked,
 // or it would be parked twice.
-func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) invalidate.Report {
+func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) Outcome {
 	start := time.Now()
 	if source != events.SourceSNS {
 		batch.RetryFor = w.opts.RetryFor
@@ -171,7 +171,7 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	if deadline, ok := inTime.Deadline(); ok {
 		batch.Attempt = time.Until(deadline) // each attempt's, as its source gives it again
 	}
-	rep := w.invalidate(inTime, source, batch)
+	out := outcomeOf(w.invalidate(inTime, source, batch))
 	deleted := time.Now()
 	// The announcement and the schedules finish the invalidation, and the
 	// deletes may have spent all of their time retrying the keys of a node
@@ -179,13 +179,13 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	// front end's answer the rest.
 	announceIn, cancelAnnounce := wait.BeforeDeadline(ctx, w.opts.DeadlineMargin/2)
 	defer cancelAnnounce()
-	announced := w.announce(announceIn, &rep, start, batch.RetryFor)
-	later := w.scheduleAgain(announceIn, &rep)
+	announced := w.announce(announceIn, &out, start, batch.RetryFor)
+	later := w.scheduleAgain(announceIn, &out)
 	signed := w.afterSign(inTime)
-	w.parkFailed(ctx, source, &rep, content)
-	st := stagesOf(start, deleted, time.Now(), rep.Metrics, announced.took)
-	w.log(ctx, source, rep, later, append(scheduledAgain(rep), signed), announced, st)
-	return rep
+	w.parkFailed(ctx, source, &out, content)
+	st := stagesOf(start, deleted, time.Now(), out.Report.Metrics, announced.took)
+	w.log(ctx, source, out, later, append(scheduledAgain(out.Report), signed), announced, st)
+	return out
 }
 
 // invalidate invalidates the batch; a bug caught fails every record for
@@ -207,13 +207,13 @@ func (w *Worker) invalidate(ctx context.Context, source events.Source, batch inv
 // a failure queue and content; in a stream's batch only those before the
 // first record to retry, in order, ten at a time: one that cannot be
 // parked is retried, and every one after it comes again with it.
-func (w *Worker) parkFailed(ctx context.Context, source events.Source, rep *invalidate.Report, content func(int) []byte) {
+func (w *Worker) parkFailed(ctx context.Context, source events.Source, o *Outcome, content func(int) []byte) {
 	if w.opts.Park == nil || content == nil {
 		return
 	}
 	var park []int
-	for i := range rep.Results {
-		res := &rep.Results[i]
+	for i := range o.Records {
+		res := &o.Records[i]
 		if res.Err == nil {
 			continue
 		}
@@ -226,36 +226,36 @@ func (w *Worker) parkFailed(ctx context.Context, source events.Source, rep *inva
 		park = append(park, i)
 	}
 	if source != events.SourceDynamoDB {
-		w.park(ctx, source, rep.Results, park, content)
+		w.park(ctx, source, o.Records, park, content)
 		return
 	}
-	for len(park) > 0 && w.park(ctx, source, rep.Results, park[:min(10, len(park))], content) {
+	for len(park) > 0 && w.park(ctx, source, o.Records, park[:min(10, len(park))], content) {
 		park = park[min(10, len(park)):]
 	}
 }
 
-// park sends the records at indices idx to the failure queue and marks
-// those sent Parked. It reports whether all were sent.
-func (w *Worker) park(ctx context.Context, source events.Source, results []invalidate.Result, idx []int, content func(int) []byte) (all bool) {
+// park sends the records at indices idx to the failure queue and makes
+// the fate of those sent Parked. It reports whether all were sent.
+func (w *Worker) park(ctx context.Context, source events.Source, records []RecordOutcome, idx []int, content func(int) []byte) (all bool) {
 	if len(idx) == 0 {
 		return true
 	}
 	all = true
 	now := time.Now()
-	records := make([]failurequeue.Record, len(idx))
+	parked := make([]failurequeue.Record, len(idx))
 	requestID := invocationOf(ctx).RequestID
 	for j, i := range idx {
-		records[j] = failurequeue.New(source, w.opts.Name, results[i].Record, results[i].Err.Error(), content(i), now)
-		records[j].RequestID = requestID
+		parked[j] = failurequeue.New(source, w.opts.Name, records[i].ID, records[i].Err.Error(), content(i), now)
+		parked[j].RequestID = requestID
 	}
-	for j, err := range w.opts.Park.Park(ctx, records) {
+	for j, err := range w.opts.Park.Park(ctx, parked) {
 		if err == nil {
-			results[idx[j]].Parked = true
+			records[idx[j]].Fate = Parked
 			continue
 		}
 		all = false
 		w.opts.Logger.ErrorContext(ctx, "cannot park a record: it is handed back to its source", "source", source,
-			"record", results[idx[j]].Record, "error", err.Error())
+			"record", records[idx[j]].ID, "error", err.Error())
 	}
 	return all
 }
@@ -271,19 +271,17 @@ func failAll(batch invalidate.Batch, err error) invalidate.Report {
 	return rep
 }
 
-func (w *Worker) log(ctx context.Context, source events.Source, rep invalidate.Report, later scheduled, agains []again, announced announcements, st stages) {
-	m := rep.Metrics
+func (w *Worker) log(ctx context.Context, source events.Source, o Outcome, later scheduled, agains []again, announced announcements, st stages) {
+	m := o.metrics()
 	parked := 0
 	debug := w.opts.Logger.Enabled(ctx, slog.LevelDebug)
-	for _, res := range rep.Results {
-		switch {
-		case res.Err != nil:
-			fate := "retry"
-			if res.Parked {
+	for i, res := range o.Report.Results {
+		switch r := o.Records[i]; {
+		case r.Err != nil:
+			if r.Fate == Parked {
 				parked++
-				fate = "parked"
 			}
-			w.opts.Logger.WarnContext(ctx, "record failed", "source", source, "record", res.Record, "fate", fate, "error", res.Err.Error())
+			w.opts.Logger.WarnContext(ctx, "record failed", "source", source, "record", r.ID, "fate", r.Fate.String(), "error", r.Err.Error())
 		case debug:
 			keys := make([]string, len(res.Keys))
 			for k := range res.Keys {

@@ -125,7 +125,7 @@ func TestSQSHandlerInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := outcomeOf(w.Lambda(ctx, events.SourceSQS, payload))
+	resp, err := answerOf(w.Lambda(ctx, events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != "bad" {
 		t.Fatalf("response = %+v, %v; want exactly the bad message", resp, err)
 	}
@@ -150,7 +150,7 @@ func TestSQSPayloads(t *testing.T) {
 			t.Errorf("payload %q: response %+v, want an error", payload, resp)
 		}
 	}
-	resp, err := outcomeOf(w.Lambda(t.Context(), events.SourceSQS, []byte(`{"Records":[{"messageId":"fine","body":"{\"entity\":\"user\",\"id\":\"7\"}"},`+
+	resp, err := answerOf(w.Lambda(t.Context(), events.SourceSQS, []byte(`{"Records":[{"messageId":"fine","body":"{\"entity\":\"user\",\"id\":\"7\"}"},`+
 		`{"body":7,"messageId":"no-body"},{"messageId":"bad-body","body":"{\"entity\":"},{"messageId":"empty-body","attributes":{"SentTimestamp":"1"},"body":""}]}`)))
 	var failed []string
 	for _, f := range resp.Retry {

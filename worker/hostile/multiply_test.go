@@ -52,7 +52,7 @@ func templatesThatMultiply(t *testing.T) {
 	took := time.Since(start)
 	runtime.ReadMemStats(&after)
 	if err != nil || len(park.records) != 1 || !strings.Contains(park.records[0].Reason, "plans more than 50000 keys") {
-		t.Fatalf("%v, %d parked (%v): want the record parked, past its 50,000 keys", err, len(park.records), rep.Results)
+		t.Fatalf("%v, %d parked (%v): want the record parked, past its 50,000 keys", err, len(park.records), rep.Records)
 	}
 	mib := float64(after.TotalAlloc-before.TotalAlloc) / (1 << 20)
 	if mib > 64 || took > time.Second {

@@ -7,7 +7,6 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/worker"
 )
 
@@ -33,9 +32,9 @@ func DynamoDB(w *worker.Worker, ctx context.Context, payload []byte) (lambdaeven
 
 // failures are the batch item failures of the records to retry, each once;
 // an empty list, never null, when there are none.
-func failures[F any](rep invalidate.Report, failure func(id string) F) []F {
+func failures[F any](o worker.Outcome, failure func(id string) F) []F {
 	out := []F{}
-	for _, id := range rep.ToRetry() {
+	for _, id := range o.ToRetry() {
 		out = append(out, failure(id))
 	}
 	return out
@@ -50,9 +49,9 @@ func SNS(w *worker.Worker, ctx context.Context, payload []byte) (struct{}, error
 		return struct{}{}, err
 	}
 	var failed RecordsFailed
-	for _, res := range rep.Results {
-		if res.Retry() {
-			failed = append(failed, "message "+res.Record+": "+res.Err.Error())
+	for _, r := range rep.Records {
+		if r.Fate == worker.Retry {
+			failed = append(failed, "message "+r.ID+": "+r.Err.Error())
 		}
 	}
 	if failed != nil {

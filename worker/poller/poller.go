@@ -33,7 +33,7 @@ type SQS interface {
 // each record, and says whether the cache answers at all; *worker.Worker
 // is one.
 type Handler interface {
-	Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) invalidate.Report
+	Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) worker.Outcome
 	Probe(ctx context.Context) error
 }
 
@@ -181,21 +181,21 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 		changes, err := events.DecodeSQSBody(id, aws.ToString(m.Body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
 		return invalidate.Record{ID: id, Changes: changes, Err: err}
 	})
-	rep := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) []byte { return lambdaRecord(&msgs[i], p.arn, p.opts.Region) })
+	out := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) []byte { return lambdaRecord(&msgs[i], p.arn, p.opts.Region) })
 	stopExtending()
 
 	var done []types.DeleteMessageBatchRequestEntry
 	var retry []types.Message
 	state, transient := none, 0
-	for i := range rep.Results {
-		switch res := &rep.Results[i]; {
-		case res.Retry():
+	for i, r := range out.Records {
+		switch r.Fate {
+		case worker.Retry:
 			retry = append(retry, msgs[i])
-			if res.Transient {
+			if r.Transient {
 				transient++
 			}
 			continue
-		case res.Err == nil:
+		case worker.Done:
 			state = up
 		}
 		done = append(done, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msgs[i].ReceiptHandle})

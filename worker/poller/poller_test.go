@@ -72,7 +72,7 @@ type concurrency struct {
 	batches   atomic.Int32
 }
 
-func (c *concurrency) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(int) []byte) invalidate.Report {
+func (c *concurrency) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(int) []byte) worker.Outcome {
 	n := c.now.Add(1)
 	defer c.now.Add(-1)
 	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {

@@ -312,10 +312,10 @@ func (r *Replayer) plan(records []invalidate.Record, o *Outcome) error {
 func (r *Replayer) invalidate(ctx context.Context, source events.Source, records []invalidate.Record, o *Outcome) error {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
-	rep := r.Worker.Handle(ctx, source, invalidate.Decoded(records), nil)
-	o.Records, o.Keys = len(records), rep.Metrics.KeysDeleted+rep.Metrics.KeysAbsent
+	out := r.Worker.Handle(ctx, source, invalidate.Decoded(records), nil)
+	o.Records, o.Keys = len(records), out.Report.Metrics.KeysDeleted+out.Report.Metrics.KeysAbsent
 	var errs []string
-	for _, res := range rep.Results {
+	for _, res := range out.Records {
 		if res.Err != nil {
 			errs = append(errs, res.Err.Error())
 		}
