@@ -68,6 +68,12 @@ func Start(bootstrap string, opts Options) (*Emulator, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One emulator takes its ports at a time, until it listens on both:
+	// ports free when asked for may be handed out again meanwhile, and a
+	// driver starting emulators at once once saw one's invoke port taken
+	// by another's runtime API, which answered every invoke 404.
+	starting.Lock()
+	defer starting.Unlock()
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -93,9 +99,13 @@ func Start(bootstrap string, opts Options) (*Emulator, error) {
 	e := &Emulator{cmd: cmd, url: "http://" + addr + "/2015-03-31/functions/function/invocations", done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(e.done) }()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if conn, err := net.Dial("tcp", addr); err == nil {
-			conn.Close()
-			return e, nil
+		if listening(addr) && listening("127.0.0.1:"+strconv.Itoa(ports[1])) {
+			select {
+			case <-e.done: // another process's ports
+				return nil, errors.New("the emulator exited at start")
+			default:
+				return e, nil
+			}
 		}
 		select {
 		case <-e.done:
@@ -182,6 +192,18 @@ func (e *Emulator) FunctionPID() (int, error) {
 func (e *Emulator) Stop() {
 	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
 	<-e.done
+}
+
+// starting is held by the Start under way.
+var starting sync.Mutex
+
+// listening tells whether something accepts connections at addr.
+func listening(addr string) bool {
+	conn, err := net.Dial("tcp", addr)
+	if err == nil {
+		conn.Close()
+	}
+	return err == nil
 }
 
 // freePorts asks the kernel for n free loopback ports.
