@@ -163,8 +163,26 @@ func (s *signs) checkTopology(ctx context.Context, client valkey.Client) {
 	}
 	s.checked = time.Now()
 	s.mu.Unlock()
-	shards, err := client.Do(ctx, client.B().ClusterShards().Build()).ToArray()
-	if err != nil {
+	// Waited for until ctx ends, whatever the client does: with every node
+	// frozen, a CI run saw the call last 4 s past its context's 1 s, and
+	// the invoke answer after its deadline.
+	type answer struct {
+		shards []valkey.ValkeyMessage
+		err    error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		shards, err := client.Do(ctx, client.B().ClusterShards().Build()).ToArray()
+		answered <- answer{shards, err}
+	}()
+	var shards []valkey.ValkeyMessage
+	select {
+	case a := <-answered:
+		if a.err != nil {
+			return
+		}
+		shards = a.shards
+	case <-ctx.Done():
 		return
 	}
 	roles, ok := nodeRoles(shards)
