@@ -53,3 +53,20 @@ func TestImportsRunDownTheLayers(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyEventsReadsARecord: events is the one reader of what arrives —
+// a record's changes and its delivery (ID, message, receipt) in one pass —
+// so no other package imports the JSON scanner (tests aside): parking,
+// replay and the poller take the delivery.
+func TestOnlyEventsReadsARecord(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if slices.Contains(f[1:], module+"/internal/jsonscan") && f[0] != module+"/events" {
+			t.Errorf("%s imports internal/jsonscan: only events reads a record", strings.TrimPrefix(f[0], module+"/"))
+		}
+	}
+}

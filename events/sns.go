@@ -11,6 +11,7 @@ type SNSRecord struct {
 // SNSMessage is the message an SNS record carries.
 type SNSMessage struct {
 	MessageID string `json:"MessageId"`
+	TopicArn  string
 	Message   string
 	Timestamp time.Time
 }

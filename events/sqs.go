@@ -26,18 +26,9 @@ func DecodeSQSJSON(raw []byte) (string, []Change, error) {
 	return decodeSQSRecord(raw, nil)
 }
 
-// Receipt is what it takes to hand an SQS record back to its queue: its
-// receipt handle, its queue's ARN (eventSourceARN) and how many times it
-// has been received (ApproximateReceiveCount, 0 when absent). What is
-// missing or malformed is left empty.
-type Receipt struct {
-	Handle, QueueARN string
-	Receives         int
-}
-
-// decodeSQSRecord is DecodeSQSJSON, filling in receipt, when it is not
-// nil, in the same pass.
-func decodeSQSRecord(raw []byte, receipt *Receipt) (string, []Change, error) {
+// decodeSQSRecord is DecodeSQSJSON, filling in d, when it is not nil, in
+// the same pass.
+func decodeSQSRecord(raw []byte, d *Delivery) (string, []Change, error) {
 	buf := messageBuffers.Get().(*[]byte)
 	defer messageBuffers.Put(buf)
 	var id string
@@ -48,6 +39,9 @@ func decodeSQSRecord(raw []byte, receipt *Receipt) (string, []Change, error) {
 		switch {
 		case string(key) == "body" && startsWith(raw, i, '"'):
 			// The body, most of the record, is decoded as it is validated.
+			if d != nil {
+				d.raw, d.bodyAt = raw, i
+			}
 			var end int
 			var err error
 			body, end, err = jsonscan.AppendStringAt((*buf)[:0], raw, i)
@@ -60,9 +54,9 @@ func decodeSQSRecord(raw []byte, receipt *Receipt) (string, []Change, error) {
 				case err != nil || kind != jsonscan.String:
 				case string(key) == "SentTimestamp":
 					sent = raw[i:end]
-				case string(key) == "ApproximateReceiveCount" && receipt != nil:
+				case string(key) == "ApproximateReceiveCount" && d != nil:
 					count, _ := stringField("ApproximateReceiveCount", raw[i:end], kind)
-					receipt.Receives, _ = strconv.Atoi(count)
+					d.Receipt.Receives, _ = strconv.Atoi(count)
 				}
 				return end, err
 			})
@@ -78,17 +72,23 @@ func decodeSQSRecord(raw []byte, receipt *Receipt) (string, []Change, error) {
 		case "body":
 			bodyKind = kind
 		case "receiptHandle":
-			if receipt != nil {
-				receipt.Handle, _ = stringField("receiptHandle", value, kind)
+			if d != nil {
+				d.Receipt.Handle, _ = stringField("receiptHandle", value, kind)
 			}
 		case "eventSourceARN":
-			if receipt != nil {
-				receipt.QueueARN, _ = stringField("eventSourceARN", value, kind)
+			if d != nil {
+				d.From, _ = stringField("eventSourceARN", value, kind)
 			}
 		}
 		first = cmp.Or(first, err)
 		return end, nil
 	})
+	var digits [24]byte
+	sentText, _ := jsonscan.AppendText(digits[:0], sent)
+	at := sentAt(sentText)
+	if d != nil {
+		d.SentAt = at
+	}
 	switch err = cmp.Or(err, first); {
 	case err != nil:
 	case bodyKind == jsonscan.Invalid:
@@ -99,9 +99,7 @@ func decodeSQSRecord(raw []byte, receipt *Receipt) (string, []Change, error) {
 	if err != nil {
 		return id, nil, recordError(id, err)
 	}
-	var digits [24]byte
-	sentText, _ := jsonscan.AppendText(digits[:0], sent)
-	changes, err := decodeSQSBody(id, body, sentAt(sentText))
+	changes, err := decodeSQSBody(id, body, at)
 	return id, changes, err
 }
 

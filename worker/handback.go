@@ -48,15 +48,15 @@ func (w *Worker) handBack(ctx context.Context, o Outcome, records []record) {
 	byQueue := map[string][]types.ChangeMessageVisibilityBatchRequestEntry{}
 	most, n := 0, 0
 	for i := range o.Records {
-		m := records[i].receipt
-		if o.Records[i].Fate != Retry || m.Handle == "" {
+		d := records[i].delivery
+		if o.Records[i].Fate != Retry || d.Receipt.Handle == "" {
 			continue // done, or not from Lambda's SQS event source: nothing to hand back
 		}
 		n++
-		most = max(most, m.Receives)
-		byQueue[m.QueueARN] = append(byQueue[m.QueueARN], types.ChangeMessageVisibilityBatchRequestEntry{
-			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.Handle),
-			VisibilityTimeout: int32(RetryAfter(m.Receives).Round(time.Second) / time.Second),
+		most = max(most, d.Receipt.Receives)
+		byQueue[d.From] = append(byQueue[d.From], types.ChangeMessageVisibilityBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(d.Receipt.Handle),
+			VisibilityTimeout: int32(RetryAfter(d.Receipt.Receives).Round(time.Second) / time.Second),
 		})
 	}
 	if most > 0 {

@@ -240,7 +240,7 @@ func TestAPanicParksTheBatchWithItsStack(t *testing.T) {
 	raws := [][]byte{[]byte(`{"n":1}`)}
 	rep := testWorker(nil, queues).Handle(deadline(t), events.SourceSQS,
 		invalidate.Inputs(raws, func(*[]byte) invalidate.Record { panic("decoder bug") }),
-		func(i int) []byte { return raws[i] })
+		func(i int) (events.Delivery, []byte) { return events.Delivery{}, raws[i] })
 	p := parked(t, queues)
 	if rep.Records[0].Fate != Parked || len(p) != 1 || !strings.Contains(p[0].Reason, "decoder bug") || !strings.Contains(p[0].Reason, "goroutine") {
 		t.Fatalf("outcome %+v, parked %+v: want the record parked with the panic and its stack", rep.Records[0], p)

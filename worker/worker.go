@@ -131,29 +131,30 @@ func (w *Worker) Lambda(ctx context.Context, source events.Source, payload []byt
 	}
 	keep := w.inv.Rules().Attributes()
 	batch := invalidate.Inputs(records, func(r *record) invalidate.Record {
-		id, changes, receipt, err := events.Decode(source, r.raw, keep)
-		r.receipt = receipt
-		return invalidate.Record{ID: id, Changes: changes, Err: err}
+		d, changes, err := events.Decode(source, r.raw, keep)
+		r.delivery = d
+		return invalidate.Record{ID: d.ID, Changes: changes, Err: err}
 	})
-	out := w.Handle(ctx, source, batch, func(i int) []byte { return raws[i] })
+	out := w.Handle(ctx, source, batch, func(i int) (events.Delivery, []byte) { return records[i].delivery, raws[i] })
 	if source == events.SourceSQS {
 		w.handBack(ctx, out, records)
 	}
 	return out, nil
 }
 
-// record is a raw record of an invoke, and its receipt once decoded.
+// record is a raw record of an invoke, and its delivery once decoded.
 type record struct {
-	raw     []byte
-	receipt events.Receipt
+	raw      []byte
+	delivery events.Delivery
 }
 
 // Handle invalidates a batch from source before ctx's deadline less the
 // margin, and then, each a step of its own: announces what it deleted,
 // schedules it to be deleted again (second deletes, the failover schedule,
 // the window), deletes the window again after a sign of a failover, and
-// parks the records that failed for good — content(i) is record i as its
-// source delivered it; without content nothing is parked. It logs the
+// parks the records that failed for good — delivered(i) is record i's
+// delivery and, when its event had one, its raw record; without delivered
+// nothing is parked. It logs the
 // batch, each failed record and the batch's metrics, and returns the
 // outcome: each record done, to retry, or parked.
 //
@@ -161,7 +162,7 @@ type record struct {
 // after it come again whatever is answered: in a batch from DynamoDB
 // Streams, a record after the first one to retry is retried, not parked,
 // or it would be parked twice.
-func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) Outcome {
+func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, delivered func(i int) (events.Delivery, []byte)) Outcome {
 	start := time.Now()
 	if source != events.SourceSNS {
 		batch.RetryFor = w.opts.RetryFor
@@ -182,7 +183,7 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	announced := w.announce(announceIn, &out, start, batch.RetryFor)
 	later := w.scheduleAgain(announceIn, &out)
 	signed := w.afterSign(inTime)
-	w.parkFailed(ctx, source, &out, content)
+	w.parkFailed(ctx, source, &out, delivered)
 	st := stagesOf(start, deleted, time.Now(), out.Report.Metrics, announced.took)
 	w.log(ctx, source, out, later, append(scheduledAgain(out.Report), signed), announced, st)
 	return out
@@ -204,11 +205,11 @@ func (w *Worker) invalidate(ctx context.Context, source events.Source, batch inv
 }
 
 // parkFailed parks the records that failed for good, when the worker has
-// a failure queue and content; in a stream's batch only those before the
+// a failure queue and deliveries; in a stream's batch only those before the
 // first record to retry, in order, ten at a time: one that cannot be
 // parked is retried, and every one after it comes again with it.
-func (w *Worker) parkFailed(ctx context.Context, source events.Source, o *Outcome, content func(int) []byte) {
-	if w.opts.Park == nil || content == nil {
+func (w *Worker) parkFailed(ctx context.Context, source events.Source, o *Outcome, delivered func(int) (events.Delivery, []byte)) {
+	if w.opts.Park == nil || delivered == nil {
 		return
 	}
 	var park []int
@@ -226,17 +227,17 @@ func (w *Worker) parkFailed(ctx context.Context, source events.Source, o *Outcom
 		park = append(park, i)
 	}
 	if source != events.SourceDynamoDB {
-		w.park(ctx, source, o.Records, park, content)
+		w.park(ctx, source, o.Records, park, delivered)
 		return
 	}
-	for len(park) > 0 && w.park(ctx, source, o.Records, park[:min(10, len(park))], content) {
+	for len(park) > 0 && w.park(ctx, source, o.Records, park[:min(10, len(park))], delivered) {
 		park = park[min(10, len(park)):]
 	}
 }
 
 // park sends the records at indices idx to the failure queue and makes
 // the fate of those sent Parked. It reports whether all were sent.
-func (w *Worker) park(ctx context.Context, source events.Source, records []RecordOutcome, idx []int, content func(int) []byte) (all bool) {
+func (w *Worker) park(ctx context.Context, source events.Source, records []RecordOutcome, idx []int, delivered func(int) (events.Delivery, []byte)) (all bool) {
 	if len(idx) == 0 {
 		return true
 	}
@@ -245,7 +246,8 @@ func (w *Worker) park(ctx context.Context, source events.Source, records []Recor
 	parked := make([]failurequeue.Record, len(idx))
 	requestID := invocationOf(ctx).RequestID
 	for j, i := range idx {
-		parked[j] = failurequeue.New(source, w.opts.Name, records[i].ID, records[i].Err.Error(), content(i), now)
+		d, raw := delivered(i)
+		parked[j] = failurequeue.New(source, w.opts.Name, d, records[i].Err.Error(), raw, now)
 		parked[j].RequestID = requestID
 	}
 	for j, err := range w.opts.Park.Park(ctx, parked) {

@@ -227,8 +227,8 @@ func record(rules *invalidate.Rules, raw []byte) invalidate.Record {
 	case members["Sns"] != nil:
 		source = events.SourceSNS
 	}
-	id, changes, _, err := events.Decode(source, raw, rules.Attributes())
-	return invalidate.Record{ID: id, Changes: changes, Err: err}
+	d, changes, err := events.Decode(source, raw, rules.Attributes())
+	return invalidate.Record{ID: d.ID, Changes: changes, Err: err}
 }
 
 // ruleEnv is getenv with the rules file given by flag, which then wins over

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/jsonscan"
 )
 
 // The message attributes of a parked record. Kind marks the message as
@@ -57,7 +56,7 @@ func (r *Record) Message(maxBytes int) (*sqs.SendMessageInput, error) {
 	in := r.message(r.Content, r.Data)
 	size := messageSize(in)
 	if size > maxBytes && r.Source == events.SourceDynamoDB && r.Content == WholeRecord {
-		if short, err := withoutImages(r.Data); err == nil {
+		if short, err := events.WithoutImages(r.Data); err == nil {
 			in = r.message(RecordWithoutImages, short)
 			size = messageSize(in)
 		}
@@ -148,34 +147,6 @@ func sanitize(s string, most int) string {
 		cut--
 	}
 	return s[:cut] + "…"
-}
-
-// withoutImages returns a stream record with its item images emptied, the
-// rest byte for byte.
-func withoutImages(raw []byte) ([]byte, error) {
-	var cuts [][2]int // the images' values
-	err := jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
-		if string(key) != "dynamodb" || i >= len(raw) || raw[i] != '{' {
-			_, end, err := jsonscan.ValueAt(raw, i)
-			return end, err
-		}
-		return jsonscan.WalkAt(raw, i, func(key []byte, i int) (int, error) {
-			_, end, err := jsonscan.ValueAt(raw, i)
-			if string(key) == "NewImage" || string(key) == "OldImage" {
-				cuts = append(cuts, [2]int{i, end})
-			}
-			return end, err
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	out, at := make([]byte, 0, len(raw)), 0
-	for _, c := range cuts {
-		out = append(append(out, raw[at:c[0]]...), "{}"...)
-		at = c[1]
-	}
-	return append(out, raw[at:]...), nil
 }
 
 // Parse reads a failure-queue message, its body and its message

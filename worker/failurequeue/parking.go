@@ -3,7 +3,6 @@ package failurequeue
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -12,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/internal/jsonscan"
 )
 
 // MaxBytes is the largest message SQS takes, which the failure queue must
@@ -62,117 +60,20 @@ type Record struct {
 	Data    []byte
 }
 
-// New returns the parked form of raw, a record from source — an SQS
-// message, an SNS record, a stream record, as Lambda gives them — that
-// failed for the reason given: an SQS message's body or an SNS record's
-// message as it came, with its coordinates; a stream record, or a record
-// that cannot be read, whole.
-func New(source events.Source, function, id, reason string, raw []byte, at time.Time) Record {
-	r := Record{Source: source, Function: function, ID: id, Reason: reason, ParkedAt: at.UTC(), Content: WholeRecord, Data: raw}
-	if !utf8.Valid(raw) {
-		return r // its body could not be told byte for byte
+// New returns the parked form of a record from source — an SQS message,
+// an SNS record, a stream record — that failed for the reason given: the
+// message it carries as it came (d.Message), with its coordinates; a
+// stream record, or a record without a message that can be told, whole:
+// raw, as Lambda gave it.
+func New(source events.Source, function string, d events.Delivery, reason string, raw []byte, at time.Time) Record {
+	r := Record{Source: source, Function: function, ID: d.ID, Reason: reason, ParkedAt: at.UTC(), Content: WholeRecord, Data: raw}
+	if source == events.SourceDynamoDB || raw != nil && !utf8.Valid(raw) {
+		return r // no message, or one that cannot be told byte for byte
 	}
-	var body message
-	var err error
-	switch source {
-	case events.SourceSQS:
-		err = jsonscan.Walk(raw, body.sqs(raw))
-	case events.SourceSNS:
-		err = jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
-			if string(key) == "Sns" {
-				return jsonscan.WalkAt(raw, i, body.sns(raw))
-			}
-			_, end, err := jsonscan.ValueAt(raw, i)
-			return end, err
-		})
-	default:
-		return r
-	}
-	if err != nil || body.body == nil || len(*body.body) == 0 {
-		return r
-	}
-	r.Content, r.Data, r.SentAt, r.From = Body, *body.body, body.sent, body.from
-	if r.ID == "" {
-		r.ID = body.id
+	if msg, ok := d.Message(); ok {
+		r.Content, r.Data, r.SentAt, r.From = Body, msg, d.SentAt, d.From
 	}
 	return r
-}
-
-// message is what New reads of a record: the body and its coordinates.
-type message struct {
-	body     *[]byte
-	id, from string
-	sent     time.Time
-}
-
-// sqs reads an SQS message's members.
-func (m *message) sqs(raw []byte) func(key []byte, i int) (int, error) {
-	return func(key []byte, i int) (int, error) {
-		switch string(key) {
-		case "body":
-			return m.text(raw, i, nil)
-		case "messageId":
-			return m.text(raw, i, &m.id)
-		case "eventSourceARN":
-			return m.text(raw, i, &m.from)
-		case "attributes":
-			if i < len(raw) && raw[i] == '{' {
-				return jsonscan.WalkAt(raw, i, func(key []byte, i int) (int, error) {
-					if string(key) != "SentTimestamp" {
-						_, end, err := jsonscan.ValueAt(raw, i)
-						return end, err
-					}
-					var ms string
-					end, err := m.text(raw, i, &ms)
-					if n, perr := strconv.ParseInt(ms, 10, 64); perr == nil {
-						m.sent = time.UnixMilli(n).UTC()
-					}
-					return end, err
-				})
-			}
-		}
-		_, end, err := jsonscan.ValueAt(raw, i)
-		return end, err
-	}
-}
-
-// sns reads an SNS record's Sns members.
-func (m *message) sns(raw []byte) func(key []byte, i int) (int, error) {
-	return func(key []byte, i int) (int, error) {
-		switch string(key) {
-		case "Message":
-			return m.text(raw, i, nil)
-		case "MessageId":
-			return m.text(raw, i, &m.id)
-		case "TopicArn":
-			return m.text(raw, i, &m.from)
-		case "Timestamp":
-			var at string
-			end, err := m.text(raw, i, &at)
-			if t, perr := time.Parse(time.RFC3339Nano, at); perr == nil {
-				m.sent = t.UTC()
-			}
-			return end, err
-		}
-		_, end, err := jsonscan.ValueAt(raw, i)
-		return end, err
-	}
-}
-
-// text decodes the string at raw[i] into into, or into the body when into
-// is nil; a value of another kind is skipped, and no body.
-func (m *message) text(raw []byte, i int, into *string) (int, error) {
-	if i >= len(raw) || raw[i] != '"' {
-		_, end, err := jsonscan.ValueAt(raw, i)
-		return end, err
-	}
-	s, end, err := jsonscan.AppendStringAt(nil, raw, i)
-	if into != nil {
-		*into = string(s)
-	} else {
-		m.body = &s
-	}
-	return end, err
 }
 
 // SQS is what a Queue needs of an SQS client; *sqs.Client has it.

@@ -38,6 +38,16 @@ func park(t *testing.T, records ...Record) ([]Record, []error) {
 	return back, errs
 }
 
+// newFrom is New of a raw record as the worker decodes it; id, when not
+// empty, is the ID the record had.
+func newFrom(source events.Source, function, id, reason string, raw []byte, at time.Time) Record {
+	d, _, _ := events.Decode(source, raw, events.Attributes{})
+	if id != "" {
+		d.ID = id
+	}
+	return New(source, function, d, reason, raw, at)
+}
+
 // TestAMessageIsParkedAsItCame: an SQS message's body, an SNS record's
 // message, byte for byte, with their coordinates and the reason as
 // attributes; what SQS refuses in the reason is replaced.
@@ -53,7 +63,7 @@ func TestAMessageIsParkedAsItCame(t *testing.T) {
 		raw    []byte
 		id     string
 	}{{events.SourceSQS, sqsRecord, "m1"}, {events.SourceSNS, snsRecord, "s1"}} {
-		r := New(c.source, "fn", "", "why\x00\uffff\xff <&>", c.raw, at)
+		r := newFrom(c.source, "fn", "", "why\x00\uffff\xff <&>", c.raw, at)
 		r.RequestID = "req-1"
 		back, errs := park(t, r)
 		if errs[0] != nil || len(back) != 1 {
@@ -86,7 +96,7 @@ func TestARecordThatCannotBeReadIsParkedWhole(t *testing.T) {
 		{"{\"body\":\"\xff\xfe\"}", "{\"body\":\"\xff\xfe\"}", WholeRecord},
 		{`{"body":"a\uffffb\u0000"}`, "a\uffffb\x00", Body},
 	} {
-		back, errs := park(t, New(events.SourceSQS, "sqs-invalidate", "m1", "why", []byte(c.raw), time.Now()))
+		back, errs := park(t, newFrom(events.SourceSQS, "sqs-invalidate", "m1", "why", []byte(c.raw), time.Now()))
 		if errs[0] != nil || len(back) != 1 || back[0].Content != c.content || string(back[0].Data) != c.data {
 			t.Fatalf("%q: parked %+v (%v), want %s %q", c.raw, back, errs[0], c.content, c.data)
 		}
@@ -99,7 +109,7 @@ func TestARecordThatCannotBeReadIsParkedWhole(t *testing.T) {
 func TestAParkedMessageFitsWithItsAttributes(t *testing.T) {
 	body := strings.Repeat(`"<&>`+"\n", 1000*1000/5)
 	raw, _ := json.Marshal(lambdaevent.SQSMessage{MessageId: "m1", Body: body})
-	back, errs := park(t, New(events.SourceSQS, "sqs-invalidate", "m1", strings.Repeat("é", 10_000), raw, time.Now()))
+	back, errs := park(t, newFrom(events.SourceSQS, "sqs-invalidate", "m1", strings.Repeat("é", 10_000), raw, time.Now()))
 	if errs[0] != nil || string(back[0].Data) != body || len(back[0].Reason) > maxReason {
 		t.Fatalf("%v: want the body whole and the reason cut to %d bytes, got %d", errs[0], maxReason, len(back[0].Reason))
 	}
@@ -108,7 +118,7 @@ func TestAParkedMessageFitsWithItsAttributes(t *testing.T) {
 	long := strings.Repeat("x", 10_000)
 	raw, _ = json.Marshal(lambdaevent.SQSMessage{MessageId: long, Body: strings.Repeat("y", MaxBytes-MaxAttributeBytes), EventSourceARN: long,
 		Attributes: map[string]string{"SentTimestamp": "1796000000123"}})
-	r := New(events.SourceSQS, long, "", long, raw, time.Now())
+	r := newFrom(events.SourceSQS, long, "", long, raw, time.Now())
 	r.RequestID = long
 	if _, errs := park(t, r); errs[0] != nil {
 		t.Fatalf("a body of MaxBytes-MaxAttributeBytes: %v", errs[0])
@@ -116,7 +126,7 @@ func TestAParkedMessageFitsWithItsAttributes(t *testing.T) {
 	// A body that fills the queue's 1 MiB leaves no room for its
 	// attributes: it stays with its source.
 	raw, _ = json.Marshal(lambdaevent.SQSMessage{MessageId: "m1", Body: strings.Repeat("x", MaxBytes-100)})
-	if _, errs := park(t, New(events.SourceSQS, "sqs-invalidate", "m1", "why", raw, time.Now())); !errors.Is(errs[0], ErrTooLarge) {
+	if _, errs := park(t, newFrom(events.SourceSQS, "sqs-invalidate", "m1", "why", raw, time.Now())); !errors.Is(errs[0], ErrTooLarge) {
 		t.Fatalf("err = %v, want ErrTooLarge", errs[0])
 	}
 }
@@ -126,7 +136,7 @@ func TestAStreamRecordTooLargeIsKeptWithoutItsImages(t *testing.T) {
 	raw, _ := json.Marshal(map[string]any{"eventName": "MODIFY", "eventSourceARN": "arn:aws:dynamodb:us-east-1:1:table/T/stream/L",
 		"dynamodb": map[string]any{"SequenceNumber": "100", "Keys": map[string]any{"id": map[string]string{"S": "1"}},
 			"NewImage": map[string]any{"blob": map[string]string{"S": big}}, "OldImage": map[string]any{"blob": map[string]string{"S": "<old>"}}}})
-	back, errs := park(t, New(events.SourceDynamoDB, "stream-invalidate", "100", "cannot plan", raw, time.Now()))
+	back, errs := park(t, newFrom(events.SourceDynamoDB, "stream-invalidate", "100", "cannot plan", raw, time.Now()))
 	if errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -135,7 +145,7 @@ func TestAStreamRecordTooLargeIsKeptWithoutItsImages(t *testing.T) {
 		t.Fatalf("parked %s %.300s: want the record without its images, the rest as it came", back[0].Content, back[0].Data)
 	}
 	// Anything else that large cannot be parked: it stays with its source.
-	if _, errs := park(t, New(events.SourceSQS, "sqs-invalidate", "m1", "malformed", []byte(`"`+big+`"`), time.Now())); !errors.Is(errs[0], ErrTooLarge) {
+	if _, errs := park(t, newFrom(events.SourceSQS, "sqs-invalidate", "m1", "malformed", []byte(`"`+big+`"`), time.Now())); !errors.Is(errs[0], ErrTooLarge) {
 		t.Fatalf("err = %v, want ErrTooLarge", errs[0])
 	}
 }
@@ -164,8 +174,8 @@ func TestParseReadsTheEarlierEnvelope(t *testing.T) {
 
 func TestParkSaysWhatWasNotParked(t *testing.T) {
 	f := &fakes.SQS{}
-	ok := New(events.SourceSNS, "sns-invalidate", "a", "bad", []byte(`{}`), time.Now())
-	huge := New(events.SourceSNS, "sns-invalidate", "b", "bad", []byte(`"`+strings.Repeat("x", MaxBytes)+`"`), time.Now())
+	ok := newFrom(events.SourceSNS, "sns-invalidate", "a", "bad", []byte(`{}`), time.Now())
+	huge := newFrom(events.SourceSNS, "sns-invalidate", "b", "bad", []byte(`"`+strings.Repeat("x", MaxBytes)+`"`), time.Now())
 	errs := Queue{Client: f, URL: queue}.Park(context.Background(), []Record{ok, huge})
 	if errs[0] != nil || !errors.Is(errs[1], ErrTooLarge) || len(f.Messages(queue)) != 1 {
 		t.Fatalf("errs %v, %d sent: want the first parked, the second refused", errs, len(f.Messages(queue)))
@@ -180,7 +190,7 @@ func FuzzParkedRecordComesBack(f *testing.F) {
 	f.Add([]byte(`{"dynamodb":{"NewImage":{"a":{"S":"b"}}}}`), uint8(2), "")
 	sources := []events.Source{events.SourceSQS, events.SourceSNS, events.SourceDynamoDB}
 	f.Fuzz(func(t *testing.T, raw []byte, source uint8, reason string) {
-		r := New(sources[int(source)%len(sources)], "fn", "", reason, raw, time.Now())
+		r := newFrom(sources[int(source)%len(sources)], "fn", "", reason, raw, time.Now())
 		back, errs := park(t, r)
 		if errors.Is(errs[0], ErrTooLarge) || len(raw) == 0 && errs[0] != nil {
 			return

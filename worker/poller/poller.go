@@ -1,9 +1,7 @@
 package poller
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
@@ -16,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/internal/wait"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/worker"
@@ -33,7 +30,7 @@ type SQS interface {
 // each record, and says whether the cache answers at all; *worker.Worker
 // is one.
 type Handler interface {
-	Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(i int) []byte) worker.Outcome
+	Handle(ctx context.Context, source events.Source, batch invalidate.Batch, delivered func(i int) (events.Delivery, []byte)) worker.Outcome
 	Probe(ctx context.Context) error
 }
 
@@ -176,12 +173,17 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.BatchTimeout)
 	defer cancel()
 	stopExtending := p.extendVisibility(ctx, msgs)
-	batch := invalidate.Inputs(msgs, func(m *types.Message) invalidate.Record {
-		id := aws.ToString(m.MessageId)
-		changes, err := events.DecodeSQSBody(id, aws.ToString(m.Body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
-		return invalidate.Record{ID: id, Changes: changes, Err: err}
+	received := make([]message, len(msgs))
+	for i := range msgs {
+		received[i].Message = &msgs[i]
+	}
+	batch := invalidate.Inputs(received, func(m *message) invalidate.Record {
+		d, changes, err := events.DecodeReceived(aws.ToString(m.MessageId), aws.ToString(m.Body),
+			m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], p.arn, events.Receipt{})
+		m.delivery = d
+		return invalidate.Record{ID: d.ID, Changes: changes, Err: err}
 	})
-	out := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) []byte { return lambdaRecord(&msgs[i], p.arn, p.opts.Region) })
+	out := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) (events.Delivery, []byte) { return received[i].delivery, nil })
 	stopExtending()
 
 	var done []types.DeleteMessageBatchRequestEntry
@@ -219,16 +221,10 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 	return state
 }
 
-// lambdaRecord is a received message in the shape Lambda delivers it, the
-// form parking reads an SQS message from. <, > and & stay themselves:
-// encoding/json's six bytes each would make a parked 1 MB body a 6 MB
-// record on its way.
-func lambdaRecord(m *types.Message, queueARN, region string) []byte {
-	var rec bytes.Buffer
-	enc := json.NewEncoder(&rec)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(lambdaevent.SQSMessageOf(*m, queueARN, region))
-	return bytes.TrimSuffix(rec.Bytes(), []byte("\n"))
+// message is a received message, and its delivery once decoded.
+type message struct {
+	*types.Message
+	delivery events.Delivery
 }
 
 // sleep pauses before the next try (wait.Backoff), and returns the pause;

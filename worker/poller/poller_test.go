@@ -2,7 +2,6 @@ package poller
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"strconv"
@@ -10,9 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -72,14 +68,14 @@ type concurrency struct {
 	batches   atomic.Int32
 }
 
-func (c *concurrency) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, content func(int) []byte) worker.Outcome {
+func (c *concurrency) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, delivered func(int) (events.Delivery, []byte)) worker.Outcome {
 	n := c.now.Add(1)
 	defer c.now.Add(-1)
 	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
 	}
 	c.batches.Add(1)
 	time.Sleep(time.Duration(c.slow.Load()))
-	return c.Handler.Handle(ctx, source, batch, content)
+	return c.Handler.Handle(ctx, source, batch, delivered)
 }
 
 func run(t *testing.T, sqs *fakes.SQS, cache *cacheSwitch, opts Options) (h *concurrency, stop func()) {
@@ -313,15 +309,4 @@ func TestPollerReceivesBesideAHeldBatch(t *testing.T) {
 		}
 		return false
 	})
-}
-
-// TestARecordToParkIsNotEscapedAgain: the Lambda-shaped record a parked
-// message is read from keeps <, > and & as they are, not six bytes each.
-func TestARecordToParkIsNotEscapedAgain(t *testing.T) {
-	body := strings.Repeat("<&>", 100_000)
-	rec := lambdaRecord(&types.Message{MessageId: aws.String("m"), Body: aws.String(body)}, "", "")
-	var back struct{ Body string }
-	if err := json.Unmarshal(rec, &back); err != nil || back.Body != body || len(rec) > len(body)+200 {
-		t.Fatalf("a record of %d bytes (%v) for a body of %d", len(rec), err, len(body))
-	}
 }

@@ -204,8 +204,8 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 // decode decodes a raw record of a Lambda event from source, as its
 // function does.
 func (r *Replayer) decode(source events.Source, raw []byte) invalidate.Record {
-	id, changes, _, err := events.Decode(source, raw, r.Worker.Rules().Attributes())
-	return invalidate.Record{ID: id, Changes: changes, Err: err}
+	d, changes, err := events.Decode(source, raw, r.Worker.Rules().Attributes())
+	return invalidate.Record{ID: d.ID, Changes: changes, Err: err}
 }
 
 // parked decodes a parked record as its front end did: a message's body

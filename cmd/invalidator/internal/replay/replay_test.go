@@ -115,11 +115,11 @@ func TestReplayEveryKind(t *testing.T) {
 	seq := aws.ToString(records[0].Dynamodb.SequenceNumber)
 	var msgs []*sqs.SendMessageInput
 	for _, rec := range []failurequeue.Record{
-		failurequeue.New(events.SourceSQS, "sqs-invalidate", "m-sqs", "a bug since fixed", sqsRecord("sqs"), time.Now()),
-		failurequeue.New(events.SourceSNS, "sns-invalidate", "m-sns", "a bug since fixed", snsRecord("sns"), time.Now()),
-		failurequeue.New(events.SourceDynamoDB, "stream-invalidate", "w", "a bug since fixed", streamRecord(3, true), time.Now()),
+		parkedAs(events.SourceSQS, "sqs-invalidate", "m-sqs", "a bug since fixed", sqsRecord("sqs"), time.Now()),
+		parkedAs(events.SourceSNS, "sns-invalidate", "m-sns", "a bug since fixed", snsRecord("sns"), time.Now()),
+		parkedAs(events.SourceDynamoDB, "stream-invalidate", "w", "a bug since fixed", streamRecord(3, true), time.Now()),
 		{Source: events.SourceDynamoDB, ID: "t", Reason: "too large", Content: failurequeue.RecordWithoutImages, Data: streamRecord(1, false)},
-		failurequeue.New(events.SourceSQS, "sqs-invalidate", "m-bad", "malformed", []byte(`{"messageId":"m-bad","body":"{"}`), time.Now()),
+		parkedAs(events.SourceSQS, "sqs-invalidate", "m-bad", "malformed", []byte(`{"messageId":"m-bad","body":"{"}`), time.Now()),
 	} {
 		in, err := rec.Message(failurequeue.MaxBytes)
 		if err != nil {
@@ -251,4 +251,12 @@ func TestReplaySchedulesSecondDeletes(t *testing.T) {
 			t.Errorf("%+v: want it failed for its second delete, and left", o)
 		}
 	}
+}
+
+// parkedAs is failurequeue.New of a raw record as the worker decodes it,
+// its ID id.
+func parkedAs(source events.Source, function, id, reason string, raw []byte, at time.Time) failurequeue.Record {
+	d, _, _ := events.Decode(source, raw, events.Attributes{})
+	d.ID = id
+	return failurequeue.New(source, function, d, reason, raw, at)
 }
