@@ -40,18 +40,28 @@ func layerOf(path string) int {
 // TestImportsRunDownTheLayers: no package imports one of a layer above its
 // own, so internal/ imports nothing public and the worker no dev tool.
 func TestImportsRunDownTheLayers(t *testing.T) {
+	for pkg, imports := range imports(t) {
+		for _, imp := range imports {
+			if strings.HasPrefix(imp, module) && layerOf(imp) > layerOf(pkg) {
+				t.Errorf("%s imports %s, a layer above it", strings.TrimPrefix(pkg, module+"/"), strings.TrimPrefix(imp, module+"/"))
+			}
+		}
+	}
+}
+
+// imports are the imports of each package of the module, tests aside.
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
+	all := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)
-		for _, imp := range f[1:] {
-			if strings.HasPrefix(imp, module) && layerOf(imp) > layerOf(f[0]) {
-				t.Errorf("%s imports %s, a layer above it", strings.TrimPrefix(f[0], module+"/"), strings.TrimPrefix(imp, module+"/"))
-			}
-		}
+		all[f[0]] = f[1:]
 	}
+	return all
 }
 
 // TestOnlyEventsReadsARecord: events is the one reader of what arrives —
@@ -59,14 +69,9 @@ func TestImportsRunDownTheLayers(t *testing.T) {
 // so no other package imports the JSON scanner (tests aside): parking,
 // replay and the poller take the delivery.
 func TestOnlyEventsReadsARecord(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		if slices.Contains(f[1:], module+"/internal/jsonscan") && f[0] != module+"/events" {
-			t.Errorf("%s imports internal/jsonscan: only events reads a record", strings.TrimPrefix(f[0], module+"/"))
+	for pkg, imports := range imports(t) {
+		if slices.Contains(imports, module+"/internal/jsonscan") && pkg != module+"/events" {
+			t.Errorf("%s imports internal/jsonscan: only events reads a record", strings.TrimPrefix(pkg, module+"/"))
 		}
 	}
 }
