@@ -154,9 +154,9 @@ type record struct {
 // the window), deletes the window again after a sign of a failover, and
 // parks the records that failed for good — delivered(i) is record i's
 // delivery and, when its event had one, its raw record; without delivered
-// nothing is parked. It logs the
-// batch, each failed record and the batch's metrics, and returns the
-// outcome: each record done, to retry, or parked.
+// nothing is parked. It logs the batch, each failed record and the
+// batch's metrics, and returns the outcome: each record done, to retry,
+// or parked.
 //
 // A stream shard is retried from its lowest failed record, so the records
 // after it come again whatever is answered: in a batch from DynamoDB
