@@ -5,7 +5,7 @@
 //
 // It expects the cache configuration in the environment (make bench starts a
 // single-node TLS cluster for it, the shape ElastiCache Serverless shows)
-// and redis-benchmark on PATH.
+// and valkey-benchmark (or redis-benchmark) on PATH.
 package main
 
 import (
