@@ -75,3 +75,27 @@ func TestOnlyEventsReadsARecord(t *testing.T) {
 		}
 	}
 }
+
+// TestOneQueuesPackageCallsSQS: every SQS call behind a record's fate —
+// receive, delete, hand back, send to the delay, window and failure
+// queues — is worker/queues', for both front ends; the rest of what the
+// functions and the poller link holds receipt handles and bodies, not the
+// SDK's types. The poller's main builds its client.
+func TestOneQueuesPackageCallsSQS(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{.Name}}{{range .Imports}} {{.}}{{end}}`, "./functions/...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		rel, ours := strings.CutPrefix(f[0], module+"/")
+		if !ours || f[1] == "main" || rel == "worker/queues" {
+			continue
+		}
+		for _, imp := range f[2:] {
+			if strings.HasPrefix(imp, "github.com/aws/aws-sdk-go-v2/service/sqs") {
+				t.Errorf("%s imports %s: SQS is worker/queues' to call", rel, imp)
+			}
+		}
+	}
+}

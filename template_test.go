@@ -13,10 +13,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/invalidator-go/invalidator/internal/own"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/worker"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
-	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 // node is a parsed template node with helpers for walking it. CloudFormation
@@ -557,16 +557,16 @@ func TestInspectorOnlyReads(t *testing.T) {
 	// the local stack as env.sh says (X_URL's queue is X_NAME): inspect and
 	// replay refuse both.
 	local := localEnv(t)
-	own := tpl.get("Resources", "InspectQueue", "Properties")
-	for _, q := range queues.Own {
+	inspect := tpl.get("Resources", "InspectQueue", "Properties")
+	for _, q := range own.Queues {
 		if r := tpl.get("Resources", q.ID); q.ID != "" && (r.get("Type").value() != "AWS::SQS::Queue" || r.get("Properties", "QueueName").ok()) {
 			t.Errorf("inspect refuses queues named after %s, which is no queue that CloudFormation names", q.ID)
 		}
 		if name := local[strings.TrimSuffix(q.Var, "_URL")+"_NAME"]; name != q.Name {
 			t.Errorf("the local stack names %s's queue %q, inspect refuses %q", q.Var, name, q.Name)
 		}
-		if strings.HasSuffix(own.get("QueueName").value(), q.Name) || own.get("RedrivePolicy").ok() {
-			t.Errorf("inspect would refuse its own queue, %s", own.get("QueueName").value())
+		if strings.HasSuffix(inspect.get("QueueName").value(), q.Name) || inspect.get("RedrivePolicy").ok() {
+			t.Errorf("inspect would refuse its own queue, %s", inspect.get("QueueName").value())
 		}
 	}
 	sub := tpl.get("Resources", "InspectorUser", "Properties", "AccessString").items()

@@ -20,6 +20,7 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/worker"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 // itemBytes is DynamoDB's largest item, as it counts an item's size: the
@@ -131,7 +132,7 @@ func hostileGroup(ctx context.Context) {
 		log.Fatal(err)
 	}
 	var parked atomic.Int64
-	park := &timedParker{Parker: failurequeue.Queue{Client: takeAll{&parked}, URL: "failure"}}
+	park := &timedParker{Parker: failurequeue.Queue{Client: takeAll{sent: &parked}, URL: "failure"}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	w := worker.New(invalidate.New(&cachetest.Cache{}, invalidate.Options{Rules: rules}), worker.Options{
 		Logger: logger, Metrics: io.Discard, Park: park,
@@ -176,8 +177,12 @@ func (p *timedParker) Park(ctx context.Context, records []failurequeue.Record) [
 	return p.Parker.Park(ctx, records)
 }
 
-// takeAll is an SQS that takes every message and counts them.
-type takeAll struct{ sent *atomic.Int64 }
+// takeAll is an SQS that takes every message sent alone and counts them;
+// parking sends nothing else.
+type takeAll struct {
+	queues.SQS
+	sent *atomic.Int64
+}
 
 func (q takeAll) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	q.sent.Add(1)

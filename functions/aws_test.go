@@ -16,6 +16,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 // queue is a queue with a DLQ made for one test, removed after it, so tests
@@ -152,7 +153,7 @@ func parked(t *testing.T, url string, want int) []failurequeue.Record {
 			t.Fatal(err)
 		}
 		for _, m := range out.Messages {
-			r, ok, err := failurequeue.Parse(aws.ToString(m.Body), m.MessageAttributes)
+			r, ok, err := failurequeue.Parse(aws.ToString(m.Body), queues.Strings(m.MessageAttributes))
 			if !ok || err != nil {
 				t.Fatalf("not a parked record (%v): %s", err, aws.ToString(m.Body))
 			}

@@ -25,11 +25,11 @@ import (
 const windowURL = testQueueURL + "-window"
 
 // windowWorker is a worker whose batches go to a failover window in
-// queues, through cache.
-func windowWorker(cache invalidate.Cache, queues *fakes.SQS, logs io.Writer) *Worker {
+// the fake queues, through cache.
+func windowWorker(cache invalidate.Cache, sqsFake *fakes.SQS, logs io.Writer) *Worker {
 	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	return New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
-		Window: &Window{Client: queues, URL: windowURL}})
+		Window: &Window{Client: sqsFake, URL: windowURL}})
 }
 
 func userRecords(ids ...string) invalidate.Batch {
@@ -44,10 +44,10 @@ func userRecords(ids ...string) invalidate.Batch {
 // window; after a sign of a failover, the next batch of any worker deletes
 // all of it again — once in the fleet — and says why.
 func TestTheWindowIsDeletedAgainAfterASign(t *testing.T) {
-	queues := &fakes.SQS{}
+	sqsFake := &fakes.SQS{}
 	cache := &cachetest.Cache{}
 	var logs bytes.Buffer
-	first, other := windowWorker(cache, queues, io.Discard), windowWorker(cache, queues, &logs)
+	first, other := windowWorker(cache, sqsFake, io.Discard), windowWorker(cache, sqsFake, &logs)
 	defer first.Close()
 	defer other.Close()
 	first.Handle(deadline(t), events.SourceSQS, userRecords("1", "2"), nil)
@@ -83,10 +83,10 @@ func TestTheWindowIsDeletedAgainAfterASign(t *testing.T) {
 // pass that follows, windowHide later, whichever sign comes meanwhile.
 func TestASignsPassIsFollowedByAnother(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		queues := &fakes.SQS{}
+		sqsFake := &fakes.SQS{}
 		cache := &cachetest.Cache{}
 		var logs bytes.Buffer
-		w := windowWorker(cache, queues, &logs)
+		w := windowWorker(cache, sqsFake, &logs)
 		defer w.Close()
 		w.signs.started([]string{"node:1"})
 		w.Handle(deadline(t), events.SourceSQS, userRecords("1", "2"), nil)
@@ -108,7 +108,7 @@ func TestASignsPassIsFollowedByAnother(t *testing.T) {
 			}
 		}
 		// The pass that follows, once due, reads the window again, all of it.
-		time.Sleep(windowHide * time.Second)
+		time.Sleep(windowHide)
 		w.Handle(deadline(t), events.SourceSQS, userRecords("5"), nil)
 		for key, want := range map[string]int{"cache:user:1": 3, "cache:user:2": 3, "cache:user:3": 3, "cache:user:4": 3, "cache:user:5": 2} {
 			if n := attempts(key); n != want {
@@ -119,7 +119,7 @@ func TestASignsPassIsFollowedByAnother(t *testing.T) {
 			t.Errorf("no pass logged as a follow-up: %s", logs.String())
 		}
 		// And none follows a follow-up.
-		time.Sleep(2 * windowHide * time.Second)
+		time.Sleep(2 * windowHide)
 		w.Handle(deadline(t), events.SourceSQS, userRecords("6"), nil)
 		if n := attempts("cache:user:1"); n != 3 {
 			t.Errorf("cache:user:1 deleted %d times, want no pass after the follow-up", n)
@@ -151,9 +151,9 @@ func (s slowWindow) ChangeMessageVisibilityBatch(ctx context.Context, _ *sqs.Cha
 func TestAPassEndsWithinItsTurn(t *testing.T) {
 	for _, left := range []time.Duration{10 * time.Second, 1600 * time.Millisecond} {
 		synctest.Test(t, func(t *testing.T) {
-			queues := &fakes.SQS{}
+			sqsFake := &fakes.SQS{}
 			for i := range 200 {
-				queues.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(windowURL),
+				sqsFake.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(windowURL),
 					MessageBody: aws.String(`{"keys":["cache:window:` + strconv.Itoa(i) + `"],"secondDelete":true}`)})
 			}
 			cache := &cachetest.Cache{Fail: func(key string, _ int) error {
@@ -165,7 +165,7 @@ func TestAPassEndsWithinItsTurn(t *testing.T) {
 			const margin = time.Second
 			inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 			w := New(inv, Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, DeadlineMargin: margin,
-				Window: &Window{Client: slowWindow{queues, 300 * time.Millisecond}, URL: windowURL}})
+				Window: &Window{Client: slowWindow{sqsFake, 300 * time.Millisecond}, URL: windowURL}})
 			defer w.Close()
 			w.signs.started([]string{"node:1"})
 			w.signs.connectedTo("node:1")
@@ -191,7 +191,7 @@ func TestAPassEndsWithinItsTurn(t *testing.T) {
 // keys leaves them in the window and keeps the sign; the batch after the
 // cache is back deletes them.
 func TestAWindowThatFailsForNowIsShownAgain(t *testing.T) {
-	queues := &fakes.SQS{}
+	sqsFake := &fakes.SQS{}
 	var mu sync.Mutex
 	down := false
 	cache := &cachetest.Cache{Fail: func(key string, _ int) error {
@@ -202,7 +202,7 @@ func TestAWindowThatFailsForNowIsShownAgain(t *testing.T) {
 		}
 		return nil
 	}}
-	w := windowWorker(cache, queues, io.Discard)
+	w := windowWorker(cache, sqsFake, io.Discard)
 	defer w.Close()
 	w.Handle(deadline(t), events.SourceSQS, userRecords("1"), nil)
 	mu.Lock()
@@ -269,13 +269,13 @@ func TestSignsOfAFailover(t *testing.T) {
 // TestTheFailoverSchedule: each key and tag goes to the delay queue twice,
 // the second delete and the failover schedule's, each with its delay.
 func TestTheFailoverSchedule(t *testing.T) {
-	queues := &fakes.SQS{}
-	q := DelayQueue{Client: queues, URL: testQueueURL + "-again", Delay: 2 * time.Second, FailoverAfter: time.Minute}
+	sqsFake := &fakes.SQS{}
+	q := delayQueue{Client: sqsFake, URL: testQueueURL + "-again", Delay: 2 * time.Second, FailoverAfter: time.Minute}
 	if k, tg := q.Schedule(t.Context(), []string{"cache:user:1"}, []string{"list"}); len(k)+len(tg) != 0 {
 		t.Fatalf("failed %v %v", k, tg)
 	}
 	got := map[string]int32{}
-	for _, m := range queues.Messages(q.URL) {
+	for _, m := range sqsFake.Messages(q.URL) {
 		got[m.Body] = int32(m.VisibleAt.Sub(m.Sent).Round(time.Second) / time.Second)
 	}
 	want := map[string]int32{
@@ -299,19 +299,19 @@ func TestTheFailoverSchedule(t *testing.T) {
 // TestAWindowThatCannotBeSentFailsItsRecords: a batch whose keys the
 // window does not take is retried, as one whose second delete is not sent.
 func TestAWindowThatCannotBeSentFailsItsRecords(t *testing.T) {
-	queues := &fakes.SQS{Fail: func(op string) error {
+	sqsFake := &fakes.SQS{Fail: func(op string) error {
 		if op == "SendMessage" {
 			return errors.New("the window's queue is unreachable")
 		}
 		return nil
 	}}
-	w := windowWorker(&cachetest.Cache{}, queues, io.Discard)
+	w := windowWorker(&cachetest.Cache{}, sqsFake, io.Discard)
 	defer w.Close()
 	rep := w.Handle(deadline(t), events.SourceSQS, userRecords("1"), nil)
-	if res := rep.Records[0]; res.Fate != Retry || !res.Transient || !errors.Is(res.Err, ErrSecondDelete) {
+	if res := rep.Records[0]; res.Fate != Retry || !res.Transient || !errors.Is(res.Err, errSecondDelete) {
 		t.Fatalf("result %+v: want it retried", res)
 	}
-	out, err := queues.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(windowURL)})
+	out, err := sqsFake.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(windowURL)})
 	if err != nil || len(out.Messages) != 0 {
 		t.Fatalf("the window holds %d messages (%v)", len(out.Messages), err)
 	}

@@ -41,11 +41,11 @@ func TestAForeignValueAtATagParksItsRecordAtOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			queues := &fakes.SQS{}
+			sqsFake := &fakes.SQS{}
 			w := New(invalidate.New(connectAs(t, cfg), invalidate.Options{Rules: rules}), Options{
 				Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, RetryFor: 5 * time.Second,
-				Park: failurequeue.Queue{Client: queues, URL: failureURL}, Queues: queues})
-			payload, msgs := received(t, queues, `{"tags":["t"]}`, `{"entity":"user","id":"`+rand.Text()+`"}`)
+				Park: failurequeue.Queue{Client: sqsFake, URL: failureURL}, Queues: sqsFake})
+			payload, msgs := received(t, sqsFake, `{"tags":["t"]}`, `{"entity":"user","id":"`+rand.Text()+`"}`)
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
 			start := time.Now()
@@ -56,7 +56,7 @@ func TestAForeignValueAtATagParksItsRecordAtOnce(t *testing.T) {
 			if took := time.Since(start); took > 2*time.Second {
 				t.Errorf("the batch took %v: the tag was retried for its RetryFor (5 s)", took)
 			}
-			p := parked(t, queues)
+			p := parked(t, sqsFake)
 			if len(p) != 1 || p[0].ID != msgs[0].MessageId || !strings.Contains(p[0].Reason, tc.reason) {
 				t.Fatalf("parked %+v: want the tagged message, for %s", p, tc.reason)
 			}

@@ -29,8 +29,8 @@ func fuzzFrontEnd(f *testing.F, glob string, handle func(w *Worker, ctx context.
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"Records":[{}]}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		queues := &fakes.SQS{}
-		w := againWorker(queues, &cachetest.Cache{Fail: down}, nilWriter{})
+		sqsFake := &fakes.SQS{}
+		w := againWorker(sqsFake, &cachetest.Cache{Fail: down}, nilWriter{})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		failed, err := handle(w, ctx, payload)

@@ -23,6 +23,7 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 const (
@@ -41,20 +42,20 @@ func down(key string, _ int) error {
 
 // testWorker invalidates through a fake cache, parks in and hands back to
 // a fake SQS.
-func testWorker(fail func(string, int) error, queues *fakes.SQS) *Worker {
+func testWorker(fail func(string, int) error, sqsFake *fakes.SQS) *Worker {
 	inv := invalidate.New(&cachetest.Cache{Fail: fail}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	return New(inv, Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
-		Park: failurequeue.Queue{Client: queues, URL: failureURL}, Queues: queues})
+		Park: failurequeue.Queue{Client: sqsFake, URL: failureURL}, Queues: sqsFake})
 }
 
 // received sends bodies to the fake queue, receives them, and returns the
 // Lambda payload of the batch.
-func received(t *testing.T, queues *fakes.SQS, bodies ...string) ([]byte, []lambdaevent.SQSMessage) {
+func received(t *testing.T, sqsFake *fakes.SQS, bodies ...string) ([]byte, []lambdaevent.SQSMessage) {
 	t.Helper()
 	for _, b := range bodies {
-		queues.Send(testQueueURL, b)
+		sqsFake.Send(testQueueURL, b)
 	}
-	out, err := queues.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(testQueueURL), MaxNumberOfMessages: 10,
+	out, err := sqsFake.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(testQueueURL), MaxNumberOfMessages: 10,
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
 	if err != nil || len(out.Messages) != len(bodies) {
 		t.Fatalf("receive: %d messages, %v", len(out.Messages), err)
@@ -72,11 +73,11 @@ func received(t *testing.T, queues *fakes.SQS, bodies ...string) ([]byte, []lamb
 }
 
 // parked returns the records in the fake failure queue.
-func parked(t *testing.T, queues *fakes.SQS) []failurequeue.Record {
+func parked(t *testing.T, sqsFake *fakes.SQS) []failurequeue.Record {
 	t.Helper()
 	var out []failurequeue.Record
-	for _, m := range queues.Messages(failureURL) {
-		r, ok, err := failurequeue.Parse(m.Body, m.Attributes)
+	for _, m := range sqsFake.Messages(failureURL) {
+		r, ok, err := failurequeue.Parse(m.Body, queues.Strings(m.Attributes))
 		if !ok || err != nil {
 			t.Fatalf("not a parked record (%v): %s", err, m.Body)
 		}
@@ -96,14 +97,14 @@ func deadlineIn(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
-	queues := &fakes.SQS{}
-	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`, `{"entity":"down","id":"2"}`)
+	sqsFake := &fakes.SQS{}
+	payload, msgs := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`, `{"entity":"down","id":"2"}`)
 	start := time.Now()
-	resp, err := answerOf(testWorker(down, queues).Lambda(deadline(t), events.SourceSQS, payload))
+	resp, err := answerOf(testWorker(down, sqsFake).Lambda(deadline(t), events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[2].MessageId {
 		t.Fatalf("response %+v, %v: want only the message whose key failed for now", resp, err)
 	}
-	p := parked(t, queues)
+	p := parked(t, sqsFake)
 	if len(p) != 1 || p[0].ID != msgs[1].MessageId || p[0].Source != events.SourceSQS || !strings.Contains(p[0].Reason, "malformed JSON") {
 		t.Fatalf("parked %+v: want the poison message, with its reason", p)
 	}
@@ -112,7 +113,7 @@ func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
 	}
 	// The message to retry comes back after about a second, not after the
 	// queue's visibility timeout.
-	for _, m := range queues.Messages(testQueueURL) {
+	for _, m := range sqsFake.Messages(testQueueURL) {
 		if m.ID == msgs[2].MessageId {
 			if back := m.VisibleAt.Sub(start); back < 500*time.Millisecond || back > 2*time.Second {
 				t.Fatalf("the failed message comes back after %v, want about 1 s", back)
@@ -122,14 +123,14 @@ func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
 }
 
 func TestARecordThatCannotBeParkedIsRetried(t *testing.T) {
-	queues := &fakes.SQS{Fail: func(op string) error {
+	sqsFake := &fakes.SQS{Fail: func(op string) error {
 		if op == "SendMessage" {
 			return errors.New("access denied")
 		}
 		return nil
 	}}
-	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `not json`)
-	resp, err := answerOf(testWorker(nil, queues).Lambda(deadline(t), events.SourceSQS, payload))
+	payload, msgs := received(t, sqsFake, `{"entity":"user","id":"1"}`, `not json`)
+	resp, err := answerOf(testWorker(nil, sqsFake).Lambda(deadline(t), events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != msgs[1].MessageId {
 		t.Fatalf("response %+v, %v: want the poison message handed back, not dropped", resp, err)
 	}
@@ -146,10 +147,10 @@ func TestAParkedMessageKeepsItsBody(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		body string
-		run  func(w *Worker, queues *fakes.SQS) answer
+		run  func(w *Worker, sqsFake *fakes.SQS) answer
 	}{
-		{"SQS", poison, func(w *Worker, queues *fakes.SQS) answer {
-			payload, _ := received(t, queues, poison)
+		{"SQS", poison, func(w *Worker, sqsFake *fakes.SQS) answer {
+			payload, _ := received(t, sqsFake, poison)
 			out, _ := answerOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSQS, payload))
 			return out
 		}},
@@ -161,11 +162,11 @@ func TestAParkedMessageKeepsItsBody(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			queues := &fakes.SQS{}
-			if out := c.run(testWorker(nil, queues), queues); len(out.Retry) != 0 {
+			sqsFake := &fakes.SQS{}
+			if out := c.run(testWorker(nil, sqsFake), sqsFake); len(out.Retry) != 0 {
 				t.Fatalf("retry %+v: want the message parked", out.Retry)
 			}
-			msgs := queues.Messages(failureURL)
+			msgs := sqsFake.Messages(failureURL)
 			if len(msgs) != 1 || msgs[0].Body != c.body {
 				t.Fatalf("%d parked, want the message's body of %d bytes byte for byte", len(msgs), len(c.body))
 			}
@@ -192,13 +193,13 @@ func streamRecord(seq, id string, table string) lambdaevent.DynamoDBEventRecord 
 }
 
 func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
-	queues := &fakes.SQS{}
+	sqsFake := &fakes.SQS{}
 	bad := streamRecord("200", "x", "t")
 	bad.EventName = "UPSERT"
 	later := streamRecord("400", "y", "t")
 	later.EventName = "UPSERT"
 	payload := streamPayload(t, streamRecord("100", "1", "user"), bad, streamRecord("300", "2", "down"), later)
-	resp, err := answerOf(testWorker(down, queues).Lambda(deadline(t), events.SourceDynamoDB, payload))
+	resp, err := answerOf(testWorker(down, sqsFake).Lambda(deadline(t), events.SourceDynamoDB, payload))
 	var failed []string
 	for _, f := range resp.Retry {
 		failed = append(failed, f.Record)
@@ -207,14 +208,14 @@ func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
 		t.Fatalf("reported %q (%v): want 300, to retry, and 400 after it", failed, err)
 	}
 	// 400 comes again with 300: parking it now would park it twice.
-	if p := parked(t, queues); len(p) != 1 || p[0].ID != "200" || p[0].Source != events.SourceDynamoDB {
+	if p := parked(t, sqsFake); len(p) != 1 || p[0].ID != "200" || p[0].Source != events.SourceDynamoDB {
 		t.Fatalf("parked %+v: want 200 alone", p)
 	}
 }
 
 func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
-	queues := &fakes.SQS{}
-	w := testWorker(down, queues)
+	sqsFake := &fakes.SQS{}
+	w := testWorker(down, sqsFake)
 	invoke := func(message string) answer {
 		payload, _ := json.Marshal(lambdaevent.SNSEvent{Records: []events.SNSRecord{{
 			SNS: events.SNSMessage{MessageID: "sns-1", Message: message, Timestamp: time.Now()}}}})
@@ -227,7 +228,7 @@ func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
 	if out := invoke(`{"entity":"user","op":"upsert"}`); len(out.Retry) != 0 {
 		t.Fatalf("a message that fails for good: retry %v, want it parked and the invoke done", out.ids())
 	}
-	if p := parked(t, queues); len(p) != 1 || p[0].ID != "sns-1" || p[0].Source != events.SourceSNS {
+	if p := parked(t, sqsFake); len(p) != 1 || p[0].ID != "sns-1" || p[0].Source != events.SourceSNS {
 		t.Fatalf("parked %+v", p)
 	}
 	if out := invoke(`{"entity":"down","id":"1"}`); len(out.Retry) != 1 || out.Retry[0].Record != "sns-1" || out.Retry[0].Err == nil {
@@ -236,12 +237,12 @@ func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
 }
 
 func TestAPanicParksTheBatchWithItsStack(t *testing.T) {
-	queues := &fakes.SQS{}
+	sqsFake := &fakes.SQS{}
 	raws := [][]byte{[]byte(`{"n":1}`)}
-	rep := testWorker(nil, queues).Handle(deadline(t), events.SourceSQS,
+	rep := testWorker(nil, sqsFake).Handle(deadline(t), events.SourceSQS,
 		invalidate.Inputs(raws, func(*[]byte) invalidate.Record { panic("decoder bug") }),
 		func(i int) (events.Delivery, []byte) { return events.Delivery{}, raws[i] })
-	p := parked(t, queues)
+	p := parked(t, sqsFake)
 	if rep.Records[0].Fate != Parked || len(p) != 1 || !strings.Contains(p[0].Reason, "decoder bug") || !strings.Contains(p[0].Reason, "goroutine") {
 		t.Fatalf("outcome %+v, parked %+v: want the record parked with the panic and its stack", rep.Records[0], p)
 	}
@@ -252,15 +253,15 @@ func TestAPanicParksTheBatchWithItsStack(t *testing.T) {
 // deadline that its records failed for now, and still parks what fails
 // for good.
 func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
-	queues := &fakes.SQS{}
+	sqsFake := &fakes.SQS{}
 	cfg := Config{Cache: elasticache.Config{Endpoint: "127.0.0.1:1"}, Rules: invalidate.DefaultRules(), FailureQueueURL: failureURL}
-	w, err := Start("sqs-invalidate", cfg, queues)
+	w, err := Start("sqs-invalidate", cfg, sqsFake)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	w.opts.Logger, w.opts.Metrics = slog.New(slog.DiscardHandler), io.Discard
-	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":`)
+	payload, msgs := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"entity":`)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -271,7 +272,7 @@ func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("answered after %v, past the deadline", took)
 	}
-	if p := parked(t, queues); len(p) != 1 || p[0].ID != msgs[1].MessageId {
+	if p := parked(t, sqsFake); len(p) != 1 || p[0].ID != msgs[1].MessageId {
 		t.Fatalf("parked %+v: want the broken message", p)
 	}
 }
@@ -294,9 +295,9 @@ func (r refusing) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opt
 // be parked is retried, and the shard with it from there; the records
 // after its chunk of ten are not parked now, or they would be twice.
 func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
-	queues := &fakes.SQS{}
-	w := testWorker(nil, queues)
-	w.opts.Park = failurequeue.Queue{Client: refusing{queues, "201"}, URL: failureURL}
+	sqsFake := &fakes.SQS{}
+	w := testWorker(nil, sqsFake)
+	w.opts.Park = failurequeue.Queue{Client: refusing{sqsFake, "201"}, URL: failureURL}
 	var records []lambdaevent.DynamoDBEventRecord
 	for i := range 12 {
 		r := streamRecord(strconv.Itoa(201+i), "x", "t")
@@ -311,18 +312,18 @@ func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
 	if err != nil || !slices.Equal(failed, []string{"201", "211", "212"}) {
 		t.Fatalf("reported %q (%v): want 201, which could not be parked, and the records past its chunk", failed, err)
 	}
-	if p := parked(t, queues); len(p) != 9 {
+	if p := parked(t, sqsFake); len(p) != 9 {
 		t.Fatalf("%d parked, want the nine beside 201 in its chunk", len(p))
 	}
 }
 
 func TestEachFailedIdentifierOnce(t *testing.T) {
-	queues := &fakes.SQS{}
+	sqsFake := &fakes.SQS{}
 	payload, _ := json.Marshal(lambdaevent.SQSEvent{Records: []lambdaevent.SQSMessage{
 		{MessageId: "twice", Body: `{"entity":"down","id":"1"}`},
 		{MessageId: "twice", Body: `{"entity":"down","id":"2"}`},
 	}})
-	resp, err := answerOf(testWorker(down, queues).Lambda(deadline(t), events.SourceSQS, payload))
+	resp, err := answerOf(testWorker(down, sqsFake).Lambda(deadline(t), events.SourceSQS, payload))
 	if err != nil || len(resp.Retry) != 1 || resp.Retry[0].Record != "twice" {
 		t.Fatalf("response %+v, %v: want the shared identifier once", resp, err)
 	}
@@ -349,10 +350,10 @@ func TestAPayloadThatIsNoEventFailsTheInvoke(t *testing.T) {
 // an SQS batch gives its failing key RetryFor, not the whole deadline, and
 // hands its record back; the record beside it is done.
 func TestAKeyThatKeepsFailingHoldsBackOnlyItsRecord(t *testing.T) {
-	queues := &fakes.SQS{}
-	w := testWorker(down, queues)
+	sqsFake := &fakes.SQS{}
+	w := testWorker(down, sqsFake)
 	w.opts.RetryFor = 50 * time.Millisecond
-	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"down","id":"2"}`)
+	payload, msgs := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"entity":"down","id":"2"}`)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -17,10 +17,10 @@ import (
 // the request ID.
 func TestAnInvocationNamesEveryLineAndParkedRecord(t *testing.T) {
 	var logs, metrics bytes.Buffer
-	queues := &fakes.SQS{}
-	w := testWorker(nil, queues)
+	sqsFake := &fakes.SQS{}
+	w := testWorker(nil, sqsFake)
 	w.opts.Logger, w.opts.Metrics = NewLogger(&logs, slog.LevelInfo), &metrics
-	payload, _ := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`)
+	payload, _ := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`)
 	inv := Invocation{RequestID: "8f1c-req", TraceID: "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"}
 	if _, err := w.Lambda(WithInvocation(deadline(t), inv), events.SourceSQS, payload); err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestAnInvocationNamesEveryLineAndParkedRecord(t *testing.T) {
 			t.Errorf("line %s: want trace_id %s", line, inv.TraceID)
 		}
 	}
-	if p := parked(t, queues); len(p) != 1 || p[0].RequestID != inv.RequestID {
+	if p := parked(t, sqsFake); len(p) != 1 || p[0].RequestID != inv.RequestID {
 		t.Fatalf("parked %+v: want the record, with the invoke's request ID", p)
 	}
 }

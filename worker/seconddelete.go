@@ -4,28 +4,23 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 // SecondDeleter deletes keys a second time, later, and invalidates tags
 // again: a fill that read the source before a change, and landed after
 // its invalidation — a loader reading a replica, a cache-aside recipe
-// without a lease — is deleted then. DelayQueue is one.
+// without a lease — is deleted then. Config.Again gives one.
 type SecondDeleter interface {
 	// Schedule schedules keys and tags and returns those it could not.
 	Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string)
 }
 
-// DelayQueue schedules second deletes as change messages
+// delayQueue schedules second deletes as change messages
 // ({"keys":[...],"secondDelete":true}, or "tags") in an SQS queue, each
 // hidden for Delay, that the SQS function or the poller consumes: they
 // survive the process that sent them. A change marked secondDelete is
@@ -33,12 +28,12 @@ type SecondDeleter interface {
 // key and tag once more, that long after, marked "failover": true — the
 // failover schedule (docs/operations.md, "Deletes that survive a
 // failover") —, in the same request as the second delete.
-type DelayQueue struct {
-	Client Sender
+type delayQueue struct {
+	Client queues.SQS
 	URL    string
 	// Delay is how long after the first delete the second comes: longer
 	// than the slowest load plus the replica lag. SQS counts it in whole
-	// seconds, from 1 to 900. Zero: none.
+	// seconds, at most 900. Zero: none.
 	Delay time.Duration
 	// FailoverAfter is how long after the first delete the failover
 	// schedule's comes: longer than the replication lag a failover can
@@ -50,52 +45,40 @@ type DelayQueue struct {
 	MaxBytes int
 }
 
-// Sender is what sending messages to delete again needs of SQS;
-// *sqs.Client has it.
-type Sender interface {
-	failurequeue.SQS
-	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
-}
-
 // DefaultDelayMaxBytes is the delay queue's MaximumMessageSize in
 // template.yaml.
 const DefaultDelayMaxBytes = 256 << 10
 
-// ErrSecondDelete fails a record whose second delete, failover schedule or
+// errSecondDelete fails a record whose second delete, failover schedule or
 // window could not be sent: it is retried, and never acknowledged without
 // them.
-var ErrSecondDelete = errors.New("second delete not scheduled")
+var errSecondDelete = errors.New("second delete not scheduled")
 
 // delivery is one of the messages each chunk of names goes out as: its
-// end, and how long it stays hidden, in SQS's whole seconds.
+// end, and how long it stays hidden.
 type delivery struct {
 	tail  string
-	delay int32
+	delay time.Duration
 }
 
 // Schedule is SecondDeleter's: each chunk's second delete and failover
 // schedule, in one request.
-func (q DelayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
+func (q delayQueue) Schedule(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
 	var deliveries []delivery
 	if q.Delay > 0 {
-		deliveries = append(deliveries, delivery{events.AgainEnd, delaySeconds(q.Delay)})
+		deliveries = append(deliveries, delivery{events.AgainEnd, q.Delay})
 	}
 	if q.FailoverAfter > 0 {
-		deliveries = append(deliveries, delivery{events.FailoverEnd, delaySeconds(q.FailoverAfter)})
+		deliveries = append(deliveries, delivery{events.FailoverEnd, q.FailoverAfter})
 	}
 	return sendAgain(ctx, q.Client, q.URL, deliveries, cmp.Or(q.MaxBytes, DefaultDelayMaxBytes), keys, tags)
-}
-
-// delaySeconds is d as SQS's DelaySeconds: whole seconds, 1 to 900.
-func delaySeconds(d time.Duration) int32 {
-	return int32(min(max((d+time.Second-1)/time.Second, 1), 900))
 }
 
 // sendAgain sends keys and tags to the queue at url as second-delete
 // messages, each chunk once per delivery in one request, ten requests at
 // a time, each chunk encoded as its turn comes: ten in memory at most,
 // however many keys. It returns what it could not send.
-func sendAgain(ctx context.Context, client Sender, url string, deliveries []delivery, limit int, keys, tags []string) (failedKeys, failedTags []string) {
+func sendAgain(ctx context.Context, client queues.SQS, url string, deliveries []delivery, limit int, keys, tags []string) (failedKeys, failedTags []string) {
 	if len(deliveries) == 0 {
 		return nil, nil
 	}
@@ -123,24 +106,13 @@ func sendAgain(ctx context.Context, client Sender, url string, deliveries []deli
 	return failedKeys, failedTags
 }
 
-// send sends the message of body once per delivery: alone, or in a batch.
-func send(ctx context.Context, client Sender, url string, deliveries []delivery, body []byte) error {
-	if len(deliveries) == 1 {
-		d := deliveries[0]
-		_, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url),
-			MessageBody: aws.String(string(body) + d.tail), DelaySeconds: d.delay})
-		return err
-	}
-	entries := make([]types.SendMessageBatchRequestEntry, len(deliveries))
+// send sends the message of body once per delivery, in one request.
+func send(ctx context.Context, client queues.SQS, url string, deliveries []delivery, body []byte) error {
+	msgs := make([]queues.Outgoing, len(deliveries))
 	for i, d := range deliveries {
-		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
-			MessageBody: aws.String(string(body) + d.tail), DelaySeconds: d.delay}
+		msgs[i] = queues.Outgoing{Body: string(body) + d.tail, Delay: d.delay}
 	}
-	out, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
-	if err == nil && len(out.Failed) > 0 {
-		err = errors.New(aws.ToString(out.Failed[0].Message))
-	}
-	return err
+	return queues.Send(ctx, client, url, msgs...)
 }
 
 // scheduled counts the distinct keys and tags a batch sent to be deleted
@@ -179,8 +151,8 @@ func (w *Worker) scheduleAgain(ctx context.Context, o *Outcome) (n scheduled) {
 	wg.Wait()
 	n.keys -= len(failedKeys)
 	n.tags -= len(failedTags)
-	keys.fail(o, append(failedKeys, windowKeys...), ErrSecondDelete, true)
-	tags.fail(o, append(failedTags, windowTags...), ErrSecondDelete, true)
+	keys.fail(o, append(failedKeys, windowKeys...), errSecondDelete, true)
+	tags.fail(o, append(failedTags, windowTags...), errSecondDelete, true)
 	return n
 }
 

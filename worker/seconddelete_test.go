@@ -24,24 +24,24 @@ const delayURL = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalid
 
 // againWorker is testWorker with second deletes through the fake SQS, its
 // batch log lines in logs.
-func againWorker(queues *fakes.SQS, cache *cachetest.Cache, logs io.Writer) *Worker {
+func againWorker(sqsFake *fakes.SQS, cache *cachetest.Cache, logs io.Writer) *Worker {
 	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	return New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
-		Park: failurequeue.Queue{Client: queues, URL: failureURL}, Queues: queues,
-		SecondDelete: DelayQueue{Client: queues, URL: delayURL, Delay: 2 * time.Second}})
+		Park: failurequeue.Queue{Client: sqsFake, URL: failureURL}, Queues: sqsFake,
+		SecondDelete: delayQueue{Client: sqsFake, URL: delayURL, Delay: 2 * time.Second}})
 }
 
 // delayed returns the second-delete messages in the fake delay queue, and
 // the keys they hold.
-func delayed(t *testing.T, queues *fakes.SQS) (msgs []fakes.Message, keys []string) {
-	msgs, keys, _ = delayedTags(t, queues)
+func delayed(t *testing.T, sqsFake *fakes.SQS) (msgs []fakes.Message, keys []string) {
+	msgs, keys, _ = delayedTags(t, sqsFake)
 	return msgs, keys
 }
 
 // delayedTags is delayed, with the tags the messages hold too.
-func delayedTags(t *testing.T, queues *fakes.SQS) (msgs []fakes.Message, keys, tags []string) {
+func delayedTags(t *testing.T, sqsFake *fakes.SQS) (msgs []fakes.Message, keys, tags []string) {
 	t.Helper()
-	for _, m := range queues.Messages(delayURL) {
+	for _, m := range sqsFake.Messages(delayURL) {
 		var body struct {
 			Keys, Tags   []string
 			SecondDelete bool
@@ -57,13 +57,13 @@ func delayedTags(t *testing.T, queues *fakes.SQS) (msgs []fakes.Message, keys, t
 }
 
 func TestKeysAreDeletedAgainLater(t *testing.T) {
-	queues := &fakes.SQS{}
-	w := againWorker(queues, &cachetest.Cache{}, io.Discard)
-	payload, _ := received(t, queues, `{"entity":"user","id":"1"}`, `{"keys":["cache:a","cache:b"]}`, `{"entity":"user","id":"1"}`)
+	sqsFake := &fakes.SQS{}
+	w := againWorker(sqsFake, &cachetest.Cache{}, io.Discard)
+	payload, _ := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"keys":["cache:a","cache:b"]}`, `{"entity":"user","id":"1"}`)
 	if resp, err := answerOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v: want every message done", resp, err)
 	}
-	msgs, keys := delayed(t, queues)
+	msgs, keys := delayed(t, sqsFake)
 	if !slices.Equal(keys, []string{"cache:a", "cache:b", "cache:user:1"}) {
 		t.Fatalf("second deletes of %q, want each key once", keys)
 	}
@@ -73,15 +73,15 @@ func TestKeysAreDeletedAgainLater(t *testing.T) {
 }
 
 func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
-	queues := &fakes.SQS{}
+	sqsFake := &fakes.SQS{}
 	var logs logLines
-	w := againWorker(queues, &cachetest.Cache{}, &logs)
+	w := againWorker(sqsFake, &cachetest.Cache{}, &logs)
 	// Two paths scheduled cache:a: it counts once.
-	payload, _ := received(t, queues, `{"keys":["cache:a","cache:b"],"secondDelete":true}`, `{"keys":["cache:a"],"secondDelete":true}`)
+	payload, _ := received(t, sqsFake, `{"keys":["cache:a","cache:b"],"secondDelete":true}`, `{"keys":["cache:a"],"secondDelete":true}`)
 	if resp, err := answerOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
-	if msgs, _ := delayed(t, queues); len(msgs) != 0 {
+	if msgs, _ := delayed(t, sqsFake); len(msgs) != 0 {
 		t.Fatalf("%d messages delayed, want none: a second delete is the last", len(msgs))
 	}
 	// The fake cache finds every key: both were filled again.
@@ -93,25 +93,25 @@ func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
 // TestTagsAreInvalidatedAgainLater: a change's tags are invalidated a
 // second time, later, and the entries filled since count as refills.
 func TestTagsAreInvalidatedAgainLater(t *testing.T) {
-	queues := &fakes.SQS{}
+	sqsFake := &fakes.SQS{}
 	cache := &cachetest.Cache{}
 	cache.Tag("cache:tag:product:1", "cache:list:a", "cache:list:b")
 	var logs logLines
-	w := againWorker(queues, cache, &logs)
-	payload, _ := received(t, queues, `{"entity":"product","id":"1","tags":["product:1"]}`)
+	w := againWorker(sqsFake, cache, &logs)
+	payload, _ := received(t, sqsFake, `{"entity":"product","id":"1","tags":["product:1"]}`)
 	if resp, err := answerOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
 	if line := logs.batch(t); line["tags_invalidated"] != 1.0 || line["tag_entries_deleted"] != 2.0 || line["again_tags_scheduled"] != 1.0 {
 		t.Fatalf("batch line %v: want the tag and its 2 entries, its second delete scheduled", line)
 	}
-	msgs, keys, tags := delayedTags(t, queues)
+	msgs, keys, tags := delayedTags(t, sqsFake)
 	if !slices.Equal(keys, []string{"cache:product:1"}) || !slices.Equal(tags, []string{"product:1"}) {
 		t.Fatalf("second deletes of keys %q and tags %q", keys, tags)
 	}
 	cache.Tag("cache:tag:product:1", "cache:list:a") // filled again, from a lagging replica
 	logs.Reset()
-	payload, _ = received(t, queues, msgs[0].Body, msgs[1].Body)
+	payload, _ = received(t, sqsFake, msgs[0].Body, msgs[1].Body)
 	if resp, err := answerOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 		t.Fatalf("response %+v, %v", resp, err)
 	}
@@ -121,10 +121,10 @@ func TestTagsAreInvalidatedAgainLater(t *testing.T) {
 }
 
 func TestARecordWhoseSecondDeleteCannotBeSentIsRetried(t *testing.T) {
-	queues := &fakes.SQS{}
-	w := againWorker(queues, &cachetest.Cache{}, io.Discard)
-	payload, msgs := received(t, queues, `{"entity":"user","id":"1"}`, `{"entity":"user","id":"2"}`)
-	queues.Fail = func(op string) error {
+	sqsFake := &fakes.SQS{}
+	w := againWorker(sqsFake, &cachetest.Cache{}, io.Discard)
+	payload, msgs := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"entity":"user","id":"2"}`)
+	sqsFake.Fail = func(op string) error {
 		if op == "SendMessage" {
 			return errors.New("throttled")
 		}
@@ -138,7 +138,7 @@ func TestARecordWhoseSecondDeleteCannotBeSentIsRetried(t *testing.T) {
 	if err != nil || !slices.Equal(failed, []string{msgs[0].MessageId, msgs[1].MessageId}) {
 		t.Fatalf("failed %q, %v: want both messages retried, their second deletes unsent", failed, err)
 	}
-	if p := parked(t, queues); len(p) != 0 {
+	if p := parked(t, sqsFake); len(p) != 0 {
 		t.Fatalf("parked %+v: a send that failed is for now, not for good", p)
 	}
 }
@@ -165,18 +165,18 @@ func TestSecondDeletesFitTheirQueueOnceEncoded(t *testing.T) {
 		{"what SQS refuses raw", func(i int) string { return fmt.Sprintf("cache:%04d:\uffff\ufffe\u2028&\x00", i) }, 10, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			queues := &fakes.SQS{MaxBytes: map[string]int{delayURL: templateDelayBytes}}
-			w := againWorker(queues, &cachetest.Cache{}, io.Discard)
+			sqsFake := &fakes.SQS{MaxBytes: map[string]int{delayURL: templateDelayBytes}}
+			w := againWorker(sqsFake, &cachetest.Cache{}, io.Discard)
 			want := make([]string, c.keys)
 			for i := range want {
 				want[i] = c.key(i)
 			}
 			body, _ := json.Marshal(map[string]any{"keys": want})
-			payload, _ := received(t, queues, string(body))
+			payload, _ := received(t, sqsFake, string(body))
 			if resp, err := answerOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
 				t.Fatalf("response %+v, %v: want the message done, its second deletes sent", resp, err)
 			}
-			msgs, keys := delayed(t, queues)
+			msgs, keys := delayed(t, sqsFake)
 			for _, m := range msgs {
 				if len(m.Body) > templateDelayBytes {
 					t.Fatalf("a second delete of %d bytes, the queue takes %d", len(m.Body), templateDelayBytes)

@@ -142,7 +142,7 @@ func (s *signs) followAfter(p *pass, now time.Time) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.follow = &pass{cause: p.cause, followUp: true, due: now.Add(windowHide * time.Second), seen: map[string]bool{}}
+	s.follow = &pass{cause: p.cause, followUp: true, due: now.Add(windowHide), seen: map[string]bool{}}
 }
 
 // topologyEvery is how often a process asks the cluster for its topology,

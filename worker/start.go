@@ -12,13 +12,8 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
-
-// SQS is what a worker needs of SQS: to park records in the failure queue
-// and hand messages back to theirs. *sqs.Client has it.
-type SQS interface {
-	WindowSQS
-}
 
 // announceHeartbeat is how often the worker looks whether a confirmation
 // of its last announcement is due on ANNOUNCE_CHANNEL (1, 2, 4 … 32 s
@@ -31,12 +26,13 @@ const announceHeartbeat = time.Second
 // and starts connecting to the cache in the background: the process
 // starts, and answers, whether or not the cache can be reached — records
 // fail for now until it can. With IAM authentication the caller has filled
-// in cfg.Cache.IAM's Region and Credentials. queues parks in the failure
-// queue, when there is one, and hands failed SQS messages back. A
+// in cfg.Cache.IAM's Region and Credentials. client parks in the failure
+// queue, when there is one, hands failed SQS messages back and sends to
+// the delay and window queues. A
 // configuration that can never connect (an unreadable CACHE_CA_FILE, IAM
 // without credentials, a password's secret that cannot give it) is an
 // error. Close the Worker when done.
-func Start(name string, cfg Config, queues SQS) (*Worker, error) {
+func Start(name string, cfg Config, client queues.SQS) (*Worker, error) {
 	logger := NewLogger(os.Stdout, cfg.LogLevel).With("function", name)
 	slog.SetDefault(logger)
 	opt, err := cfg.Cache.ClientOption()
@@ -56,16 +52,16 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	// The metrics' namespace and how long a batch retries its keys are
 	// Options' defaults: "Invalidator", which the template's alarms and
 	// dashboards name, and RetryFor's 1 s.
-	opts := Options{Name: name, Logger: logger, Queues: queues}
+	opts := Options{Name: name, Logger: logger, Queues: client}
 	signs := newSigns()
 	opt.DialCtxFn = noteConnections(signs)
 	conn := newConnection(cfg.Cache, opt, logger, signs)
 	if cfg.FailureQueueURL != "" {
-		opts.Park = failurequeue.Queue{Client: queues, URL: cfg.FailureQueueURL}
+		opts.Park = failurequeue.Queue{Client: client, URL: cfg.FailureQueueURL}
 	} else {
 		logger.Warn("no FAILURE_QUEUE_URL: records that fail for good are handed back to their source, to be retried until its DLQ or on-failure destination takes them")
 	}
-	opts.SecondDelete, opts.Window = cfg.Again(queues)
+	opts.SecondDelete, opts.Window = cfg.Again(client)
 	if opts.SecondDelete == nil && cfg.deletesAgain() {
 		logger.Warn("no SECOND_DELETE_QUEUE_URL: keys are deleted once, and a fill that read the source before a change, or a failover, may undo it")
 	}
@@ -82,19 +78,19 @@ func Start(name string, cfg Config, queues SQS) (*Worker, error) {
 	return w, nil
 }
 
-// Again is what c deletes again after each delete, sending with queues:
+// Again is what c deletes again after each delete, sending with client:
 // the second delete and the failover schedule through the delay queue, and
 // the failover window; nil each when off or without its queue. Start gives
 // them to its Worker, invalidator replay to its own.
-func (c Config) Again(queues WindowSQS) (SecondDeleter, *Window) {
+func (c Config) Again(client queues.SQS) (SecondDeleter, *Window) {
 	var again SecondDeleter
 	var window *Window
 	if c.SecondDeleteQueueURL != "" && c.deletesAgain() {
-		again = DelayQueue{Client: queues, URL: c.SecondDeleteQueueURL, Delay: c.SecondDeleteDelay,
+		again = delayQueue{Client: client, URL: c.SecondDeleteQueueURL, Delay: c.SecondDeleteDelay,
 			FailoverAfter: c.FailoverRedeleteAfter, MaxBytes: DefaultDelayMaxBytes}
 	}
 	if c.FailoverWindowQueueURL != "" {
-		window = &Window{Client: queues, URL: c.FailoverWindowQueueURL, MaxBytes: DefaultDelayMaxBytes}
+		window = &Window{Client: client, URL: c.FailoverWindowQueueURL, MaxBytes: DefaultDelayMaxBytes}
 	}
 	return again, window
 }

@@ -4,14 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"strconv"
 	"sync"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"time"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 // Window is the fleet's record of its last minute of first deletes, kept
@@ -29,18 +26,11 @@ import (
 // not use the window up; each such pass is followed by another once its
 // messages show again (signs.follow).
 type Window struct {
-	Client WindowSQS
+	Client queues.SQS
 	URL    string
 	// MaxBytes is the most a message holds, as sent: the queue's
 	// MaximumMessageSize. Default DefaultDelayMaxBytes.
 	MaxBytes int
-}
-
-// WindowSQS is what a Window needs of SQS; *sqs.Client has it.
-type WindowSQS interface {
-	Sender
-	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	Queues
 }
 
 // windowRetention is how long the window's queue keeps a message: SQS's
@@ -51,15 +41,15 @@ const windowRetention = 60
 // Add sends keys and tags to the window and returns those it could not
 // send.
 func (w Window) Add(ctx context.Context, keys, tags []string) (failedKeys, failedTags []string) {
-	return sendAgain(ctx, w.Client, w.URL, []delivery{{events.AgainEnd, 0}}, cmp.Or(w.MaxBytes, DefaultDelayMaxBytes), keys, tags)
+	return sendAgain(ctx, w.Client, w.URL, []delivery{{tail: events.AgainEnd}}, cmp.Or(w.MaxBytes, DefaultDelayMaxBytes), keys, tags)
 }
 
-// windowHide is how long, in seconds, a read hides a window's message:
+// windowHide is how long a read hides a window's message:
 // longer than a round of a pass takes, so that the processes reading at
 // once share the window, and short, for the pass that follows it
 // (signs.follow) comes this long after, and a lost delete is done again
 // within it of the promotion.
-const windowHide = 2
+const windowHide = 2 * time.Second
 
 // windowReceives is how many receives a round of a pass sends at once:
 // the window holds a minute of the fleet's batches, and a receive gives
@@ -71,7 +61,7 @@ const windowReceives = 4
 type windowMessage struct {
 	changes []events.Change
 	id      string
-	handle  *string
+	handle  string
 }
 
 // read receives a round of the window's messages, windowReceives at once,
@@ -81,31 +71,23 @@ type windowMessage struct {
 // the pass that follows reads). A message that is not one of the window's
 // is skipped: nothing else writes there.
 func (w Window) read(ctx context.Context, seen map[string]bool) (msgs []windowMessage, fresh int, err error) {
-	outs := make([]*sqs.ReceiveMessageOutput, windowReceives)
+	outs := make([][]queues.Message, windowReceives)
 	errs := make([]error, windowReceives)
 	var wg sync.WaitGroup
 	for i := range windowReceives {
-		wg.Go(func() {
-			outs[i], errs[i] = w.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-				QueueUrl: aws.String(w.URL), MaxNumberOfMessages: 10, VisibilityTimeout: windowHide,
-			})
-		})
+		wg.Go(func() { outs[i], _, errs[i] = queues.Receive(ctx, w.Client, w.URL, 10, 0, windowHide) })
 	}
 	wg.Wait()
 	for _, out := range outs {
-		if out == nil {
-			continue
-		}
-		for _, m := range out.Messages {
-			id := aws.ToString(m.MessageId)
-			if seen[id] {
+		for _, m := range out {
+			if seen[m.ID] {
 				continue
 			}
-			seen[id] = true
+			seen[m.ID] = true
 			fresh++
-			changes, err := events.DecodeSQSBody(id, aws.ToString(m.Body), "")
+			changes, err := events.DecodeSQSBody(m.ID, m.Body, "")
 			if err == nil && len(changes) > 0 {
-				msgs = append(msgs, windowMessage{changes: changes, id: id, handle: m.ReceiptHandle})
+				msgs = append(msgs, windowMessage{changes: changes, id: m.ID, handle: m.Handle})
 			}
 		}
 	}
@@ -115,17 +97,9 @@ func (w Window) read(ctx context.Context, seen map[string]bool) (msgs []windowMe
 // show makes messages visible again at once, for the next process that
 // reads the window.
 func (w Window) show(ctx context.Context, msgs []windowMessage) error {
-	var errs []error
-	for start := 0; start < len(msgs); start += 10 {
-		var entries []types.ChangeMessageVisibilityBatchRequestEntry
-		for i, m := range msgs[start:min(start+10, len(msgs))] {
-			entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.handle})
-		}
-		out, err := w.Client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(w.URL), Entries: entries})
-		if err == nil && len(out.Failed) > 0 {
-			err = errors.New(aws.ToString(out.Failed[0].Message))
-		}
-		errs = append(errs, err)
+	back := make([]queues.Return, len(msgs))
+	for i, m := range msgs {
+		back[i].Handle = m.handle
 	}
-	return errors.Join(errs...)
+	return queues.HandBack(ctx, w.Client, w.URL, back)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 // Options tune a Worker. The zero value gives the defaults.
@@ -46,7 +47,7 @@ type Options struct {
 	// Queues hands the SQS messages that fail for now back to their queue,
 	// to come back after a backoff (SQS function only). Default none: they
 	// come back after the queue's visibility timeout.
-	Queues Queues
+	Queues queues.SQS
 	// SecondDelete deletes the keys of every record done a second time,
 	// later. A record whose keys it cannot schedule fails for now. Default
 	// none: one delete.
@@ -115,11 +116,8 @@ func (w *Worker) Close() {
 // queue, an SNS topic or a DynamoDB stream — from its raw payload, parsed
 // once (events.SplitRecords): decoding it into types with encoding/json
 // would cost several times all the rest, and a 10,000-record stream batch
-// stays within a 128 MB function. The outcome tells each record's fate;
-// the SQS messages to retry are handed back to their queue first, to come
-// back after a backoff that grows with their receive count (when the
-// worker has Queues; else after the queue's visibility timeout). A payload
-// that is not an event of its source at all is an error.
+// stays within a 128 MB function. The outcome tells each record's fate. A
+// payload that is not an event of its source at all is an error.
 func (w *Worker) Lambda(ctx context.Context, source events.Source, payload []byte) (Outcome, error) {
 	raws, err := events.SplitRecords(payload)
 	if err != nil {
@@ -135,11 +133,7 @@ func (w *Worker) Lambda(ctx context.Context, source events.Source, payload []byt
 		r.delivery = d
 		return invalidate.Record{ID: d.ID, Changes: changes, Err: err}
 	})
-	out := w.Handle(ctx, source, batch, func(i int) (events.Delivery, []byte) { return records[i].delivery, raws[i] })
-	if source == events.SourceSQS {
-		w.handBack(ctx, out, records)
-	}
-	return out, nil
+	return w.Handle(ctx, source, batch, func(i int) (events.Delivery, []byte) { return records[i].delivery, raws[i] }), nil
 }
 
 // record is a raw record of an invoke, and its delivery once decoded.
@@ -151,12 +145,15 @@ type record struct {
 // Handle invalidates a batch from source before ctx's deadline less the
 // margin, and then, each a step of its own: announces what it deleted,
 // schedules it to be deleted again (second deletes, the failover schedule,
-// the window), deletes the window again after a sign of a failover, and
-// parks the records that failed for good — delivered(i) is record i's
-// delivery and, when its event had one, its raw record; without delivered
-// nothing is parked. It logs the batch, each failed record and the
-// batch's metrics, and returns the outcome: each record done, to retry,
-// or parked.
+// the window), deletes the window again after a sign of a failover, parks
+// the records that failed for good, and hands the SQS messages to retry
+// back to their queue, to come back after a backoff that grows with their
+// receive count (with Queues; else after the queue's visibility timeout)
+// — delivered(i) is record i's delivery, its receipt included, and, when
+// its event had one, its raw record; without delivered nothing is parked
+// or handed back. It logs the batch, each failed record and the batch's
+// metrics, and returns the outcome: each record done, to retry, or
+// parked; the front end deletes what is not to retry, or has it deleted.
 //
 // A stream shard is retried from its lowest failed record, so the records
 // after it come again whatever is answered: in a batch from DynamoDB
@@ -184,6 +181,9 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	later := w.scheduleAgain(announceIn, &out)
 	signed := w.afterSign(inTime)
 	w.parkFailed(ctx, source, &out, delivered)
+	if source == events.SourceSQS && delivered != nil {
+		w.handBack(ctx, out, delivered)
+	}
 	st := stagesOf(start, deleted, time.Now(), out.Report.Metrics, announced.took)
 	w.log(ctx, source, out, later, append(scheduledAgain(out.Report), signed), announced, st)
 	return out

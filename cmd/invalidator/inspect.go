@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/cmd/invalidator/internal/inspect"
-	"github.com/invalidator-go/invalidator/worker/queues"
+	"github.com/invalidator-go/invalidator/internal/own"
 )
 
 // findings is how many inconsistent keys the report lists at each delay.
@@ -44,7 +44,7 @@ func inspectVerb(args []string, stdout, stderr io.Writer) int {
 	sources, err := o.sources(read, s)
 	if err != nil {
 		fmt.Fprintln(stderr, "invalidator inspect:", err)
-		if errors.Is(err, queues.ErrOwn) {
+		if errors.Is(err, own.ErrRefused) {
 			return 2
 		}
 		return 1
@@ -240,7 +240,7 @@ func (o *inspection) sources(ctx context.Context, s session) ([]inspect.Source, 
 	}
 	if o.queue != "" {
 		client := sqs.NewFromConfig(s.aws)
-		if err := queues.Check(ctx, client, o.queue, os.Getenv, queues.RefuseAll); err != nil {
+		if err := own.Check(ctx, client, o.queue, os.Getenv, own.RefuseAll); err != nil {
 			return nil, fmt.Errorf("%w; inspect consumes what it reads: give it a queue of its own, subscribed to the topic (INSPECT_QUEUE_URL; the template's cache-invalidation-inspect)", err)
 		}
 		sources = append(sources, &inspect.Queue{Client: client, URL: o.queue, Receivers: o.receivers})

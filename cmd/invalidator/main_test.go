@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/invalidator-go/invalidator/internal/own"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
-	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 func TestVerbsAndHelp(t *testing.T) {
@@ -54,7 +54,7 @@ func TestHelpNamesTheRefusedQueues(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		run([]string{verb, "--help"}, &stdout, &stderr)
 		help := strings.Join(strings.Fields(stdout.String()+stderr.String()), " ")
-		for _, q := range queues.Own {
+		for _, q := range own.Queues {
 			if verb == "replay" && !q.Live {
 				continue
 			}

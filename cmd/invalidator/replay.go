@@ -18,9 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/cmd/invalidator/internal/replay"
+	"github.com/invalidator-go/invalidator/internal/own"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/worker"
-	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 func replayVerb(args []string, stdout, stderr io.Writer) int {
@@ -86,7 +86,7 @@ flags:
 	r, closeCache, err := rp.replayer(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "invalidator replay:", err)
-		if errors.Is(err, queues.ErrOwn) {
+		if errors.Is(err, own.ErrRefused) {
 			return 2
 		}
 		return 1
@@ -175,11 +175,11 @@ func (rp *replaying) check(fs *flag.FlagSet) string {
 }
 
 // refused is the queues replay leaves to the worker.
-func (rp *replaying) refused() queues.Refuse {
+func (rp *replaying) refused() own.Refuse {
 	if rp.leftBehind {
-		return queues.RefuseLiveByVariable
+		return own.RefuseLiveByVariable
 	}
-	return queues.RefuseLive
+	return own.RefuseLive
 }
 
 // replayer refuses a queue of the worker's, then connects to the queue,
@@ -192,7 +192,7 @@ func (rp *replaying) replayer(ctx context.Context) (*replay.Replayer, func(), er
 		return nil, nil, err
 	}
 	client := sqs.NewFromConfig(w.aws)
-	if err := queues.Check(ctx, client, rp.queue, os.Getenv, rp.refused()); err != nil {
+	if err := own.Check(ctx, client, rp.queue, os.Getenv, rp.refused()); err != nil {
 		return nil, nil, fmt.Errorf("%w; replay consumes what it reads: give it the failure queue, a DLQ, or an old queue a stack left behind that no variable names (--left-behind)", err)
 	}
 	var cache invalidate.Cache

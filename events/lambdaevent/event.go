@@ -1,9 +1,6 @@
 package lambdaevent
 
 import (
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/invalidator-go/invalidator/events"
 )
 
@@ -22,16 +19,6 @@ type SQSMessage struct {
 	EventSource    string            `json:"eventSource"`
 	EventSourceARN string            `json:"eventSourceARN"`
 	AWSRegion      string            `json:"awsRegion"`
-}
-
-// SQSMessageOf is a received message as Lambda's SQS event source hands it
-// to the function, from the queue at sourceARN in region.
-func SQSMessageOf(m types.Message, sourceARN, region string) SQSMessage {
-	return SQSMessage{
-		MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-		MD5OfBody: aws.ToString(m.MD5OfBody), Attributes: m.Attributes,
-		EventSource: "aws:sqs", EventSourceARN: sourceARN, AWSRegion: region,
-	}
 }
 
 // SNSEvent is an SNS-triggered function's payload.

@@ -18,6 +18,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 	"github.com/invalidator-go/invalidator/writethrough"
 )
 
@@ -230,7 +231,7 @@ func (l *load) parked(ctx context.Context, r *results, poisons []poisoned) error
 			}
 			for _, m := range out.Messages {
 				body := aws.ToString(m.Body)
-				p, ok, _ := failurequeue.Parse(body, m.MessageAttributes)
+				p, ok, _ := failurequeue.Parse(body, queues.Strings(m.MessageAttributes))
 				if marker := poisonMarker.Find(p.Data); ok && marker != nil {
 					found[string(marker)+" "+p.Function] = true
 					continue

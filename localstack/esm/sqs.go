@@ -176,7 +176,7 @@ func (m *SQSMapping) handBack(log *slog.Logger, msgs []types.Message) {
 func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, sourceARN string, msgs []types.Message) {
 	ev := lambdaevent.SQSEvent{Records: make([]lambdaevent.SQSMessage, len(msgs))}
 	for i, msg := range msgs {
-		ev.Records[i] = lambdaevent.SQSMessageOf(msg, sourceARN, "us-east-1")
+		ev.Records[i] = sqsMessageOf(msg, sourceARN, "us-east-1")
 	}
 	failed := map[string]bool{}
 	start := time.Now()
@@ -218,4 +218,14 @@ func (m *SQSMapping) deliver(ctx context.Context, fn Invoker, log *slog.Logger, 
 		ids[i] = aws.ToString(msgs[i].MessageId)
 	}
 	log.Info("batch delivered", "messages", len(msgs), "failed", len(failed), "duration_ms", time.Since(start).Milliseconds(), "ids", ids)
+}
+
+// sqsMessageOf is a received message as Lambda's SQS event source hands it
+// to the function, from the queue at sourceARN in region.
+func sqsMessageOf(m types.Message, sourceARN, region string) lambdaevent.SQSMessage {
+	return lambdaevent.SQSMessage{
+		MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
+		MD5OfBody: aws.ToString(m.MD5OfBody), Attributes: m.Attributes,
+		EventSource: "aws:sqs", EventSourceARN: sourceARN, AWSRegion: region,
+	}
 }

@@ -9,18 +9,15 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
-// The message attributes of a parked record. Kind marks the message as
+// The message attributes of a parked record. attrKind marks the message as
 // one and says what its body holds: a Content, followed by encodedBase64 when
 // the body is its base64 (it held characters SQS refuses).
 const (
-	Kind          = "invalidator.parked"
+	attrKind      = "invalidator.parked"
 	encodedBase64 = "+base64"
 	attrSource    = "source"
 	attrFunction  = "function"
@@ -43,39 +40,37 @@ const (
 // MaxAttributeBytes is the most a parked record's attributes take, as SQS
 // counts them: a queue whose messages are parked must leave that much
 // room below the failure queue's MaxBytes (template.yaml's queue does).
-const MaxAttributeBytes = len(Kind+"String") + len("record-without-images"+encodedBase64) + maxReason + len(attrReason+"String") +
+const MaxAttributeBytes = len(attrKind+"String") + len("record-without-images"+encodedBase64) + maxReason + len(attrReason+"String") +
 	7*(maxCoordinate+len("String"+"request-id"))
 
 // Message returns the message of r, its body and attributes, within
 // maxBytes: a stream record too large loses its images, which the stream
-// still holds; any other record too large fails with ErrTooLarge.
-func (r *Record) Message(maxBytes int) (*sqs.SendMessageInput, error) {
+// still holds; any other record too large fails with errTooLarge.
+func (r *Record) Message(maxBytes int) (queues.Outgoing, error) {
 	if len(r.Data) == 0 {
-		return nil, errors.New("an empty record: nothing to park") // SQS takes no empty body
+		return queues.Outgoing{}, errors.New("an empty record: nothing to park") // SQS takes no empty body
 	}
-	in := r.message(r.Content, r.Data)
-	size := messageSize(in)
-	if size > maxBytes && r.Source == events.SourceDynamoDB && r.Content == WholeRecord {
+	m := r.message(r.Content, r.Data)
+	if m.Size() > maxBytes && r.Source == events.SourceDynamoDB && r.Content == WholeRecord {
 		if short, err := events.WithoutImages(r.Data); err == nil {
-			in = r.message(RecordWithoutImages, short)
-			size = messageSize(in)
+			m = r.message(RecordWithoutImages, short)
 		}
 	}
-	if size > maxBytes {
-		return nil, fmt.Errorf("%w: %d bytes with its attributes, the most a message holds is %d", ErrTooLarge, size, maxBytes)
+	if size := m.Size(); size > maxBytes {
+		return queues.Outgoing{}, fmt.Errorf("%w: %d bytes with its attributes, the most a message holds is %d", errTooLarge, size, maxBytes)
 	}
-	return in, nil
+	return m, nil
 }
 
 // message is the message of data, which content says what it is.
-func (r *Record) message(content Content, data []byte) *sqs.SendMessageInput {
+func (r *Record) message(content Content, data []byte) queues.Outgoing {
 	kind, body := string(content), string(data)
 	if !sqsText(body) {
 		kind, body = kind+encodedBase64, base64.StdEncoding.EncodeToString(data)
 	}
-	attrs := map[string]types.MessageAttributeValue{}
+	attrs := map[string]string{}
 	for name, value := range map[string]string{
-		Kind: kind, attrSource: string(r.Source), attrFunction: r.Function, attrID: r.ID, attrRequest: r.RequestID,
+		attrKind: kind, attrSource: string(r.Source), attrFunction: r.Function, attrID: r.ID, attrRequest: r.RequestID,
 		attrReason: r.Reason, attrParkedAt: timeText(r.ParkedAt), attrSentAt: timeText(r.SentAt), attrFrom: r.From,
 	} {
 		most := maxCoordinate
@@ -83,10 +78,10 @@ func (r *Record) message(content Content, data []byte) *sqs.SendMessageInput {
 			most = maxReason
 		}
 		if value = sanitize(value, most); value != "" { // SQS refuses empty values
-			attrs[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(value)}
+			attrs[name] = value
 		}
 	}
-	return &sqs.SendMessageInput{MessageBody: aws.String(body), MessageAttributes: attrs}
+	return queues.Outgoing{Body: body, Attributes: attrs}
 }
 
 func timeText(t time.Time) string {
@@ -94,16 +89,6 @@ func timeText(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
-}
-
-// messageSize is the size SQS counts: the body, and each attribute's
-// name, type and value.
-func messageSize(in *sqs.SendMessageInput) int {
-	n := len(aws.ToString(in.MessageBody))
-	for name, v := range in.MessageAttributes {
-		n += len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue))
-	}
-	return n
 }
 
 // sqsText says whether s holds only characters SQS takes, in a body or an
@@ -149,18 +134,19 @@ func sanitize(s string, most int) string {
 	return s[:cut] + "…"
 }
 
-// Parse reads a failure-queue message, its body and its message
-// attributes (receive them: MessageAttributeNames All); ok is false when
+// Parse reads a failure-queue message, its body and its String message
+// attributes (receive them: MessageAttributeNames All; queues.Strings);
+// ok is false when
 // it is not a parked record (a stream's on-failure record, an SNS delivery
 // failure...). It reads the JSON envelope of earlier versions too
 // (kind invalidator.parked/v1), which may still sit in a queue.
-func Parse(body string, attrs map[string]types.MessageAttributeValue) (r Record, ok bool, err error) {
-	kind, parked := attrs[Kind]
+func Parse(body string, attrs map[string]string) (r Record, ok bool, err error) {
+	kind, parked := attrs[attrKind]
 	if !parked {
 		return parseV1(body)
 	}
-	text := func(name string) string { return aws.ToString(attrs[name].StringValue) }
-	content, b64 := strings.CutSuffix(aws.ToString(kind.StringValue), encodedBase64)
+	text := func(name string) string { return attrs[name] }
+	content, b64 := strings.CutSuffix(kind, encodedBase64)
 	r = Record{Source: events.Source(text(attrSource)), Function: text(attrFunction), ID: text(attrID), RequestID: text(attrRequest),
 		Reason: text(attrReason), From: text(attrFrom), Content: Content(content), Data: []byte(body)}
 	for name, at := range map[string]*time.Time{attrParkedAt: &r.ParkedAt, attrSentAt: &r.SentAt} {
@@ -173,7 +159,7 @@ func Parse(body string, attrs map[string]types.MessageAttributeValue) (r Record,
 	switch r.Content {
 	case Body, WholeRecord, RecordWithoutImages:
 	default:
-		return r, true, fmt.Errorf("parked record: %s %q is not a content this version reads", Kind, content)
+		return r, true, fmt.Errorf("parked record: %s %q is not a content this version reads", attrKind, content)
 	}
 	if b64 {
 		if r.Data, err = base64.StdEncoding.DecodeString(body); err != nil {

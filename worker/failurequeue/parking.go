@@ -7,10 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 // MaxBytes is the largest message SQS takes, which the failure queue must
@@ -18,9 +16,9 @@ import (
 // its attributes.
 const MaxBytes = 1 << 20
 
-// ErrTooLarge is the error of a record that does not fit in a message
+// errTooLarge is the error of a record that does not fit in a message
 // even shortened: it cannot be parked, so it stays with its source.
-var ErrTooLarge = errors.New("too large to park")
+var errTooLarge = errors.New("too large to park")
 
 // Content says what a parked message's body holds.
 type Content string
@@ -76,14 +74,9 @@ func New(source events.Source, function string, d events.Delivery, reason string
 	return r
 }
 
-// SQS is what a Queue needs of an SQS client; *sqs.Client has it.
-type SQS interface {
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-}
-
 // Queue parks records in an SQS queue.
 type Queue struct {
-	Client SQS
+	Client queues.SQS
 	URL    string
 }
 
@@ -95,16 +88,15 @@ func (q Queue) Park(ctx context.Context, records []Record) []error {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 10)
 	for i := range records {
-		in, err := records[i].Message(MaxBytes)
+		m, err := records[i].Message(MaxBytes)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		in.QueueUrl = aws.String(q.URL)
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			_, errs[i] = q.Client.SendMessage(ctx, in)
+			errs[i] = queues.Send(ctx, q.Client, q.URL, m)
 		})
 	}
 	wg.Wait()

@@ -14,6 +14,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 const queue = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-failures"
@@ -29,7 +30,7 @@ func park(t *testing.T, records ...Record) ([]Record, []error) {
 	}
 	var back []Record
 	for _, m := range out.Messages {
-		r, ok, err := Parse(aws.ToString(m.Body), m.MessageAttributes)
+		r, ok, err := Parse(aws.ToString(m.Body), queues.Strings(m.MessageAttributes))
 		if !ok || err != nil {
 			t.Fatalf("not a parked record (%v, %v): %.200s", ok, err, aws.ToString(m.Body))
 		}
@@ -126,8 +127,8 @@ func TestAParkedMessageFitsWithItsAttributes(t *testing.T) {
 	// A body that fills the queue's 1 MiB leaves no room for its
 	// attributes: it stays with its source.
 	raw, _ = json.Marshal(lambdaevent.SQSMessage{MessageId: "m1", Body: strings.Repeat("x", MaxBytes-100)})
-	if _, errs := park(t, newFrom(events.SourceSQS, "sqs-invalidate", "m1", "why", raw, time.Now())); !errors.Is(errs[0], ErrTooLarge) {
-		t.Fatalf("err = %v, want ErrTooLarge", errs[0])
+	if _, errs := park(t, newFrom(events.SourceSQS, "sqs-invalidate", "m1", "why", raw, time.Now())); !errors.Is(errs[0], errTooLarge) {
+		t.Fatalf("err = %v, want errTooLarge", errs[0])
 	}
 }
 
@@ -145,8 +146,8 @@ func TestAStreamRecordTooLargeIsKeptWithoutItsImages(t *testing.T) {
 		t.Fatalf("parked %s %.300s: want the record without its images, the rest as it came", back[0].Content, back[0].Data)
 	}
 	// Anything else that large cannot be parked: it stays with its source.
-	if _, errs := park(t, newFrom(events.SourceSQS, "sqs-invalidate", "m1", "malformed", []byte(`"`+big+`"`), time.Now())); !errors.Is(errs[0], ErrTooLarge) {
-		t.Fatalf("err = %v, want ErrTooLarge", errs[0])
+	if _, errs := park(t, newFrom(events.SourceSQS, "sqs-invalidate", "m1", "malformed", []byte(`"`+big+`"`), time.Now())); !errors.Is(errs[0], errTooLarge) {
+		t.Fatalf("err = %v, want errTooLarge", errs[0])
 	}
 }
 
@@ -177,7 +178,7 @@ func TestParkSaysWhatWasNotParked(t *testing.T) {
 	ok := newFrom(events.SourceSNS, "sns-invalidate", "a", "bad", []byte(`{}`), time.Now())
 	huge := newFrom(events.SourceSNS, "sns-invalidate", "b", "bad", []byte(`"`+strings.Repeat("x", MaxBytes)+`"`), time.Now())
 	errs := Queue{Client: f, URL: queue}.Park(context.Background(), []Record{ok, huge})
-	if errs[0] != nil || !errors.Is(errs[1], ErrTooLarge) || len(f.Messages(queue)) != 1 {
+	if errs[0] != nil || !errors.Is(errs[1], errTooLarge) || len(f.Messages(queue)) != 1 {
 		t.Fatalf("errs %v, %d sent: want the first parked, the second refused", errs, len(f.Messages(queue)))
 	}
 }
@@ -192,7 +193,7 @@ func FuzzParkedRecordComesBack(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, source uint8, reason string) {
 		r := newFrom(sources[int(source)%len(sources)], "fn", "", reason, raw, time.Now())
 		back, errs := park(t, r)
-		if errors.Is(errs[0], ErrTooLarge) || len(raw) == 0 && errs[0] != nil {
+		if errors.Is(errs[0], errTooLarge) || len(raw) == 0 && errs[0] != nil {
 			return
 		}
 		if errs[0] != nil || len(back) != 1 {

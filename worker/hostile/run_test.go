@@ -272,8 +272,9 @@ func newWorker(e *env, rules string, given map[string]string, secondDelete bool,
 	cache := e.cache
 	opts := worker.Options{Name: name, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard,
 		Queues: e.sqs, Park: failurequeue.Queue{Client: e.sqs, URL: cfg.FailureQueueURL}}
-	if cfg.SecondDeleteDelay > 0 && cfg.SecondDeleteQueueURL != "" {
-		opts.SecondDelete = worker.DelayQueue{Client: e.sqs, URL: cfg.SecondDeleteQueueURL, Delay: cfg.SecondDeleteDelay, MaxBytes: worker.DefaultDelayMaxBytes}
+	if cfg.SecondDeleteDelay > 0 {
+		cfg.FailoverRedeleteAfter, cfg.FailoverWindowQueueURL = 0, "" // the second delete alone
+		opts.SecondDelete, _ = cfg.Again(e.sqs)
 	}
 	return worker.New(invalidate.New(cache, invalidate.Options{Rules: cfg.Rules, ECPUPerSecond: cfg.ECPUPerSecond}), opts), nil
 }

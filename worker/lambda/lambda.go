@@ -17,9 +17,9 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/worker"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 // Start runs the Lambda function name on aws-lambda-go, handle serving
@@ -51,13 +51,12 @@ func Start[R any](name string, handle func(*worker.Worker, context.Context, []by
 		os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN"))
 	cfg.Cache.SignWith(os.Getenv("AWS_REGION"), creds)
 	transport := awshttp.NewBuildableClient().GetTransport() // the SDK's defaults, closable at shutdown
-	queues := sqs.New(sqs.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds, BaseEndpoint: endpoint(os.Getenv("AWS_ENDPOINT_URL_SQS")),
-		HTTPClient: &http.Client{Transport: transport}})
+	client := queues.New(os.Getenv("AWS_REGION"), creds, endpoint(os.Getenv("AWS_ENDPOINT_URL_SQS")), &http.Client{Transport: transport})
 	if s := cfg.Cache.PasswordSecret; s != nil {
 		s.Read = worker.SecretPassword(secretsmanager.New(secretsmanager.Options{Region: os.Getenv("AWS_REGION"), Credentials: creds,
 			BaseEndpoint: endpoint(os.Getenv("AWS_ENDPOINT_URL_SECRETS_MANAGER")), HTTPClient: &http.Client{Transport: transport}}))
 	}
-	w, err := worker.Start(name, cfg, queues)
+	w, err := worker.Start(name, cfg, client)
 	if err != nil {
 		initError(name, err)
 	}

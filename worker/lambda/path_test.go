@@ -60,11 +60,10 @@ func TestTheDeletePathIsStraight(t *testing.T) {
 	}}
 	queues := &fakes.SQS{}
 	const queue = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
+	again, window := worker.Config{SecondDeleteQueueURL: queue + "-again", SecondDeleteDelay: time.Second, FailoverWindowQueueURL: queue + "-window"}.Again(queues)
 	w := worker.New(invalidate.New(cache, invalidate.Options{}), worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard,
 		Park: failurequeue.Queue{Client: queues, URL: queue + "-failures"}, Queues: queues,
-		Window:       &worker.Window{Client: queues, URL: queue + "-window"},
-		SecondDelete: worker.DelayQueue{Client: queues, URL: queue + "-again", Delay: time.Second},
-		Announce:     announce.NewPublisher(discard{}, "near")})
+		Window: window, SecondDelete: again, Announce: announce.NewPublisher(discard{}, "near")})
 	payload, _ := json.Marshal(lambdaevent.SQSEvent{Records: []lambdaevent.SQSMessage{{MessageId: "1", Body: `{"entity":"user","id":"1"}`}}})
 	resp, err := lambda.SQS(w, context.Background(), payload)
 	if err != nil || len(resp.BatchItemFailures) != 0 || len(stacks) != 1 {

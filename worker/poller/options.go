@@ -44,7 +44,7 @@ type Options struct {
 	// hidden.
 	VisibilityTimeout time.Duration
 	// BatchTimeout bounds one batch's processing. Default 60 s
-	// (DefaultBatchTimeout).
+	// (defaultBatchTimeout).
 	BatchTimeout time.Duration
 	// HealthAddr serves GET /healthz (HEALTH_ADDR, "off" turns it off).
 	// Default ":8080"; empty in Options means off.
@@ -61,11 +61,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultBatchTimeout bounds a batch: stopping, a task waits out its long
+// defaultBatchTimeout bounds a batch: stopping, a task waits out its long
 // poll (up to 20 s), then the batches in flight and their deletes and
 // hand-backs (10 s each), all within ECS's stopTimeout, 120 s at most on
 // Fargate (template.yaml's, which template_poller_test.go checks).
-const DefaultBatchTimeout = 60 * time.Second
+const defaultBatchTimeout = 60 * time.Second
 
 // OptionsFromEnv reads the poller's variables through getenv; the rest of
 // Options are their defaults.
@@ -109,7 +109,7 @@ func (o *Options) defaults() {
 	}
 	o.VisibilityTimeout = max(o.VisibilityTimeout, time.Second) // SQS counts in seconds
 	if o.BatchTimeout <= 0 {
-		o.BatchTimeout = DefaultBatchTimeout
+		o.BatchTimeout = defaultBatchTimeout
 	}
 	if o.StatsEvery == 0 {
 		o.StatsEvery = time.Minute

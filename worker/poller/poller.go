@@ -3,32 +3,20 @@ package poller
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/internal/wait"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/worker"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
-// SQS is what the poller needs of an SQS client; *sqs.Client has it.
-type SQS interface {
-	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
-	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
-}
-
-// Handler invalidates a batch and parks what failed for good, reporting
-// each record, and says whether the cache answers at all; *worker.Worker
-// is one.
+// Handler invalidates a batch, parks what failed for good and hands back
+// what is to retry, reporting each record, and says whether the cache
+// answers at all; *worker.Worker is one.
 type Handler interface {
 	Handle(ctx context.Context, source events.Source, batch invalidate.Batch, delivered func(i int) (events.Delivery, []byte)) worker.Outcome
 	Probe(ctx context.Context) error
@@ -38,7 +26,7 @@ type Handler interface {
 // messages of receives in flight are handed back, the batches in flight
 // finish and their successes are deleted, and Run returns nil. It returns
 // an error only when it cannot start.
-func Run(ctx context.Context, client SQS, handler Handler, opts Options) error {
+func Run(ctx context.Context, client queues.SQS, handler Handler, opts Options) error {
 	opts.defaults()
 	if opts.QueueURL == "" {
 		return errors.New("poller: no queue URL")
@@ -66,7 +54,7 @@ func Run(ctx context.Context, client SQS, handler Handler, opts Options) error {
 }
 
 type poller struct {
-	client   SQS
+	client   queues.SQS
 	handler  Handler
 	opts     Options
 	gate     *gate
@@ -95,7 +83,7 @@ func (p *poller) receive(ctx context.Context, steady bool) {
 		case ctx.Err() != nil:
 			// The stop signal came during the long poll: these messages
 			// were not started, and go back to the queue at once.
-			if err := p.changeVisibility(msgs, func(types.Message) time.Duration { return 0 }); err != nil {
+			if err := p.handBack(msgs, func(queues.Message) time.Duration { return 0 }); err != nil {
 				p.opts.Logger.Warn("cannot hand back the messages received while stopping: they come back after their visibility timeout", "error", err.Error())
 			}
 			return
@@ -145,31 +133,19 @@ func (p *poller) scale(ctx context.Context) {
 // short: SQS may already have handed out messages that only its answer
 // names, and they must be handed back, not left hidden until their
 // visibility timeout.
-func (p *poller) receiveOnce(ctx context.Context) (msgs []types.Message, requestID string, err error) {
+// The receive's request ID names the batch in its log lines and in what
+// it parks, as an invoke's does a function's.
+func (p *poller) receiveOnce(ctx context.Context) (msgs []queues.Message, requestID string, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.WaitTime+10*time.Second)
 	defer cancel()
-	out, err := p.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:            aws.String(p.opts.QueueURL),
-		MaxNumberOfMessages: p.opts.MaxMessages,
-		WaitTimeSeconds:     int32(p.opts.WaitTime / time.Second),
-		VisibilityTimeout:   int32(p.opts.VisibilityTimeout / time.Second),
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{
-			types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount},
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	// The receive's request ID names the batch in its log lines and in
-	// what it parks, as an invoke's does a function's.
-	requestID, _ = awsmiddleware.GetRequestIDMetadata(out.ResultMetadata)
-	return out.Messages, requestID, nil
+	return queues.Receive(ctx, p.client, p.opts.QueueURL, p.opts.MaxMessages, p.opts.WaitTime, p.opts.VisibilityTimeout)
 }
 
 // handle processes one batch: its successes and what was parked are
 // deleted, what failed for now comes back after a backoff. It tells
 // whether the batch showed the cache up (a record done) or down (every
 // record failed for now).
-func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
+func (p *poller) handle(ctx context.Context, msgs []queues.Message) cacheState {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.BatchTimeout)
 	defer cancel()
 	stopExtending := p.extendVisibility(ctx, msgs)
@@ -178,21 +154,22 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 		received[i].Message = &msgs[i]
 	}
 	batch := invalidate.Inputs(received, func(m *message) invalidate.Record {
-		d, changes, err := events.DecodeReceived(aws.ToString(m.MessageId), aws.ToString(m.Body),
-			m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], p.arn, events.Receipt{})
+		d, changes, err := events.DecodeReceived(m.ID, m.Body, m.SentTimestamp, p.arn, events.Receipt{Handle: m.Handle, Receives: m.Receives})
 		m.delivery = d
 		return invalidate.Record{ID: d.ID, Changes: changes, Err: err}
 	})
+	// The worker hands back what is to retry as its last step, as it does
+	// a function's: an extension that came after it (one tick in half a
+	// visibility timeout, in the moments before it stops) would only bring
+	// those messages back later.
 	out := p.handler.Handle(ctx, events.SourceSQS, batch, func(i int) (events.Delivery, []byte) { return received[i].delivery, nil })
 	stopExtending()
 
-	var done []types.DeleteMessageBatchRequestEntry
-	var retry []types.Message
+	var done []string
 	state, transient := none, 0
 	for i, r := range out.Records {
 		switch r.Fate {
 		case worker.Retry:
-			retry = append(retry, msgs[i])
 			if r.Transient {
 				transient++
 			}
@@ -200,30 +177,18 @@ func (p *poller) handle(ctx context.Context, msgs []types.Message) cacheState {
 		case worker.Done:
 			state = up
 		}
-		done = append(done, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msgs[i].ReceiptHandle})
+		done = append(done, msgs[i].Handle)
 	}
 	if transient == len(msgs) {
 		state = down
 	}
 	p.delete(done)
-	most := 0
-	err := p.changeVisibility(retry, func(m types.Message) time.Duration {
-		n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-		most = max(most, n)
-		return worker.RetryAfter(n)
-	})
-	if len(retry) > 0 {
-		worker.LogHandBack(ctx, p.opts.Logger, len(retry), most)
-	}
-	if err != nil {
-		p.opts.Logger.Warn("cannot hand failed messages back: they come back after their visibility timeout", "error", err.Error())
-	}
 	return state
 }
 
 // message is a received message, and its delivery once decoded.
 type message struct {
-	*types.Message
+	*queues.Message
 	delivery events.Delivery
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/worker"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
 func TestOptionsFromEnv(t *testing.T) {
@@ -30,7 +31,7 @@ func TestOptionsFromEnv(t *testing.T) {
 	o, err = OptionsFromEnv(env(map[string]string{"QUEUE_URL": "q", "HEALTH_ADDR": "off", "POLLER_WAIT_TIME": "5s", "POLLER_MAX_MESSAGES": "1",
 		"POLLER_RECEIVERS": "5", "POLLER_VISIBILITY_TIMEOUT": "2m", "POLLER_BATCH_TIMEOUT": "3s"}))
 	if err != nil || o.HealthAddr != "" || o.WaitTime != 5*time.Second || o.MaxMessages != 1 ||
-		o.Receivers != 2 || o.VisibilityTimeout != 30*time.Second || o.BatchTimeout != DefaultBatchTimeout {
+		o.Receivers != 2 || o.VisibilityTimeout != 30*time.Second || o.BatchTimeout != defaultBatchTimeout {
 		t.Fatalf("options = %+v, %v", o, err)
 	}
 	for name, vars := range map[string]map[string]string{
@@ -82,7 +83,7 @@ func run(t *testing.T, sqs *fakes.SQS, cache *cacheSwitch, opts Options) (h *con
 	t.Helper()
 	inv := invalidate.New(&cachetest.Cache{Fail: cache.fail}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
 	w := worker.New(inv, worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard,
-		Park: failurequeue.Queue{Client: sqs, URL: failures}})
+		Park: failurequeue.Queue{Client: sqs, URL: failures}, Queues: sqs})
 	h = &concurrency{Handler: w}
 	opts.QueueURL, opts.Logger = queue, slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -114,7 +115,7 @@ func TestPollerDeletesWhatIsDoneOrParkedAndHandsBackTheRest(t *testing.T) {
 		}
 		return nil
 	}}, invalidate.Options{})
-	w := worker.New(inv, worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Park: failurequeue.Queue{Client: sqs, URL: failures}})
+	w := worker.New(inv, worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Park: failurequeue.Queue{Client: sqs, URL: failures}, Queues: sqs})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -137,7 +138,7 @@ func TestPollerDeletesWhatIsDoneOrParkedAndHandsBackTheRest(t *testing.T) {
 	}
 	if p := sqs.Messages(failures); len(p) != 1 {
 		t.Fatalf("failure queue %+v: want the poison message", p)
-	} else if r, _, _ := failurequeue.Parse(p[0].Body, p[0].Attributes); r.ID != poison || string(r.Data) != `{"entity":` || r.SentAt.IsZero() {
+	} else if r, _, _ := failurequeue.Parse(p[0].Body, queues.Strings(p[0].Attributes)); r.ID != poison || string(r.Data) != `{"entity":` || r.SentAt.IsZero() {
 		t.Fatalf("parked %+v: want the poison message's body as it came, and when it was sent", r)
 	}
 	m := state()[later]

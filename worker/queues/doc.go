@@ -1,6 +1,5 @@
-// Package queues names the worker's queues — by variable, by the local
-// stack's name, by template.yaml's logical ID — and refuses them to a tool
-// that deletes what it reads: `invalidator inspect` and `invalidator
-// replay` pointed at the wrong queue refuse it rather than consume it. The
-// worker itself does not link it.
+// Package queues is the worker's SQS, for both front ends: every call
+// behind a record's fate — receive, delete what is done, hand back what
+// failed for now, send to the delay, window and failure queues — on
+// receipt handles, bodies and String attributes, not the SDK's types.
 package queues

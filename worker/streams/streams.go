@@ -33,9 +33,9 @@ func Iterator(ctx context.Context, c Client, streamARN, shardID string, kind typ
 	return out.ShardIterator, nil
 }
 
-// Compare orders two sequence numbers of a shard: decimal numbers of up to
+// compare orders two sequence numbers of a shard: decimal numbers of up to
 // 40 digits, longer than an int64.
-func Compare(a, b string) int {
+func compare(a, b string) int {
 	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
 	if len(a) != len(b) {
 		return len(a) - len(b)
@@ -58,7 +58,7 @@ func ReadRange(ctx context.Context, c Client, streamARN, shardID, from, to strin
 		}
 		records := page.Records
 		for i, r := range records {
-			if Compare(aws.ToString(r.Dynamodb.SequenceNumber), to) > 0 {
+			if compare(aws.ToString(r.Dynamodb.SequenceNumber), to) > 0 {
 				records = records[:i]
 				page.NextShardIterator = nil
 				break

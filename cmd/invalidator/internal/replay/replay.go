@@ -20,6 +20,7 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/worker"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 	"github.com/invalidator-go/invalidator/worker/streams"
 )
 
@@ -166,7 +167,7 @@ func (r *Replayer) message(ctx context.Context, m types.Message) Outcome {
 // records decodes a message into the records to invalidate.
 func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]invalidate.Record, error) {
 	body := []byte(aws.ToString(m.Body))
-	if p, ok, err := failurequeue.Parse(aws.ToString(m.Body), m.MessageAttributes); ok {
+	if p, ok, err := failurequeue.Parse(aws.ToString(m.Body), queues.Strings(m.MessageAttributes)); ok {
 		o.Kind, o.Source, o.ParkedBy, o.Reason = KindParked, p.Source, p.Function, p.Reason
 		if err != nil {
 			return nil, err

@@ -25,6 +25,7 @@ import (
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 	"github.com/invalidator-go/invalidator/worker"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues"
 	"github.com/invalidator-go/invalidator/worker/streams"
 )
 
@@ -113,7 +114,7 @@ func TestReplayEveryKind(t *testing.T) {
 	asyncPayload, _ := json.Marshal(lambdaevent.SNSEvent{Records: []events.SNSRecord{{SNS: events.SNSMessage{
 		MessageID: "m-async", Message: `{"entity":"replay","id":"` + ns + `async"}`}}}})
 	seq := aws.ToString(records[0].Dynamodb.SequenceNumber)
-	var msgs []*sqs.SendMessageInput
+	var msgs []queues.Outgoing
 	for _, rec := range []failurequeue.Record{
 		parkedAs(events.SourceSQS, "sqs-invalidate", "m-sqs", "a bug since fixed", sqsRecord("sqs"), time.Now()),
 		parkedAs(events.SourceSNS, "sns-invalidate", "m-sns", "a bug since fixed", snsRecord("sns"), time.Now()),
@@ -136,13 +137,12 @@ func TestReplayEveryKind(t *testing.T) {
 		`{"requestContext":{"condition":"RetriesExhausted"},"requestPayload":` + string(asyncPayload) + `}`,
 		`{"entity":"replay","id":"` + ns + `change"}`,
 	} {
-		msgs = append(msgs, &sqs.SendMessageInput{MessageBody: aws.String(body)})
+		msgs = append(msgs, queues.Outgoing{Body: body})
 	}
 
 	q := testQueue(t)
-	for _, in := range msgs {
-		in.QueueUrl = aws.String(q)
-		if _, err := awsenv.SQS(t).SendMessage(t.Context(), in); err != nil {
+	for _, m := range msgs {
+		if err := queues.Send(t.Context(), awsenv.SQS(t), q, m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,7 +182,7 @@ func TestReplayEveryKind(t *testing.T) {
 	if err != nil || len(out.Messages) != 1 {
 		t.Fatalf("left in the queue: %+v (%v), want the bad record alone", out.Messages, err)
 	}
-	if p, _, _ := failurequeue.Parse(aws.ToString(out.Messages[0].Body), out.Messages[0].MessageAttributes); p.ID != "m-bad" {
+	if p, _, _ := failurequeue.Parse(aws.ToString(out.Messages[0].Body), queues.Strings(out.Messages[0].MessageAttributes)); p.ID != "m-bad" {
 		t.Fatalf("left in the queue: %+v, want the bad record", p)
 	}
 }
@@ -218,8 +218,8 @@ func TestReplaySchedulesSecondDeletes(t *testing.T) {
 	}
 	replayer := func(delayQueue string) *Replayer {
 		inv := invalidate.New(invalidate.Valkey(cache), invalidate.Options{Rules: invalidate.DefaultRules()})
-		return &Replayer{SQS: awsenv.SQS(t), QueueURL: q,
-			Worker: quietWorker(inv, worker.Options{SecondDelete: worker.DelayQueue{Client: awsenv.SQS(t), URL: delayQueue, Delay: time.Second}})}
+		again, _ := worker.Config{SecondDeleteQueueURL: delayQueue, SecondDeleteDelay: time.Second}.Again(awsenv.SQS(t))
+		return &Replayer{SQS: awsenv.SQS(t), QueueURL: q, Worker: quietWorker(inv, worker.Options{SecondDelete: again})}
 	}
 	if replayed, failed, err := replayer(delay).Run(t.Context(), func(Outcome) {}); err != nil || replayed < 2 || failed != 0 {
 		t.Fatalf("replayed %d, failed %d, %v; want both messages done", replayed, failed, err)
@@ -247,7 +247,7 @@ func TestReplaySchedulesSecondDeletes(t *testing.T) {
 		t.Fatalf("failed %d, %v: %+v; want the message whose second delete was not scheduled to fail", failed, err, outcomes)
 	}
 	for _, o := range outcomes {
-		if o.Deleted || !strings.Contains(o.Error, worker.ErrSecondDelete.Error()) {
+		if o.Deleted || !strings.Contains(o.Error, "second delete not scheduled") {
 			t.Errorf("%+v: want it failed for its second delete, and left", o)
 		}
 	}

@@ -1,4 +1,4 @@
-package queues
+package own
 
 import (
 	"context"
@@ -29,8 +29,8 @@ type Queue struct {
 	Live bool
 }
 
-// Own are the queues of the worker and of its failure path.
-var Own = []Queue{
+// Queues are the queues of the worker and of its failure path.
+var Queues = []Queue{
 	{Var: "QUEUE_URL", Name: "cache-invalidation", ID: "Queue", Live: true},
 	{Var: "RAW_QUEUE_URL", Name: "cache-invalidation-raw", Live: true},
 	{Var: "FAILOVER_WINDOW_QUEUE_URL", Name: "cache-invalidation-window", ID: "FailoverWindowQueue", Live: true},
@@ -59,8 +59,8 @@ const (
 	RefuseLiveByVariable
 )
 
-// ErrOwn refuses a queue whose messages are the worker's.
-var ErrOwn = errors.New("refused: a queue of the worker's")
+// ErrRefused refuses a queue whose messages are the worker's.
+var ErrRefused = errors.New("refused: a queue of the worker's")
 
 // Attributes is what Check needs of SQS; *sqs.Client has it.
 type Attributes interface {
@@ -68,17 +68,17 @@ type Attributes interface {
 	ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, opts ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
 }
 
-// Check returns an error wrapping ErrOwn when a consumer that
+// Check returns an error wrapping ErrRefused when a consumer that
 // deletes what it reads must leave queueURL to the worker: one of
-// Own that refuse names, by its variable (read with getenv) or by
+// Queues that refuse names, by its variable (read with getenv) or by
 // its name, or by its redrive attributes. A queue whose attributes it must
 // and cannot read is refused too.
 func Check(ctx context.Context, client Attributes, queueURL string, getenv func(string) string, refuse Refuse) error {
 	refused := func(format string, args ...any) error {
-		return fmt.Errorf("--queue %s: %s: %w", queueURL, fmt.Sprintf(format, args...), ErrOwn)
+		return fmt.Errorf("--queue %s: %s: %w", queueURL, fmt.Sprintf(format, args...), ErrRefused)
 	}
 	queue := path.Base(queuePath(queueURL))
-	for _, q := range Own {
+	for _, q := range Queues {
 		if refuse != RefuseAll && !q.Live {
 			continue
 		}

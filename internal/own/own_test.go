@@ -1,4 +1,4 @@
-package queues
+package own
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func TestCheckQueue(t *testing.T) {
 	} {
 		for refuse, why := range c.why {
 			err := Check(t.Context(), client, at+c.queue, func(k string) string { return env[k] }, Refuse(refuse))
-			if (err != nil) != (why != "") || (err != nil && (!errors.Is(err, ErrOwn) || !strings.Contains(err.Error(), why))) {
+			if (err != nil) != (why != "") || (err != nil && (!errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), why))) {
 				t.Errorf("%s, Refuse %d: %v; want a refusal naming %q", c.queue, refuse, err, why)
 			}
 		}
