@@ -101,6 +101,34 @@ func code(page []byte) string {
 	return b.String()
 }
 
+// TestDocsFencesClose: a code block opens with ``` and its language and
+// closes with ``` alone, or the page renders as code from there on (the
+// README's quick try once closed with text after its fence).
+func TestDocsFencesClose(t *testing.T) {
+	for _, page := range docs(t) {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := false
+		for n, line := range strings.Split(string(text), "\n") {
+			fence, ok := strings.CutPrefix(strings.TrimSpace(line), "```")
+			switch {
+			case !ok:
+			case open && fence != "":
+				t.Errorf("%s:%d: %q closes a code block with text after its fence", page, n+1, line)
+			case !open && strings.ContainsAny(fence, " `"):
+				t.Errorf("%s:%d: %q opens a code block with more than a language", page, n+1, line)
+			default:
+				open = !open
+			}
+		}
+		if open {
+			t.Errorf("%s: a code block is not closed", page)
+		}
+	}
+}
+
 // TestDocsCommandsExist: the make targets, the CLI's verbs, the packages
 // run with go run and the stack's scripts the pages show all exist; the
 // verbs answer --help. (AWS's own commands, sam and aws, are not run.)

@@ -74,8 +74,18 @@ func (c *connection) dial() {
 			c.log.Warn("cannot connect to the cache: records fail for now and are retried", "error", err.Error())
 		}
 		c.client, c.err, c.dialing = client, err, nil
+		connected := c.client != nil
 		c.mu.Unlock()
 		close(done)
+		if connected {
+			// The topology as first connected, which a promotion is told
+			// from: a process frozen before its first batch's check came
+			// back would find, thawed, only a topology with no replica
+			// promoted that it knew.
+			ctx, cancel := context.WithTimeout(context.Background(), windowTurn)
+			c.signs.checkTopology(ctx, client)
+			cancel()
+		}
 	}()
 }
 
