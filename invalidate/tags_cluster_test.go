@@ -46,26 +46,37 @@ func TestABigTagOnTheCluster(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	count := func() int64 {
-		n := int64(0)
-		for _, r := range client.DoMulti(t.Context(), existsAll(client, keys)...) {
+	missing := func() (out []string) {
+		for i, r := range client.DoMulti(t.Context(), existsAll(client, keys)...) {
 			v, err := r.AsInt64()
 			if err != nil {
 				t.Fatal(err)
 			}
-			n += v
+			if v == 0 {
+				out = append(out, keys[i])
+			}
 		}
-		return n
+		return out
 	}
-	if n := count(); n != 2500 {
-		t.Fatalf("%d of 2,500 entries cached", n)
+	// A Get may load and not fill, as it must whenever it cannot be sure
+	// that the fill is not stale (a make test saw 1 of 2,500, once); the
+	// next one fills.
+	for try := 0; len(missing()) > 0 && try < 3; try++ {
+		for _, k := range missing() {
+			if _, err := c.Get(t.Context(), k, func(context.Context) (int, error) { return 0, nil }); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if n := len(missing()); n != 0 {
+		t.Fatalf("%d of 2,500 entries not cached", n)
 	}
 	rep := invalidate.New(invalidate.Valkey(client), invalidate.Options{Rules: rules}).Invalidate(t.Context(),
 		invalidate.Decoded([]invalidate.Record{tagged("1", "big", "unknown")}))
 	if err := rep.Results[0].Err; err != nil || rep.Metrics.TagEntriesDeleted != 2500 || rep.Metrics.TagsInvalidated != 2 {
 		t.Fatalf("invalidation: %v, metrics %+v", err, rep.Metrics)
 	}
-	if n := count(); n != 0 {
+	if n := len(keys) - len(missing()); n != 0 {
 		t.Fatalf("%d entries left", n)
 	}
 	tag := tagset.Key(prefix, "big")

@@ -18,7 +18,7 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 // channel is a fake of the announcements' channel: what was published,
@@ -111,7 +111,7 @@ func TestReDeletesAreAnnounced(t *testing.T) {
 	ch := &channel{}
 	w := announcingWorker(ch, &cachetest.Cache{}, io.Discard)
 	defer w.Close()
-	w.opts.Window = &Window{Client: &fakes.SQS{}, URL: testQueueURL + "-window"}
+	w.opts.Window = &Window{Client: &queuestest.SQS{}, URL: testQueueURL + "-window"}
 	w.opts.Window.Add(t.Context(), []string{"cache:user:7"}, nil)
 	w.signs.started([]string{"node:1"})
 	w.signs.connectedTo("node:1")

@@ -8,7 +8,7 @@ import (
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
-	"github.com/invalidator-go/invalidator/localstack/testenv/contract"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 )
 
 // TestConnectionContract runs the cache contract against the worker's own
@@ -19,11 +19,11 @@ import (
 func TestConnectionContract(t *testing.T) {
 	cfg := testenv.WorkerCacheConfig(t)
 	admin := testenv.Cache(t)
-	contract.Cache(t, func(t *testing.T) contract.CacheUnderTest {
-		return contract.CacheUnderTest{
+	cachetest.Contract(t, func(t *testing.T) cachetest.UnderTest {
+		return cachetest.UnderTest{
 			Cache: connectAs(t, cfg),
-			Set:   contract.Set(admin),
-			Tag:   contract.Tag(admin),
+			Set:   cachetest.Set(admin),
+			Tag:   cachetest.Tag(admin),
 			Down: func(t *testing.T, _ string) invalidate.Cache {
 				l, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {

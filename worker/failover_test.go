@@ -19,14 +19,14 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 const windowURL = testQueueURL + "-window"
 
 // windowWorker is a worker whose batches go to a failover window in
 // the fake queues, through cache.
-func windowWorker(cache invalidate.Cache, sqsFake *fakes.SQS, logs io.Writer) *Worker {
+func windowWorker(cache invalidate.Cache, sqsFake *queuestest.SQS, logs io.Writer) *Worker {
 	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	return New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
 		Window: &Window{Client: sqsFake, URL: windowURL}})
@@ -44,7 +44,7 @@ func userRecords(ids ...string) invalidate.Batch {
 // window; after a sign of a failover, the next batch of any worker deletes
 // all of it again — once in the fleet — and says why.
 func TestTheWindowIsDeletedAgainAfterASign(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	cache := &cachetest.Cache{}
 	var logs bytes.Buffer
 	first, other := windowWorker(cache, sqsFake, io.Discard), windowWorker(cache, sqsFake, &logs)
@@ -83,7 +83,7 @@ func TestTheWindowIsDeletedAgainAfterASign(t *testing.T) {
 // pass that follows, windowHide later, whichever sign comes meanwhile.
 func TestASignsPassIsFollowedByAnother(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sqsFake := &fakes.SQS{}
+		sqsFake := &queuestest.SQS{}
 		cache := &cachetest.Cache{}
 		var logs bytes.Buffer
 		w := windowWorker(cache, sqsFake, &logs)
@@ -130,7 +130,7 @@ func TestASignsPassIsFollowedByAnother(t *testing.T) {
 // slowWindow is a window's SQS on a busy machine: each receive takes
 // receive, and showing messages again takes until its context ends.
 type slowWindow struct {
-	*fakes.SQS
+	*queuestest.SQS
 	receive time.Duration
 }
 
@@ -151,7 +151,7 @@ func (s slowWindow) ChangeMessageVisibilityBatch(ctx context.Context, _ *sqs.Cha
 func TestAPassEndsWithinItsTurn(t *testing.T) {
 	for _, left := range []time.Duration{10 * time.Second, 1600 * time.Millisecond} {
 		synctest.Test(t, func(t *testing.T) {
-			sqsFake := &fakes.SQS{}
+			sqsFake := &queuestest.SQS{}
 			for i := range 200 {
 				sqsFake.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(windowURL),
 					MessageBody: aws.String(`{"keys":["cache:window:` + strconv.Itoa(i) + `"],"secondDelete":true}`)})
@@ -191,7 +191,7 @@ func TestAPassEndsWithinItsTurn(t *testing.T) {
 // keys leaves them in the window and keeps the sign; the batch after the
 // cache is back deletes them.
 func TestAWindowThatFailsForNowIsShownAgain(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	var mu sync.Mutex
 	down := false
 	cache := &cachetest.Cache{Fail: func(key string, _ int) error {
@@ -269,7 +269,7 @@ func TestSignsOfAFailover(t *testing.T) {
 // TestTheFailoverSchedule: each key and tag goes to the delay queue twice,
 // the second delete and the failover schedule's, each with its delay.
 func TestTheFailoverSchedule(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	q := delayQueue{Client: sqsFake, URL: testQueueURL + "-again", Delay: 2 * time.Second, FailoverAfter: time.Minute}
 	if k, tg := q.Schedule(t.Context(), []string{"cache:user:1"}, []string{"list"}); len(k)+len(tg) != 0 {
 		t.Fatalf("failed %v %v", k, tg)
@@ -299,7 +299,7 @@ func TestTheFailoverSchedule(t *testing.T) {
 // TestAWindowThatCannotBeSentFailsItsRecords: a batch whose keys the
 // window does not take is retried, as one whose second delete is not sent.
 func TestAWindowThatCannotBeSentFailsItsRecords(t *testing.T) {
-	sqsFake := &fakes.SQS{Fail: func(op string) error {
+	sqsFake := &queuestest.SQS{Fail: func(op string) error {
 		if op == "SendMessage" {
 			return errors.New("the window's queue is unreachable")
 		}

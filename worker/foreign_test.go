@@ -11,7 +11,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
 )
@@ -41,7 +41,7 @@ func TestAForeignValueAtATagParksItsRecordAtOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sqsFake := &fakes.SQS{}
+			sqsFake := &queuestest.SQS{}
 			w := New(invalidate.New(connectAs(t, cfg), invalidate.Options{Rules: rules}), Options{
 				Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, RetryFor: 5 * time.Second,
 				Park: failurequeue.Queue{Client: sqsFake, URL: failureURL}, Queues: sqsFake})

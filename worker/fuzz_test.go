@@ -9,7 +9,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 // The front ends whole, payload to answer, against the fakes: any payload
@@ -29,7 +29,7 @@ func fuzzFrontEnd(f *testing.F, glob string, handle func(w *Worker, ctx context.
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"Records":[{}]}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		sqsFake := &fakes.SQS{}
+		sqsFake := &queuestest.SQS{}
 		w := againWorker(sqsFake, &cachetest.Cache{Fail: down}, nilWriter{})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()

@@ -21,7 +21,7 @@ import (
 	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
 	"github.com/invalidator-go/invalidator/worker/queues"
 )
@@ -42,7 +42,7 @@ func down(key string, _ int) error {
 
 // testWorker invalidates through a fake cache, parks in and hands back to
 // a fake SQS.
-func testWorker(fail func(string, int) error, sqsFake *fakes.SQS) *Worker {
+func testWorker(fail func(string, int) error, sqsFake *queuestest.SQS) *Worker {
 	inv := invalidate.New(&cachetest.Cache{Fail: fail}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	return New(inv, Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
 		Park: failurequeue.Queue{Client: sqsFake, URL: failureURL}, Queues: sqsFake})
@@ -50,7 +50,7 @@ func testWorker(fail func(string, int) error, sqsFake *fakes.SQS) *Worker {
 
 // received sends bodies to the fake queue, receives them, and returns the
 // Lambda payload of the batch.
-func received(t *testing.T, sqsFake *fakes.SQS, bodies ...string) ([]byte, []lambdaevent.SQSMessage) {
+func received(t *testing.T, sqsFake *queuestest.SQS, bodies ...string) ([]byte, []lambdaevent.SQSMessage) {
 	t.Helper()
 	for _, b := range bodies {
 		sqsFake.Send(testQueueURL, b)
@@ -73,7 +73,7 @@ func received(t *testing.T, sqsFake *fakes.SQS, bodies ...string) ([]byte, []lam
 }
 
 // parked returns the records in the fake failure queue.
-func parked(t *testing.T, sqsFake *fakes.SQS) []failurequeue.Record {
+func parked(t *testing.T, sqsFake *queuestest.SQS) []failurequeue.Record {
 	t.Helper()
 	var out []failurequeue.Record
 	for _, m := range sqsFake.Messages(failureURL) {
@@ -97,7 +97,7 @@ func deadlineIn(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	payload, msgs := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`, `{"entity":"down","id":"2"}`)
 	start := time.Now()
 	resp, err := answerOf(testWorker(down, sqsFake).Lambda(deadline(t), events.SourceSQS, payload))
@@ -123,7 +123,7 @@ func TestSQSParksWhatFailsForGoodAndHandsBackTheRest(t *testing.T) {
 }
 
 func TestARecordThatCannotBeParkedIsRetried(t *testing.T) {
-	sqsFake := &fakes.SQS{Fail: func(op string) error {
+	sqsFake := &queuestest.SQS{Fail: func(op string) error {
 		if op == "SendMessage" {
 			return errors.New("access denied")
 		}
@@ -147,14 +147,14 @@ func TestAParkedMessageKeepsItsBody(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		body string
-		run  func(w *Worker, sqsFake *fakes.SQS) answer
+		run  func(w *Worker, sqsFake *queuestest.SQS) answer
 	}{
-		{"SQS", poison, func(w *Worker, sqsFake *fakes.SQS) answer {
+		{"SQS", poison, func(w *Worker, sqsFake *queuestest.SQS) answer {
 			payload, _ := received(t, sqsFake, poison)
 			out, _ := answerOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSQS, payload))
 			return out
 		}},
-		{"SNS", poison[:250_000], func(w *Worker, _ *fakes.SQS) answer {
+		{"SNS", poison[:250_000], func(w *Worker, _ *queuestest.SQS) answer {
 			payload, _ := json.Marshal(lambdaevent.SNSEvent{Records: []events.SNSRecord{{
 				SNS: events.SNSMessage{MessageID: "sns-1", Message: poison[:250_000], Timestamp: time.Now()}}}})
 			out, _ := answerOf(w.Lambda(deadlineIn(t, time.Minute), events.SourceSNS, payload))
@@ -162,7 +162,7 @@ func TestAParkedMessageKeepsItsBody(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sqsFake := &fakes.SQS{}
+			sqsFake := &queuestest.SQS{}
 			if out := c.run(testWorker(nil, sqsFake), sqsFake); len(out.Retry) != 0 {
 				t.Fatalf("retry %+v: want the message parked", out.Retry)
 			}
@@ -193,7 +193,7 @@ func streamRecord(seq, id string, table string) lambdaevent.DynamoDBEventRecord 
 }
 
 func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	bad := streamRecord("200", "x", "t")
 	bad.EventName = "UPSERT"
 	later := streamRecord("400", "y", "t")
@@ -214,7 +214,7 @@ func TestStreamParksOnlyBeforeTheFirstRecordToRetry(t *testing.T) {
 }
 
 func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	w := testWorker(down, sqsFake)
 	invoke := func(message string) answer {
 		payload, _ := json.Marshal(lambdaevent.SNSEvent{Records: []events.SNSRecord{{
@@ -237,7 +237,7 @@ func TestSNSParksWhatFailsForGoodAndFailsWhatFailsForNow(t *testing.T) {
 }
 
 func TestAPanicParksTheBatchWithItsStack(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	raws := [][]byte{[]byte(`{"n":1}`)}
 	rep := testWorker(nil, sqsFake).Handle(deadline(t), events.SourceSQS,
 		invalidate.Inputs(raws, func(*[]byte) invalidate.Record { panic("decoder bug") }),
@@ -253,7 +253,7 @@ func TestAPanicParksTheBatchWithItsStack(t *testing.T) {
 // deadline that its records failed for now, and still parks what fails
 // for good.
 func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	cfg := Config{Cache: elasticache.Config{Endpoint: "127.0.0.1:1"}, Rules: invalidate.DefaultRules(), FailureQueueURL: failureURL}
 	w, err := Start("sqs-invalidate", cfg, sqsFake)
 	if err != nil {
@@ -280,7 +280,7 @@ func TestStartsAndAnswersWithTheCacheUnreachable(t *testing.T) {
 // refusing is a fake SQS that refuses to send messages holding a text.
 // refusing refuses to send the parked record of one ID.
 type refusing struct {
-	*fakes.SQS
+	*queuestest.SQS
 	id string
 }
 
@@ -295,7 +295,7 @@ func (r refusing) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opt
 // be parked is retried, and the shard with it from there; the records
 // after its chunk of ten are not parked now, or they would be twice.
 func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	w := testWorker(nil, sqsFake)
 	w.opts.Park = failurequeue.Queue{Client: refusing{sqsFake, "201"}, URL: failureURL}
 	var records []lambdaevent.DynamoDBEventRecord
@@ -318,7 +318,7 @@ func TestStreamParkingStopsWhereARecordCannotBeParked(t *testing.T) {
 }
 
 func TestEachFailedIdentifierOnce(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	payload, _ := json.Marshal(lambdaevent.SQSEvent{Records: []lambdaevent.SQSMessage{
 		{MessageId: "twice", Body: `{"entity":"down","id":"1"}`},
 		{MessageId: "twice", Body: `{"entity":"down","id":"2"}`},
@@ -332,7 +332,7 @@ func TestEachFailedIdentifierOnce(t *testing.T) {
 // TestAPayloadThatIsNoEventFailsTheInvoke: a misrouted trigger or a manual
 // invoke is not acknowledged as an empty batch.
 func TestAPayloadThatIsNoEventFailsTheInvoke(t *testing.T) {
-	w := testWorker(nil, &fakes.SQS{})
+	w := testWorker(nil, &queuestest.SQS{})
 	for _, payload := range []string{`{}`, `{"detail-type":"Object Created","detail":{}}`, `[]`} {
 		if _, err := w.Lambda(deadline(t), events.SourceSQS, []byte(payload)); err == nil {
 			t.Errorf("SQS %s: no error", payload)
@@ -350,7 +350,7 @@ func TestAPayloadThatIsNoEventFailsTheInvoke(t *testing.T) {
 // an SQS batch gives its failing key RetryFor, not the whole deadline, and
 // hands its record back; the record beside it is done.
 func TestAKeyThatKeepsFailingHoldsBackOnlyItsRecord(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	w := testWorker(down, sqsFake)
 	w.opts.RetryFor = 50 * time.Millisecond
 	payload, msgs := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"entity":"down","id":"2"}`)

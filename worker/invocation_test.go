@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 // TestAnInvocationNamesEveryLineAndParkedRecord: the lines of a batch
@@ -17,7 +17,7 @@ import (
 // the request ID.
 func TestAnInvocationNamesEveryLineAndParkedRecord(t *testing.T) {
 	var logs, metrics bytes.Buffer
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	w := testWorker(nil, sqsFake)
 	w.opts.Logger, w.opts.Metrics = NewLogger(&logs, slog.LevelInfo), &metrics
 	payload, _ := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"entity":"user","id":`)

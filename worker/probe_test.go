@@ -9,7 +9,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
@@ -29,7 +29,7 @@ func TestAProbeRefusedItsLoginSaysTheCacheIsNotThere(t *testing.T) {
 	cfg.Username, cfg.Password = user, ""
 	cfg.PasswordSecret = &elasticache.PasswordSecret{ARN: "arn:aws:secretsmanager:us-east-1:123456789012:secret:probe",
 		Read: func(context.Context, string) (string, error) { return secret.Load().(string), nil }}
-	w, err := Start("poller", Config{Cache: cfg, Rules: invalidate.DefaultRules()}, &fakes.SQS{})
+	w, err := Start("poller", Config{Cache: cfg, Rules: invalidate.DefaultRules()}, &queuestest.SQS{})
 	if err != nil {
 		t.Fatal(err)
 	}

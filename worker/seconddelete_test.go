@@ -16,7 +16,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
 )
 
@@ -24,7 +24,7 @@ const delayURL = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalid
 
 // againWorker is testWorker with second deletes through the fake SQS, its
 // batch log lines in logs.
-func againWorker(sqsFake *fakes.SQS, cache *cachetest.Cache, logs io.Writer) *Worker {
+func againWorker(sqsFake *queuestest.SQS, cache *cachetest.Cache, logs io.Writer) *Worker {
 	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	return New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
 		Park: failurequeue.Queue{Client: sqsFake, URL: failureURL}, Queues: sqsFake,
@@ -33,13 +33,13 @@ func againWorker(sqsFake *fakes.SQS, cache *cachetest.Cache, logs io.Writer) *Wo
 
 // delayed returns the second-delete messages in the fake delay queue, and
 // the keys they hold.
-func delayed(t *testing.T, sqsFake *fakes.SQS) (msgs []fakes.Message, keys []string) {
+func delayed(t *testing.T, sqsFake *queuestest.SQS) (msgs []queuestest.Message, keys []string) {
 	msgs, keys, _ = delayedTags(t, sqsFake)
 	return msgs, keys
 }
 
 // delayedTags is delayed, with the tags the messages hold too.
-func delayedTags(t *testing.T, sqsFake *fakes.SQS) (msgs []fakes.Message, keys, tags []string) {
+func delayedTags(t *testing.T, sqsFake *queuestest.SQS) (msgs []queuestest.Message, keys, tags []string) {
 	t.Helper()
 	for _, m := range sqsFake.Messages(delayURL) {
 		var body struct {
@@ -57,7 +57,7 @@ func delayedTags(t *testing.T, sqsFake *fakes.SQS) (msgs []fakes.Message, keys, 
 }
 
 func TestKeysAreDeletedAgainLater(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	w := againWorker(sqsFake, &cachetest.Cache{}, io.Discard)
 	payload, _ := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"keys":["cache:a","cache:b"]}`, `{"entity":"user","id":"1"}`)
 	if resp, err := answerOf(w.Lambda(deadline(t), events.SourceSQS, payload)); err != nil || len(resp.Retry) != 0 {
@@ -73,7 +73,7 @@ func TestKeysAreDeletedAgainLater(t *testing.T) {
 }
 
 func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	var logs logLines
 	w := againWorker(sqsFake, &cachetest.Cache{}, &logs)
 	// Two paths scheduled cache:a: it counts once.
@@ -93,7 +93,7 @@ func TestASecondDeleteIsNotDelayedAgain(t *testing.T) {
 // TestTagsAreInvalidatedAgainLater: a change's tags are invalidated a
 // second time, later, and the entries filled since count as refills.
 func TestTagsAreInvalidatedAgainLater(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	cache := &cachetest.Cache{}
 	cache.Tag("cache:tag:product:1", "cache:list:a", "cache:list:b")
 	var logs logLines
@@ -121,7 +121,7 @@ func TestTagsAreInvalidatedAgainLater(t *testing.T) {
 }
 
 func TestARecordWhoseSecondDeleteCannotBeSentIsRetried(t *testing.T) {
-	sqsFake := &fakes.SQS{}
+	sqsFake := &queuestest.SQS{}
 	w := againWorker(sqsFake, &cachetest.Cache{}, io.Discard)
 	payload, msgs := received(t, sqsFake, `{"entity":"user","id":"1"}`, `{"entity":"user","id":"2"}`)
 	sqsFake.Fail = func(op string) error {
@@ -165,7 +165,7 @@ func TestSecondDeletesFitTheirQueueOnceEncoded(t *testing.T) {
 		{"what SQS refuses raw", func(i int) string { return fmt.Sprintf("cache:%04d:\uffff\ufffe\u2028&\x00", i) }, 10, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sqsFake := &fakes.SQS{MaxBytes: map[string]int{delayURL: templateDelayBytes}}
+			sqsFake := &queuestest.SQS{MaxBytes: map[string]int{delayURL: templateDelayBytes}}
 			w := againWorker(sqsFake, &cachetest.Cache{}, io.Discard)
 			want := make([]string, c.keys)
 			for i := range want {

@@ -29,7 +29,7 @@ var ErrNoPerm = Reply("NOPERM this user has no permissions to access one of the 
 // Reply is the error reply msg as valkey-go reads it. Its only exported
 // constructor of one is the reader of its client-side cache format: 7
 // bytes of TTL, the type, the length, the string. The contract test
-// (localstack/testenv/contract) checks it against the real one.
+// (Contract) checks it against the real one.
 func Reply(msg string) error {
 	buf := binary.BigEndian.AppendUint64(append(make([]byte, 7), '-'), uint64(len(msg)))
 	var m valkey.ValkeyMessage

@@ -13,7 +13,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/events/lambdaevent"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
@@ -22,7 +22,7 @@ const queue = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidati
 // park sends records through a fake failure queue and reads them back.
 func park(t *testing.T, records ...Record) ([]Record, []error) {
 	t.Helper()
-	f := &fakes.SQS{}
+	f := &queuestest.SQS{}
 	errs := Queue{Client: f, URL: queue}.Park(t.Context(), records)
 	out, err := f.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(queue), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
 	if err != nil {
@@ -174,7 +174,7 @@ func TestParseReadsTheEarlierEnvelope(t *testing.T) {
 }
 
 func TestParkSaysWhatWasNotParked(t *testing.T) {
-	f := &fakes.SQS{}
+	f := &queuestest.SQS{}
 	ok := newFrom(events.SourceSNS, "sns-invalidate", "a", "bad", []byte(`{}`), time.Now())
 	huge := newFrom(events.SourceSNS, "sns-invalidate", "b", "bad", []byte(`"`+strings.Repeat("x", MaxBytes)+`"`), time.Now())
 	errs := Queue{Client: f, URL: queue}.Park(context.Background(), []Record{ok, huge})

@@ -27,7 +27,7 @@ const (
 	defaultQueueSize = 262144 // MaximumMessageSize of a queue that sets none
 )
 
-// backend is what the limits pass calls on to: fakes.SQS or moto's client.
+// backend is what the limits pass calls on to: queuestest.SQS or moto's client.
 type backend interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)

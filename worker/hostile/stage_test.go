@@ -19,7 +19,7 @@ import (
 	"github.com/invalidator-go/invalidator/internal/tagset"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 )
@@ -85,7 +85,7 @@ func queueSizes(t *testing.T) map[string]int {
 // counted on the stack.
 func openFakes(t *testing.T, ns string, watch []string) *env {
 	sizes := queueSizes(t)
-	back := &fakes.SQS{}
+	back := &queuestest.SQS{}
 	names := map[string]string{"main": "hostile-main", "failure": "hostile-failures", "delay": "hostile-again"}
 	maxSize := map[string]int{}
 	for role, name := range names {

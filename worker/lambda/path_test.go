@@ -19,7 +19,7 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/worker"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
 	"github.com/invalidator-go/invalidator/worker/lambda"
@@ -58,7 +58,7 @@ func TestTheDeletePathIsStraight(t *testing.T) {
 		stacks = append(stacks, string(b[:runtime.Stack(b, false)]))
 		return nil
 	}}
-	queues := &fakes.SQS{}
+	queues := &queuestest.SQS{}
 	const queue = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
 	again, window := worker.Config{SecondDeleteQueueURL: queue + "-again", SecondDeleteDelay: time.Second, FailoverWindowQueueURL: queue + "-window"}.Again(queues)
 	w := worker.New(invalidate.New(cache, invalidate.Options{}), worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard,

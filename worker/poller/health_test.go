@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 func freePort(t *testing.T) string {
@@ -28,7 +28,7 @@ func healthEnv(addr string) func(string) string {
 // consuming poller healthy, and a draining one, a stopped one or none not.
 func TestCheckHealth(t *testing.T) {
 	port := freePort(t)
-	_, stop := run(t, &fakes.SQS{}, &cacheSwitch{}, Options{Receivers: 1, WaitTime: time.Second, HealthAddr: "127.0.0.1:" + port})
+	_, stop := run(t, &queuestest.SQS{}, &cacheSwitch{}, Options{Receivers: 1, WaitTime: time.Second, HealthAddr: "127.0.0.1:" + port})
 	// As HEALTH_ADDR is usually given: no host, asked on loopback.
 	eventually(t, "a consuming poller is not healthy", func() bool { return CheckHealth(t.Context(), healthEnv(":"+port)) == nil })
 	stop()

@@ -13,7 +13,7 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/worker"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
@@ -79,7 +79,7 @@ func (c *concurrency) Handle(ctx context.Context, source events.Source, batch in
 	return c.Handler.Handle(ctx, source, batch, delivered)
 }
 
-func run(t *testing.T, sqs *fakes.SQS, cache *cacheSwitch, opts Options) (h *concurrency, stop func()) {
+func run(t *testing.T, sqs *queuestest.SQS, cache *cacheSwitch, opts Options) (h *concurrency, stop func()) {
 	t.Helper()
 	inv := invalidate.New(&cachetest.Cache{Fail: cache.fail}, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
 	w := worker.New(inv, worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard,
@@ -107,7 +107,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestPollerDeletesWhatIsDoneOrParkedAndHandsBackTheRest(t *testing.T) {
-	sqs := &fakes.SQS{}
+	sqs := &queuestest.SQS{}
 	good, poison, later := sqs.Send(queue, `{"entity":"user","id":"1"}`), sqs.Send(queue, `{"entity":`), sqs.Send(queue, `{"entity":"down","id":"2"}`)
 	inv := invalidate.New(&cachetest.Cache{Fail: func(key string, _ int) error {
 		if strings.HasPrefix(key, "cache:down:") {
@@ -121,8 +121,8 @@ func TestPollerDeletesWhatIsDoneOrParkedAndHandsBackTheRest(t *testing.T) {
 	go func() {
 		done <- Run(ctx, sqs, w, Options{QueueURL: queue, Receivers: 1, WaitTime: time.Second, BatchTimeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	}()
-	state := func() map[string]fakes.Message {
-		m := map[string]fakes.Message{}
+	state := func() map[string]queuestest.Message {
+		m := map[string]queuestest.Message{}
 		for _, msg := range sqs.Messages(queue) {
 			m[msg.ID] = msg
 		}
@@ -156,7 +156,7 @@ func TestPollerDeletesWhatIsDoneOrParkedAndHandsBackTheRest(t *testing.T) {
 // until the cache answers; then every receiver resumes and everything is
 // done.
 func TestPollerStopsReceivingWhileTheCacheIsDown(t *testing.T) {
-	sqs := &fakes.SQS{}
+	sqs := &queuestest.SQS{}
 	cache := &cacheSwitch{}
 	cache.down.Store(true)
 	for i := range 40 {
@@ -196,7 +196,7 @@ func TestPollerStopsReceivingWhileTheCacheIsDown(t *testing.T) {
 // TestOneNodeDownStopsNothing: a batch whose every record failed for now
 // does not stop the receivers while the cache answers a probe.
 func TestOneNodeDownStopsNothing(t *testing.T) {
-	sqs := &fakes.SQS{}
+	sqs := &queuestest.SQS{}
 	for i := range 20 {
 		sqs.Send(queue, `{"entity":"down","id":"`+strconv.Itoa(i)+`"}`)
 	}
@@ -236,7 +236,7 @@ func TestOneNodeDownStopsNothing(t *testing.T) {
 // poll in flight brings after the stop signal is not processed, and is
 // visible again at once.
 func TestPollerHandsBackWhatItReceivesWhileStopping(t *testing.T) {
-	sqs := &fakes.SQS{}
+	sqs := &queuestest.SQS{}
 	h, stop := run(t, sqs, &cacheSwitch{}, Options{Receivers: 1, WaitTime: 2 * time.Second})
 	time.Sleep(100 * time.Millisecond) // the receive is polling
 	stopped := make(chan struct{})
@@ -253,7 +253,7 @@ func TestPollerHandsBackWhatItReceivesWhileStopping(t *testing.T) {
 // TestPollerScalesWithABacklog: one steady receiver, but full receives
 // start more, up to MaxReceivers, while the backlog lasts.
 func TestPollerScalesWithABacklog(t *testing.T) {
-	sqs := &fakes.SQS{}
+	sqs := &queuestest.SQS{}
 	for i := range 300 {
 		sqs.Send(queue, `{"entity":"user","id":"`+strconv.Itoa(i)+`"}`)
 	}
@@ -277,7 +277,7 @@ func TestPollerScalesWithABacklog(t *testing.T) {
 // whose key cannot be deleted yet (its node down); a change sent meanwhile
 // is received by another loop and done before the held batch ends.
 func TestPollerReceivesBesideAHeldBatch(t *testing.T) {
-	sqs := &fakes.SQS{}
+	sqs := &queuestest.SQS{}
 	var up atomic.Bool
 	inv := invalidate.New(&cachetest.Cache{Fail: func(key string, _ int) error {
 		if strings.HasPrefix(key, "cache:held:") && !up.Load() {

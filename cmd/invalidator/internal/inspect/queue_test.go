@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 // TestTheSkippedBacklogIsLeftAlone: messages sent before the inspection
@@ -14,7 +14,7 @@ import (
 // visible again, as they were. Those read are deleted.
 func TestTheSkippedBacklogIsLeftAlone(t *testing.T) {
 	const url = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-inspect"
-	f := &fakes.SQS{}
+	f := &queuestest.SQS{}
 	for range 25 {
 		f.Send(url, `{"entity":"user","id":"1"}`)
 	}

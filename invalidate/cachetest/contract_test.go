@@ -1,29 +1,23 @@
-package contract_test
+package cachetest_test
 
 import (
 	"context"
-	"crypto/rand"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/localstack/fakes"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
-	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
-	"github.com/invalidator-go/invalidator/localstack/testenv/contract"
 )
 
 // TestFakeCache: the fake refuses what the worker's user may not delete
 // (WORKER_KEYS: cache:*), and the keys of a node Down stops.
 func TestFakeCache(t *testing.T) {
-	contract.Cache(t, func(t *testing.T) contract.CacheUnderTest {
+	cachetest.Contract(t, func(t *testing.T) cachetest.UnderTest {
 		var mu sync.Mutex
 		down := map[string]bool{}
 		cache := &cachetest.Cache{Fail: func(key string, _ int) error {
@@ -37,7 +31,7 @@ func TestFakeCache(t *testing.T) {
 			}
 			return nil
 		}}
-		return contract.CacheUnderTest{
+		return cachetest.UnderTest{
 			Cache: cache,
 			Set:   func(_ *testing.T, keys ...string) { cache.Set(keys...) },
 			// No slots: a key the cluster would redirect is a key like any other.
@@ -60,11 +54,11 @@ func TestValkeyCache(t *testing.T) {
 	admin := testenv.Connect(t, cluster.Config)
 	worker := cluster.Config
 	worker.Username, worker.Password = testenv.Getenv(t, "WORKER_USERNAME"), testenv.Getenv(t, "WORKER_PASSWORD")
-	contract.Cache(t, func(t *testing.T) contract.CacheUnderTest {
+	cachetest.Contract(t, func(t *testing.T) cachetest.UnderTest {
 		cache := invalidate.Valkey(testenv.Connect(t, worker))
-		return contract.CacheUnderTest{
+		return cachetest.UnderTest{
 			Cache:   cache,
-			Set:     contract.Set(admin),
+			Set:     cachetest.Set(admin),
 			Reshard: func(t *testing.T, key string, ask bool) { reshard(t, admin, key, ask) },
 			Down: func(t *testing.T, key string) invalidate.Cache {
 				addr, _ := owner(t, admin, key)
@@ -73,7 +67,7 @@ func TestValkeyCache(t *testing.T) {
 				t.Cleanup(func() { cluster.Restart(t) })
 				return cache
 			},
-			Tag: contract.Tag(admin),
+			Tag: cachetest.Tag(admin),
 		}
 	})
 }
@@ -143,22 +137,4 @@ func reshard(t *testing.T, admin valkey.Client, key string, ask bool) {
 	if _, moved := verr.IsMoved(); verr == nil || (ask && !strings.HasPrefix(verr.Error(), "ASK")) || (!ask && !moved) {
 		t.Fatalf("the old owner of %s answers %v, want a redirect", key, verr)
 	}
-}
-
-func TestFakeSQS(t *testing.T) {
-	contract.SQS(t, func(*testing.T) (contract.SQSClient, string) {
-		return &fakes.SQS{}, "https://sqs.us-east-1.amazonaws.com/123456789012/contract"
-	})
-}
-
-func TestMotoSQS(t *testing.T) {
-	client := awsenv.SQS(t)
-	contract.SQS(t, func(t *testing.T) (contract.SQSClient, string) {
-		out, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("contract-" + rand.Text()[:8])})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-		return client, aws.ToString(out.QueueUrl)
-	})
 }

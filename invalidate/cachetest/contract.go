@@ -1,4 +1,4 @@
-package contract
+package cachetest
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// CacheUnderTest is a cache and the means to put what it talks to in each
+// UnderTest is a cache and the means to put what it talks to in each
 // state the contract needs.
-type CacheUnderTest struct {
+type UnderTest struct {
 	// Cache deletes keys as a user that may delete the keys under "cache:"
 	// and not those under "session:", as the worker's (WORKER_KEYS).
 	Cache invalidate.Cache
@@ -40,16 +40,16 @@ type CacheUnderTest struct {
 	Tag func(t *testing.T, key string, keys ...string)
 }
 
-// Cache runs the contract of an invalidate.Cache, each behaviour in a
+// Contract runs the contract of an invalidate.Cache, each behaviour in a
 // subtest of its own with a cache from newCache.
-func Cache(t *testing.T, newCache func(t *testing.T) CacheUnderTest) {
+func Contract(t *testing.T, newCache func(t *testing.T) UnderTest) {
 	for _, b := range []struct {
 		name string
-		test func(*testing.T, CacheUnderTest)
+		test func(*testing.T, UnderTest)
 	}{
 		{"each key deleted, or absent once deleted, across slots", deletedOrAbsent},
-		{"a key behind ASK is deleted", func(t *testing.T, c CacheUnderTest) { redirected(t, c, true) }},
-		{"a key behind MOVED is deleted", func(t *testing.T, c CacheUnderTest) { redirected(t, c, false) }},
+		{"a key behind ASK is deleted", func(t *testing.T, c UnderTest) { redirected(t, c, true) }},
+		{"a key behind MOVED is deleted", func(t *testing.T, c UnderTest) { redirected(t, c, false) }},
 		{"a key refused to the user fails for good, alone", refusedKey},
 		{"a refused connection fails for now", refusedConnection},
 		{"a deadline fails every key with it", deadline},
@@ -59,7 +59,7 @@ func Cache(t *testing.T, newCache func(t *testing.T) CacheUnderTest) {
 	}
 }
 
-// Tag returns a CacheUnderTest.Tag registering keys through client, for a
+// Tag returns a UnderTest.Tag registering keys through client, for a
 // minute at most.
 func Tag(client valkey.Client) func(t *testing.T, key string, keys ...string) {
 	return func(t *testing.T, key string, keys ...string) {
@@ -77,7 +77,7 @@ func Tag(client valkey.Client) func(t *testing.T, key string, keys ...string) {
 	}
 }
 
-// Set returns a CacheUnderTest.Set storing keys through client, for a
+// Set returns a UnderTest.Set storing keys through client, for a
 // minute at most.
 func Set(client valkey.Client) func(t *testing.T, keys ...string) {
 	return func(t *testing.T, keys ...string) {
@@ -142,7 +142,7 @@ func classify(ctx context.Context, t *testing.T, cache invalidate.Cache, keys ..
 	return inv.Invalidate(ctx, batch).Results[0]
 }
 
-func deletedOrAbsent(t *testing.T, c CacheUnderTest) {
+func deletedOrAbsent(t *testing.T, c UnderTest) {
 	keys := newKeys(300) // on every node of a cluster
 	c.Set(t, keys...)
 	var even []string
@@ -162,7 +162,7 @@ func deletedOrAbsent(t *testing.T, c CacheUnderTest) {
 
 // redirected: valkey-go follows a redirect itself; the key is deleted, and
 // the others of the call are not disturbed.
-func redirected(t *testing.T, c CacheUnderTest, ask bool) {
+func redirected(t *testing.T, c UnderTest, ask bool) {
 	if c.Reshard == nil {
 		t.Skip("this cache's slots stay put: the run on a private cluster reshards")
 	}
@@ -173,7 +173,7 @@ func redirected(t *testing.T, c CacheUnderTest, ask bool) {
 	expect(t, keys, status, errs, all(invalidate.KeyDeleted))
 }
 
-func refusedKey(t *testing.T, c CacheUnderTest) {
+func refusedKey(t *testing.T, c UnderTest) {
 	keys := newKeys(2)
 	denied := "session:contract:" + rand.Text()[:8]
 	c.Set(t, keys...)
@@ -193,7 +193,7 @@ func refusedKey(t *testing.T, c CacheUnderTest) {
 	}
 }
 
-func refusedConnection(t *testing.T, c CacheUnderTest) {
+func refusedConnection(t *testing.T, c UnderTest) {
 	key := newKeys(1)[0]
 	down := c.Down(t, key)
 	// The first attempt may find instead a connection that was open lost
@@ -210,7 +210,7 @@ func refusedConnection(t *testing.T, c CacheUnderTest) {
 	}
 }
 
-func deadline(t *testing.T, c CacheUnderTest) {
+func deadline(t *testing.T, c UnderTest) {
 	keys := newKeys(20)
 	c.Set(t, keys...)
 	past, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
@@ -231,7 +231,7 @@ func deadline(t *testing.T, c CacheUnderTest) {
 	}
 }
 
-func taggedEntries(t *testing.T, c CacheUnderTest) {
+func taggedEntries(t *testing.T, c UnderTest) {
 	prefix := "cache:tag:contract:" + rand.Text()[:8] + ":"
 	keys := newKeys(30)
 	c.Tag(t, prefix+"t", keys...)

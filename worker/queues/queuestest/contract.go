@@ -1,7 +1,6 @@
-package contract
+package queuestest
 
 import (
-	"context"
 	"slices"
 	"strconv"
 	"testing"
@@ -10,31 +9,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
-// SQSClient is all the front ends ask of SQS but the replayer's single
-// calls: parking and second deletes send, the poller and inspect receive
-// and delete, the worker and the poller hand messages back. *sqs.Client
-// and *fakes.SQS have it.
-type SQSClient interface {
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
-	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
-	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
-}
-
-// SQS runs the contract of an SQS client, each behaviour in a parallel
+// Contract runs the contract of an SQS client, each behaviour in a parallel
 // subtest on a new empty standard queue that newQueue returns the URL of.
 // Timings are in whole seconds, as SQS (and moto) count them.
-func SQS(t *testing.T, newQueue func(t *testing.T) (SQSClient, string)) {
+func Contract(t *testing.T, newQueue func(t *testing.T) (queues.SQS, string)) {
 	for _, b := range []struct {
 		name string
 		test func(*testing.T, queue)
 	}{
 		{"sent, received with the attributes asked, deleted", sendReceiveDelete},
 		{"no attributes unless asked", unasked},
-		{"message attributes as sent, those asked", messageAttributes},
+		{"message attributes as sent, those asked", asSent},
 		{"back after its visibility timeout, counted", comesBack},
 		{"visibility changed in a batch, partly", changeVisibility},
 		{"deleted in a batch, partly; older handles still work", deleteBatch},
@@ -54,7 +43,7 @@ func SQS(t *testing.T, newQueue func(t *testing.T) (SQSClient, string)) {
 const receiveFor = 20 * time.Second
 
 type queue struct {
-	client SQSClient
+	client queues.SQS
 	url    string
 	bodies map[string]string // of what send sent, by message ID
 }
@@ -69,8 +58,8 @@ func (q queue) send(t *testing.T, body string, delay int32) string {
 	return aws.ToString(out.MessageId)
 }
 
-// attributes are those the code reads.
-var attributes = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount}
+// readAttributes are those the code reads.
+var readAttributes = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount}
 
 // receive waits up to wait seconds for messages, hidden for visibility
 // seconds once received.
@@ -105,7 +94,7 @@ func (q queue) receiveAll(t *testing.T, visibility int32, ids ...string) []types
 		if time.Now().After(deadline) {
 			t.Fatalf("received %d of messages %v", len(got), ids)
 		}
-		for _, m := range q.receive(t, 1, visibility, attributes...) {
+		for _, m := range q.receive(t, 1, visibility, readAttributes...) {
 			if !slices.Contains(ids, aws.ToString(m.MessageId)) && q.resent(m) {
 				continue
 			}
@@ -234,7 +223,7 @@ func (q queue) sendWith(t *testing.T, body string, attrs map[string]string) stri
 	return aws.ToString(out.MessageId)
 }
 
-func messageAttributes(t *testing.T, q queue) {
+func asSent(t *testing.T, q queue) {
 	sent := map[string]string{"invalidator.parked": "body", "invalidator.reason": "a <reason> & \"more\"\n", "source": "sqs"}
 	ids := []string{q.sendWith(t, "one", sent), q.sendWith(t, "two", sent)}
 	for _, c := range []struct {
