@@ -12,7 +12,7 @@ import (
 
 // retryAfter is how long a message that failed for now stays hidden before
 // it comes back, after its receives-th receive: 1 s, doubled at each
-// receive up to maxretryAfter, less up to a quarter of jitter so that
+// receive up to maxRetryAfter, less up to a quarter of jitter so that
 // messages failed together do not all come back together. Short, so that
 // the backlog of an outage comes back within seconds of its end; capped
 // low, so it does — which takes a queue's maxReceiveCount of 1,000 (the
@@ -20,12 +20,12 @@ import (
 // Not wait.Backoff: its equal jitter, down to half the step, would bring
 // the least of those 1,000 receives under an hour.
 func retryAfter(receives int) time.Duration {
-	d := min(time.Second<<min(max(receives, 1)-1, 6), maxretryAfter)
+	d := min(time.Second<<min(max(receives, 1)-1, 6), maxRetryAfter)
 	return d - rand.N(d/4+1)
 }
 
-// maxretryAfter is the longest retryAfter.
-const maxretryAfter = 5 * time.Second
+// maxRetryAfter is the longest retryAfter.
+const maxRetryAfter = 5 * time.Second
 
 // handBack makes the messages that failed for now visible again after
 // retryAfter, instead of after the queue's visibility timeout (six times

@@ -136,21 +136,20 @@ func sanitize(s string, most int) string {
 
 // Parse reads a failure-queue message, its body and its String message
 // attributes (receive them: MessageAttributeNames All; queues.Strings);
-// ok is false when
-// it is not a parked record (a stream's on-failure record, an SNS delivery
-// failure...). It reads the JSON envelope of earlier versions too
-// (kind invalidator.parked/v1), which may still sit in a queue.
+// ok is false when it is not a parked record (a stream's on-failure
+// record, an SNS delivery failure...). It reads the JSON envelope of
+// earlier versions too (kind invalidator.parked/v1), which may still sit
+// in a queue.
 func Parse(body string, attrs map[string]string) (r Record, ok bool, err error) {
 	kind, parked := attrs[attrKind]
 	if !parked {
 		return parseV1(body)
 	}
-	text := func(name string) string { return attrs[name] }
 	content, b64 := strings.CutSuffix(kind, encodedBase64)
-	r = Record{Source: events.Source(text(attrSource)), Function: text(attrFunction), ID: text(attrID), RequestID: text(attrRequest),
-		Reason: text(attrReason), From: text(attrFrom), Content: Content(content), Data: []byte(body)}
+	r = Record{Source: events.Source(attrs[attrSource]), Function: attrs[attrFunction], ID: attrs[attrID], RequestID: attrs[attrRequest],
+		Reason: attrs[attrReason], From: attrs[attrFrom], Content: Content(content), Data: []byte(body)}
 	for name, at := range map[string]*time.Time{attrParkedAt: &r.ParkedAt, attrSentAt: &r.SentAt} {
-		if v := text(name); v != "" {
+		if v := attrs[name]; v != "" {
 			if *at, err = time.Parse(time.RFC3339Nano, v); err != nil {
 				return r, true, fmt.Errorf("parked record: %s: %w", name, err)
 			}
