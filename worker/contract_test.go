@@ -7,8 +7,8 @@ import (
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
 // TestConnectionContract runs the cache contract against the worker's own

@@ -11,9 +11,9 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 // TestAForeignValueAtATagParksItsRecordAtOnce: a tag key holding a string

@@ -21,9 +21,9 @@ import (
 	"github.com/invalidator-go/invalidator/events/lambdaevent"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
 	"github.com/invalidator-go/invalidator/worker/queues"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 const (

@@ -9,8 +9,8 @@ import (
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate"
-	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 // TestAProbeRefusedItsLoginSaysTheCacheIsNotThere: while the password

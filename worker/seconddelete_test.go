@@ -16,8 +16,8 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 const delayURL = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-again"

@@ -13,8 +13,8 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/events/lambdaevent"
-	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/worker/queues"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 const queue = "https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-failures"

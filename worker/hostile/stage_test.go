@@ -19,9 +19,9 @@ import (
 	"github.com/invalidator-go/invalidator/internal/tagset"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 // env is what one run of a row through one front end works with, fresh

@@ -19,10 +19,10 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/announce"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/worker"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
 	"github.com/invalidator-go/invalidator/worker/lambda"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 // mostPathFiles is the most files of the worker's (worker/ and below) a

@@ -13,11 +13,11 @@ import (
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/invalidate/cachetest"
-	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/worker"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
 	"github.com/invalidator-go/invalidator/worker/queues"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 func TestOptionsFromEnv(t *testing.T) {
