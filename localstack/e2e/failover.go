@@ -161,9 +161,11 @@ func (s *stack) failover(ctx context.Context, lag time.Duration, invisible bool,
 	if err := s.run(ctx, sh.replica, "CLUSTER", "FAILOVER", "TAKEOVER"); err != nil {
 		return lost, promoted, nil, err
 	}
-	for deadline := time.Now().Add(10 * time.Second); !s.isMaster(ctx, sh.replica); wait.For(ctx, 50*time.Millisecond) {
+	// A node is master before it takes commands: until its cluster state is
+	// ok it answers CLUSTERDOWN (which once ended a run here).
+	for deadline := time.Now().Add(10 * time.Second); !s.isMaster(ctx, sh.replica) || !s.clusterOK(ctx, sh.replica); wait.For(ctx, 50*time.Millisecond) {
 		if time.Now().After(deadline) {
-			return lost, promoted, nil, fmt.Errorf("node %d is not master 10 s after its takeover", sh.replica)
+			return lost, promoted, nil, fmt.Errorf("node %d is not a master in a cluster that is ok 10 s after its takeover", sh.replica)
 		}
 	}
 	promoted = time.Now()
@@ -212,6 +214,16 @@ func (s *stack) isMaster(ctx context.Context, port int) bool {
 	}
 	out, err := cmd.Output()
 	return err == nil && bytes.HasPrefix(out, []byte("master"))
+}
+
+// clusterOK says whether the node on port sees its cluster's state ok.
+func (s *stack) clusterOK(ctx context.Context, port int) bool {
+	cmd, err := s.cli(ctx, port, "CLUSTER", "INFO")
+	if err != nil {
+		return false
+	}
+	out, err := cmd.Output()
+	return err == nil && bytes.Contains(out, []byte("cluster_state:ok"))
 }
 
 // snapshot reads every key with prefix in its name that the node on port
