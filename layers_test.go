@@ -67,11 +67,28 @@ func imports(t *testing.T) map[string][]string {
 // TestOnlyEventsReadsARecord: events is the one reader of what arrives —
 // a record's changes and its delivery (ID, message, receipt) in one pass —
 // so no other package imports the JSON scanner (tests aside): parking,
-// replay and the poller take the delivery.
+// replay and the poller take the delivery. The others that use
+// encoding/json read or write JSON of their own, none of it a record, each
+// named here with what it is; the local stack's tools are Lambda's and
+// SQS's stand-ins, which do.
 func TestOnlyEventsReadsARecord(t *testing.T) {
+	jsonOfTheirOwn := map[string]string{
+		"worker":                           "the password's secret",
+		"worker/failurequeue":              "parked records of versions before message attributes (their own envelope)",
+		"worker/lambda":                    "Lambda's answer to an invoke",
+		"invalidate/announce":              "its announcements",
+		"writethrough":                     "services' values (JSONCodec)",
+		"cmd/invalidator":                  "its --json output",
+		"cmd/invalidator/internal/inspect": "its report; a cached value's version",
+		"cmd/invalidator/internal/replay":  "the envelope of Lambda's on-failure destinations, around a payload events splits",
+	}
 	for pkg, imports := range imports(t) {
-		if slices.Contains(imports, module+"/internal/jsonscan") && pkg != module+"/events" {
-			t.Errorf("%s imports internal/jsonscan: only events reads a record", strings.TrimPrefix(pkg, module+"/"))
+		rel := strings.TrimPrefix(pkg, module+"/")
+		if slices.Contains(imports, module+"/internal/jsonscan") && rel != "events" {
+			t.Errorf("%s imports internal/jsonscan: only events reads a record", rel)
+		}
+		if _, own := jsonOfTheirOwn[rel]; slices.Contains(imports, "encoding/json") && !own && rel != "events" && !strings.HasPrefix(rel, "localstack/") {
+			t.Errorf("%s imports encoding/json: a record is events' to read; JSON of its own is named in this test", rel)
 		}
 	}
 }

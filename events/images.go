@@ -30,3 +30,19 @@ func WithoutImages(raw []byte) ([]byte, error) {
 	}
 	return append(out, raw[at:]...), nil
 }
+
+// StreamPosition reads where a raw stream record sits, which a record
+// without its images keeps: its stream's ARN and its sequence number, to
+// read it again from its stream.
+func StreamPosition(raw []byte) (streamARN, seq string, err error) {
+	err = jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+		if string(key) == "eventSourceARN" && kind == jsonscan.String {
+			streamARN, _ = jsonscan.Text(value)
+		}
+		return nil
+	})
+	if seq = sequenceNumber(raw); err == nil && (streamARN == "" || seq == "") {
+		err = invalid("a stream record names its stream (eventSourceARN) and its place in it (dynamodb.SequenceNumber)")
+	}
+	return streamARN, seq, err
+}

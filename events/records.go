@@ -31,3 +31,25 @@ func SplitRecords(payload []byte) ([][]byte, error) {
 	}
 	return records, nil
 }
+
+// SourceOf tells the source of one record of a Lambda payload by its
+// top-level members, for tools that read records of any source (invalidator
+// keys): a stream record holds "dynamodb", an SNS record "Sns", an SQS
+// record "body". ok is false for anything else: a message body, or no JSON
+// object at all.
+func SourceOf(raw []byte) (source Source, ok bool) {
+	err := jsonscan.Members(raw, func(key, _ []byte, _ jsonscan.Kind) error {
+		switch string(key) {
+		case "dynamodb":
+			source, ok = SourceDynamoDB, true
+		case "Sns":
+			source, ok = SourceSNS, true
+		case "body":
+			if !ok {
+				source, ok = SourceSQS, true
+			}
+		}
+		return nil
+	})
+	return source, ok && err == nil
+}

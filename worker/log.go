@@ -22,12 +22,6 @@ func utc(groups []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// Exit stops a process that cannot start, with one clear line.
-func Exit(name string, err error) {
-	LogStartFailure(name, err)
-	os.Exit(1)
-}
-
 // LogStartFailure writes the one line that says why name cannot start.
 func LogStartFailure(name string, err error) {
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ")

@@ -188,25 +188,17 @@ func plan(rules *invalidate.Rules, rec invalidate.Record) planned {
 }
 
 // records decodes data as whatever event it is, as the front end for its
-// source would with rules.
+// source would with rules: a Lambda payload, one record of one, or a
+// message body.
 func records(rules *invalidate.Rules, data []byte) []invalidate.Record {
-	var members map[string]json.RawMessage
-	if json.Unmarshal(data, &members) != nil {
+	raws, err := events.SplitRecords(data)
+	if err != nil {
+		if _, ok := events.SourceOf(data); ok {
+			return []invalidate.Record{record(rules, data)}
+		}
 		// An array of change messages, or what no decoder takes.
 		changes, err := events.DecodeSQSBody("", string(data), "")
 		return []invalidate.Record{{Changes: changes, Err: err}}
-	}
-	if _, ok := members["Records"]; !ok {
-		if _, ok := members["body"]; ok {
-			id, changes, err := events.DecodeSQSJSON(data)
-			return []invalidate.Record{{ID: id, Changes: changes, Err: err}}
-		}
-		changes, err := events.DecodeSQSBody("", string(data), "")
-		return []invalidate.Record{{Changes: changes, Err: err}}
-	}
-	raws, err := events.SplitRecords(data)
-	if err != nil {
-		return []invalidate.Record{{Err: err}}
 	}
 	out := make([]invalidate.Record, len(raws))
 	for i, raw := range raws {
@@ -218,14 +210,9 @@ func records(rules *invalidate.Rules, data []byte) []invalidate.Record {
 // record decodes one record of a Lambda payload as the function for its
 // source, told by its shape, does with rules.
 func record(rules *invalidate.Rules, raw []byte) invalidate.Record {
-	var members map[string]json.RawMessage
-	_ = json.Unmarshal(raw, &members)
-	source := events.SourceSQS
-	switch {
-	case members["dynamodb"] != nil:
-		source = events.SourceDynamoDB
-	case members["Sns"] != nil:
-		source = events.SourceSNS
+	source, ok := events.SourceOf(raw)
+	if !ok {
+		source = events.SourceSQS
 	}
 	d, changes, err := events.Decode(source, raw, rules.Attributes())
 	return invalidate.Record{ID: d.ID, Changes: changes, Err: err}

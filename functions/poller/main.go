@@ -35,7 +35,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := run(ctx); err != nil {
-		worker.Exit("poller", err)
+		worker.LogStartFailure("poller", err)
+		os.Exit(1)
 	}
 }
 

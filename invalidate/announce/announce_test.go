@@ -1,10 +1,13 @@
 package announce
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -13,18 +16,44 @@ import (
 	"time"
 )
 
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestMessageRoundTrip: messages as published — a change with keys and
+// tags, one after a lost message, a heartbeat — are
+// testdata/messages.golden.jsonl, one a line (-update rewrites it), and
+// Decode reads each back as it was.
 func TestMessageRoundTrip(t *testing.T) {
 	at := time.UnixMicro(1_800_000_000_123_456)
-	m := Message{Publisher: "p1", Since: time.UnixMilli(1_799_999_000_000), Seq: 7, At: at, Keys: []string{"cache:product:1", `odd"key`}, Tags: []string{"t"}}
-	got, err := Decode(m.Encode())
+	since := time.UnixMilli(1_799_999_000_000)
+	var sent bytes.Buffer
+	for _, m := range []Message{
+		{Publisher: "p1", Since: since, Seq: 7, Prev: at.Add(-time.Second), At: at, Keys: []string{"cache:product:1", `odd"key`, "é\u2028"}, Tags: []string{"t"}},
+		{Publisher: "p1", Since: since, Seq: 9, Prev: at, At: at.Add(time.Millisecond), Keys: []string{"k"}, Failed: 1},
+		{Publisher: "p2", Since: since, Seq: 1, At: at},
+	} {
+		payload := m.Encode()
+		sent.WriteString(payload + "\n")
+		got, err := Decode(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Publisher != m.Publisher || !got.Since.Equal(m.Since) || got.Seq != m.Seq || !got.Prev.Equal(m.Prev) || !got.At.Equal(m.At) ||
+			!slices.Equal(got.Keys, m.Keys) || !slices.Equal(got.Tags, m.Tags) || got.Failed != m.Failed || got.Heartbeat() != (len(m.Keys)+len(m.Tags) == 0) {
+			t.Errorf("%s reads back as %+v, want %+v", payload, got, m)
+		}
+	}
+	const golden = "testdata/messages.golden.jsonl"
+	if *update {
+		if err := os.WriteFile(golden, sent.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v (run go test ./invalidate/announce -update to create it)", err)
 	}
-	if got.Publisher != m.Publisher || !got.Since.Equal(m.Since) || got.Seq != 7 || !got.At.Equal(at) || !slices.Equal(got.Keys, m.Keys) || !slices.Equal(got.Tags, m.Tags) {
-		t.Fatalf("got %+v, want %+v", got, m)
-	}
-	if got.Heartbeat() || !(Message{Publisher: "p", Seq: 1}).Heartbeat() {
-		t.Fatal("a message with keys is no heartbeat; one without is")
+	if !bytes.Equal(sent.Bytes(), want) {
+		t.Errorf("the messages differ from %s:\n%s", golden, sent.Bytes())
 	}
 }
 

@@ -268,24 +268,20 @@ func (r *Replayer) streamRange(ctx context.Context, b lambdaStreamBatch) ([]inva
 // streamRecord reads one record, parked without its images, again from its
 // stream: its shard is not in the record, so each shard is asked.
 func (r *Replayer) streamRecord(ctx context.Context, content []byte) ([]invalidate.Record, error) {
-	var rec struct {
-		EventSourceArn string                          `json:"eventSourceARN"`
-		Change         struct{ SequenceNumber string } `json:"dynamodb"`
-	}
-	if err := json.Unmarshal(content, &rec); err != nil {
+	arn, seq, err := events.StreamPosition(content)
+	if err != nil {
 		return nil, err
 	}
-	seq := rec.Change.SequenceNumber
-	desc, err := r.Streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(rec.EventSourceArn)})
+	desc, err := r.Streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
 	if err != nil {
-		return nil, fmt.Errorf("describe %s: %w", rec.EventSourceArn, err)
+		return nil, fmt.Errorf("describe %s: %w", arn, err)
 	}
 	for _, shard := range desc.StreamDescription.Shards {
-		if records, err := r.streamRange(ctx, lambdaStreamBatch{ShardID: aws.ToString(shard.ShardId), Start: seq, End: seq, StreamARN: rec.EventSourceArn}); err == nil {
+		if records, err := r.streamRange(ctx, lambdaStreamBatch{ShardID: aws.ToString(shard.ShardId), Start: seq, End: seq, StreamARN: arn}); err == nil {
 			return records, nil
 		}
 	}
-	return nil, fmt.Errorf("no shard of %s holds record %s any more: past the stream's 24 h", rec.EventSourceArn, seq)
+	return nil, fmt.Errorf("no shard of %s holds record %s any more: past the stream's 24 h", arn, seq)
 }
 
 // plan plans the records' keys and tags as the worker would; any failure
