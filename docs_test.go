@@ -203,10 +203,11 @@ func TestPackageCommentsNameTheirPackage(t *testing.T) {
 }
 
 // The budget a newcomer reads in minutes: bench/README.md, which make
-// bench-record fills, and the reference pages with it.
+// bench-record fills, and the reference pages with it (131,000 since the
+// fleet's ECPU budget, after cuts of as much elsewhere).
 const (
 	benchReadmeMaxBytes = 20_000
-	docsMaxBytes        = 130_000
+	docsMaxBytes        = 131_000
 )
 
 // docsSize is the bytes of bench/README.md, and of docs/*.md with bench/*.md

@@ -40,6 +40,17 @@ type Options struct {
 	// first, then tags' pages, then second deletes. After a throttling
 	// reply it asks less for a while. Default 0: no limit.
 	ECPUPerSecond float64
+	// Fleet, when set, is a budget that the Invalidator shares with other
+	// processes, ECPUPerSecond being the budget's: each ECPU is taken from
+	// it first, in chunks. While it cannot be read the Invalidator asks at
+	// most FallbackECPUPerSecond, and says so to OnFleetDown (nil error:
+	// back). Default none: ECPUPerSecond is this Invalidator's own.
+	Fleet       Budget
+	OnFleetDown func(error)
+	// FallbackECPUPerSecond is the most a second while Fleet cannot be
+	// read: the fleet's share divided by its most processes. Default
+	// ECPUPerSecond / 100.
+	FallbackECPUPerSecond float64
 }
 
 func (o *Options) defaults() {
@@ -78,7 +89,11 @@ type Invalidator struct {
 // it.
 func New(cache Cache, opts Options) *Invalidator {
 	opts.defaults()
-	return &Invalidator{cache: cache, opts: opts, pace: newPacer(opts.ECPUPerSecond)}
+	pace := newPacer(opts.ECPUPerSecond, opts.Fleet, opts.FallbackECPUPerSecond)
+	if pace != nil && pace.fleet != nil {
+		pace.fleet.onDown = opts.OnFleetDown
+	}
+	return &Invalidator{cache: cache, opts: opts, pace: pace}
 }
 
 // batch is the state of one Invalidate call: the distinct keys and, for
@@ -279,6 +294,7 @@ func (inv *Invalidator) report(records []Record, b *batch) Report {
 	m := &rep.Metrics
 	m.Records = len(records)
 	m.ECPUs, m.Bytes, m.Throttled = int64(math.Ceil(float64(b.spent.Load())/1000)), b.bytes.Load(), b.throttled.Load()
+	m.FleetDown = inv.pace.fleetDown()
 	for _, s := range b.status {
 		switch s {
 		case KeyDeleted:

@@ -1,7 +1,9 @@
 package invalidate
 
 import (
+	"cmp"
 	"context"
+	"math"
 	"sync"
 	"time"
 )
@@ -40,6 +42,7 @@ const (
 type pacer struct {
 	mu      sync.Mutex
 	budget  float64 // ECPUs a second, as configured
+	fleet   *fleetShare
 	rate    float64 // now: lower after a throttling reply
 	level   float64 // ECPUs that may go now; below 0, owed
 	at      time.Time
@@ -48,21 +51,36 @@ type pacer struct {
 	slowed  time.Time     // the last halving
 }
 
-func newPacer(budget float64) *pacer {
+func newPacer(budget float64, fleet Budget, fallback float64) *pacer {
 	if budget <= 0 {
 		return nil
 	}
-	return &pacer{budget: budget, rate: budget, level: budget * burstWindow.Seconds(), at: time.Now(), changed: make(chan struct{})}
+	p := &pacer{budget: budget, rate: budget, level: budget * burstWindow.Seconds(), at: time.Now(), changed: make(chan struct{})}
+	if fleet != nil {
+		p.fleet = &fleetShare{budget: fleet, fallback: cmp.Or(min(fallback, budget), budget/100)}
+	}
+	return p
 }
 
 // refill adds what the time since the last call earned, and takes the rate
-// back towards the budget. Called with mu held.
+// back towards the budget, the fallback share's while the fleet's budget
+// cannot be read. Called with mu held.
 func (p *pacer) refill() {
 	now := time.Now()
 	dt := now.Sub(p.at).Seconds()
 	p.at = now
+	ceiling := p.budget
+	if f := p.fleet; f != nil {
+		if f.down {
+			ceiling = f.fallback
+		}
+		if now.After(f.until) {
+			f.have = min(f.have, 0) // a grant not spent in its time is gone; a debt stays
+		}
+		f.recent *= math.Exp(-dt / holdFor.Seconds())
+	}
 	p.level = min(p.level+dt*p.rate, p.rate*burstWindow.Seconds())
-	p.rate = min(p.budget, p.rate+dt*p.budget/recoverIn.Seconds())
+	p.rate = min(ceiling, p.rate+dt*ceiling/recoverIn.Seconds())
 }
 
 // promoteAfter is how long a waiter waits at its priority before it
@@ -80,7 +98,8 @@ func (p *pacer) take(ctx context.Context, prio priority, cost float64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.waiting[prio]++
-	since := time.Now()
+	since, first := time.Now(), prio == firstDeletes // the fleet's priority is what it asks for, not what waiting made it
+
 	defer func() {
 		p.waiting[prio]--
 		if p.queued() > 0 { // those that waited behind it look again
@@ -100,15 +119,20 @@ func (p *pacer) take(ctx context.Context, prio priority, cost float64) error {
 		for _, n := range p.waiting[:prio] {
 			ahead = ahead || n > 0
 		}
-		if !ahead && p.level >= 0 {
+		granted := p.fleet.granted(cost)
+		if !ahead && p.level >= 0 && granted {
 			p.level -= cost
+			p.fleet.spend(cost)
 			return nil
 		}
 		// Behind a higher priority, wait for it to go; else for the debt to
-		// be paid off.
+		// be paid off, or for the fleet's grant.
 		paid := max(time.Duration(-p.level/p.rate*float64(time.Second)), time.Millisecond)
-		if ahead {
+		switch {
+		case ahead:
 			paid = since.Add(promoteAfter).Sub(time.Now())
+		case p.level >= 0:
+			paid = p.ask(first, cost)
 		}
 		changed := p.changed
 		p.mu.Unlock()
@@ -142,6 +166,7 @@ func (p *pacer) spend(cost float64) {
 	defer p.mu.Unlock()
 	p.refill()
 	p.level -= cost
+	p.fleet.spend(cost)
 }
 
 // throttled slows the pacer after the cache answered that it throttled.

@@ -19,7 +19,7 @@ func spendFor(t *testing.T, p *pacer, n int) time.Duration {
 
 func TestAThrottlingReplyHalvesThePaceForAWhile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPacer(1000)
+		p := newPacer(1000, nil, 0)
 		spendFor(t, p, 100) // the burst
 		if took := spendFor(t, p, 2000); took < 1990*time.Millisecond || took > 2010*time.Millisecond {
 			t.Fatalf("2,000 ECPUs took %v at 1,000 a second", took)

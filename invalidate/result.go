@@ -99,6 +99,9 @@ type Metrics struct {
 	// Throttled counts the commands the cache refused above its ECPU
 	// limit; each was retried.
 	Throttled int64
+	// FleetDown says the fleet's budget (Options.Fleet) could not be read
+	// when the batch ended: the Invalidator keeps to its fallback share.
+	FleetDown bool
 }
 
 // Report is the outcome of a batch: one Result per record, in input order.

@@ -60,7 +60,7 @@ export WORKER_PASSWORD_SECRET_NAME="${WORKER_PASSWORD_SECRET_NAME:-invalidator-w
 # announces its deletes to the services' local tiers. The scripts (EVALSHA,
 # EVAL) invalidate tags: the tag clock (TIME, INCR, INCRBY), each tag's hash
 # (EXISTS, HGET, HSET, HSCAN, HDEL); none can overwrite a cached value.
-export WORKER_ACL="resetchannels &invalidator:near -@all +unlink +publish +asking +ping +hello +auth +client|setname +cluster|shards +cluster|slots +cluster|info +evalsha +eval +time +incr +incrby +exists +hget +hset +hscan +hdel"
+export WORKER_ACL="~invalidator:ecpu-budget:* resetchannels &invalidator:near -@all +unlink +publish +asking +ping +hello +auth +client|setname +cluster|shards +cluster|slots +cluster|info +evalsha +eval +time +incr +incrby +exists +hget +hset +hscan +hdel"
 # The local cluster is taken as a cache of 100,000 ECPUs a second at most,
 # of which each worker process asks up to 25 % (CACHE_WORKER_ECPU_SHARE):
 # make e2e's burst, 3,000 keys a second and their second deletes, fits; the

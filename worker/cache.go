@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -243,3 +244,24 @@ func (c *connection) ping(ctx context.Context) error {
 
 // errClusterDown is a node's answer while its cluster is not whole.
 var errClusterDown = errors.New("the cache answers, but its cluster is down")
+
+// budget is the fleet's budget of perSecond ECPUs a second
+// (invalidate.ValkeyBudget) through c.
+func (c *connection) budget(perSecond float64) invalidate.Budget {
+	return connBudget{c, perSecond}
+}
+
+type connBudget struct {
+	conn      *connection
+	perSecond float64
+}
+
+func (b connBudget) Take(ctx context.Context, want float64, first bool, place int64) (float64, time.Duration, int64, error) {
+	client, err := b.conn.get(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	got, wait, next, err := invalidate.ValkeyBudget(client, b.perSecond).Take(ctx, want, first, place)
+	b.conn.signs.replied(err)
+	return got, wait, next, err
+}

@@ -52,10 +52,17 @@ type Config struct {
 	// +publish and &<channel>. Default none: nothing is announced.
 	AnnounceChannel string
 	// ECPUPerSecond is the most ECPUs a second each worker process asks of
-	// the cache: CACHE_WORKER_ECPU_SHARE percent (default 25) of
-	// CACHE_MAX_ECPU_PER_SECOND, the cache's ECPUPerSecond maximum (1,000
-	// to 15,000,000). Default 0, without a maximum: no limit.
+	// the cache, or with MaxProcesses the fleet together, through the
+	// budget they share in it (invalidate.ValkeyBudget): CACHE_WORKER_ECPU_SHARE percent
+	// (default 25) of CACHE_MAX_ECPU_PER_SECOND, the cache's ECPUPerSecond
+	// maximum (1,000 to 15,000,000). Default 0, without a maximum: no limit.
 	ECPUPerSecond float64
+	// MaxProcesses is CACHE_WORKER_MAX_PROCESSES, the most worker processes
+	// the fleet runs at once (template.yaml's WorkerMaxProcesses): when set,
+	// they share ECPUPerSecond through one budget in the cache, and while
+	// it cannot be read each asks at most ECPUPerSecond divided by it.
+	// Default 0: each process asks ECPUPerSecond on its own.
+	MaxProcesses int
 	// LogLevel is LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
 }
@@ -127,6 +134,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.ECPUPerSecond = float64(most) * float64(share) / 100
+	if c.MaxProcesses, err = env.Int(getenv, "CACHE_WORKER_MAX_PROCESSES", 0, 0, 100_000); err != nil {
+		return c, err
+	}
 	if v := env.String(getenv, "LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			return c, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", v)
@@ -144,4 +154,23 @@ func checkQueueURL(key, v string) error {
 		return fmt.Errorf("%s=%q: want the queue's URL, like https://sqs.us-east-1.amazonaws.com/123456789012/cache-invalidation-failures", key, v)
 	}
 	return nil
+}
+
+// invalidateOptions are the Invalidator's options of c, its ECPUs taken from
+// fleet, the budget the fleet shares; log says when fleet cannot be read,
+// and when it can again.
+func (c Config) invalidateOptions(fleet invalidate.Budget, log *slog.Logger) invalidate.Options {
+	opts := invalidate.Options{Rules: c.Rules, ECPUPerSecond: c.ECPUPerSecond}
+	if c.ECPUPerSecond > 0 && c.MaxProcesses > 0 {
+		opts.Fleet, opts.FallbackECPUPerSecond = fleet, c.ECPUPerSecond/float64(c.MaxProcesses)
+		opts.OnFleetDown = func(err error) {
+			if err != nil {
+				log.Warn("the fleet's ECPU budget cannot be read: asking at most the fallback share until it can", "error", err.Error(),
+					"fallback_ecpu_per_second", opts.FallbackECPUPerSecond, "fleet_ecpu_per_second", c.ECPUPerSecond)
+			} else {
+				log.Info("the fleet's ECPU budget is read again", "fleet_ecpu_per_second", c.ECPUPerSecond)
+			}
+		}
+	}
+	return opts
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -49,4 +50,17 @@ func connectAs(t *testing.T, cfg elasticache.Config) *connection {
 	c := newConnection(cfg, opt, slog.New(slog.DiscardHandler), newSigns())
 	t.Cleanup(c.close)
 	return c
+}
+
+// TestConnectionBudgetContract runs the fleet's budget contract against
+// the budget the worker's connection keeps in the cache, as the worker's
+// user: each run on a budget of its own (its key is its rate's).
+func TestConnectionBudgetContract(t *testing.T) {
+	cfg := testenv.WorkerCacheConfig(t)
+	const perSecond = 1000
+	n := 0
+	cachetest.BudgetContract(t, func(t *testing.T) invalidate.Budget {
+		n++
+		return connectAs(t, cfg).budget(perSecond + float64(time.Now().UnixNano()%1_000_000)/1e9 + float64(n)/1e3)
+	}, perSecond)
 }

@@ -34,6 +34,9 @@ func figures(m invalidate.Metrics, parked int, later scheduled, announced announ
 	if m.Throttled > 0 {
 		out = append(out, figure{"throttled", "ThrottledCommands", m.Throttled})
 	}
+	if m.FleetDown {
+		out = append(out, figure{"fleet_budget_down", "FleetBudgetDown", 1})
+	}
 	if announcing {
 		out = append(out, figure{"announcements", "Announcements", int64(announced.messages)}, figure{"announce_failed_keys", "AnnounceFailedKeys", int64(announced.failed)})
 	}

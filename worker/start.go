@@ -73,7 +73,7 @@ func Start(name string, cfg Config, client queues.SQS) (*Worker, error) {
 		opts.Announce = announce.NewPublisher(conn, cfg.AnnounceChannel)
 		beat = startHeartbeat(opts.Announce, cfg.AnnounceChannel, announceHeartbeat, logger)
 	}
-	w := New(invalidate.New(conn, invalidate.Options{Rules: cfg.Rules, ECPUPerSecond: cfg.ECPUPerSecond}), opts)
+	w := New(invalidate.New(conn, cfg.invalidateOptions(conn.budget(cfg.ECPUPerSecond), logger)), opts)
 	w.conn, w.heartbeat, w.signs = conn, beat, signs
 	return w, nil
 }

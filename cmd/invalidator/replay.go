@@ -83,7 +83,7 @@ flags:
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	r, closeCache, err := rp.replayer(ctx)
+	r, closeCache, err := rp.replayer(ctx, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "invalidator replay:", err)
 		if errors.Is(err, own.ErrRefused) {
@@ -186,7 +186,7 @@ func (rp *replaying) refused() own.Refuse {
 // the stream and the cache as the worker would from this environment, and
 // deletes as it does: within its budget, scheduling what it deletes to be
 // deleted again. A dry run does without the cache.
-func (rp *replaying) replayer(ctx context.Context) (*replay.Replayer, func(), error) {
+func (rp *replaying) replayer(ctx context.Context, stderr io.Writer) (*replay.Replayer, func(), error) {
 	w, err := settings(ctx, rp.endpoint, rp.rules)
 	if err != nil {
 		return nil, nil, err
@@ -203,15 +203,23 @@ func (rp *replaying) replayer(ctx context.Context) (*replay.Replayer, func(), er
 		}
 		cache, closeCache = invalidate.Valkey(w.cache), w.cache.Close
 	}
-	budget := w.cfg.ECPUPerSecond
+	iopts := invalidate.Options{Rules: w.cfg.Rules, ECPUPerSecond: w.cfg.ECPUPerSecond}
 	if rp.ecpu != nil {
-		budget = *rp.ecpu
+		iopts.ECPUPerSecond = *rp.ecpu
+	}
+	if w.cache != nil && iopts.ECPUPerSecond > 0 && w.cfg.MaxProcesses > 0 { // the fleet's budget, shared with the worker's processes
+		iopts.Fleet, iopts.FallbackECPUPerSecond = invalidate.ValkeyBudget(w.cache, iopts.ECPUPerSecond), iopts.ECPUPerSecond/float64(w.cfg.MaxProcesses)
+		iopts.OnFleetDown = func(err error) {
+			if err != nil {
+				fmt.Fprintf(stderr, "replay: the fleet's ECPU budget cannot be read (%v): at most %g ECPUs a second until it can\n", err, iopts.FallbackECPUPerSecond)
+			}
+		}
 	}
 	again, window := w.cfg.Again(client)
 	// Its failures are replay's output, not the worker's logs and metrics.
 	opts := worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, SecondDelete: again, Window: window}
 	return &replay.Replayer{SQS: client, Streams: dynamodbstreams.NewFromConfig(w.aws), QueueURL: rp.queue,
-		Worker: worker.New(invalidate.New(cache, invalidate.Options{Rules: w.cfg.Rules, ECPUPerSecond: budget}), opts),
+		Worker: worker.New(invalidate.New(cache, iopts), opts),
 	}, closeCache, nil
 }
 

@@ -138,3 +138,9 @@ func reshard(t *testing.T, admin valkey.Client, key string, ask bool) {
 		t.Fatalf("the old owner of %s answers %v, want a redirect", key, verr)
 	}
 }
+
+// TestFakeBudget: the fleet's budget in memory keeps the contract the
+// worker's, in the cache, keeps (worker's TestConnectionBudgetContract).
+func TestFakeBudget(t *testing.T) {
+	cachetest.BudgetContract(t, func(*testing.T) invalidate.Budget { return &cachetest.Budget{PerSecond: 1000} }, 1000)
+}

@@ -1,0 +1,162 @@
+package invalidate
+
+import (
+	"context"
+	"time"
+
+	"github.com/invalidator-go/invalidator/internal/fleetbudget"
+)
+
+// Budget is an ECPU budget that processes share: the worker's fleet keeps
+// one in the cache (internal/fleetbudget). The Invalidator asks it in
+// chunks; see Options.Fleet.
+type Budget interface {
+	// Take asks for want ECPUs, for first deletes or not, from its place
+	// in the line of refused takes (0: none). It returns the ECPUs granted,
+	// want or none; the time to wait, before spending them when granted,
+	// before asking again when refused; and, when refused, its place to
+	// ask again with. First deletes are never refused.
+	Take(ctx context.Context, want float64, first bool, place int64) (got float64, wait time.Duration, next int64, err error)
+}
+
+// ValkeyBudget is the budget of perSecond ECPUs a second that every
+// process on client's cache given the same budget shares, kept in the
+// cache at one key, which their user needs in its key patterns:
+// invalidator:ecpu-budget:* (internal/fleetbudget says how it is kept).
+func ValkeyBudget(client ValkeyClient, perSecond float64) Budget {
+	return valkeyBudget{client, fleetbudget.Key(perSecond), perSecond}
+}
+
+type valkeyBudget struct {
+	client    ValkeyClient
+	key       string
+	perSecond float64
+}
+
+func (b valkeyBudget) Take(ctx context.Context, want float64, first bool, place int64) (float64, time.Duration, int64, error) {
+	return fleetbudget.Take(ctx, b.client, b.key, b.perSecond, want, first, place)
+}
+
+// How the pacer takes from the fleet's budget. A grant is asked for what a
+// command needs or what the process spent over the last holdFor, up to
+// chunk of a second's budget, so that a busy process asks about ten times
+// a second and one that deletes a key now and then asks for little; what
+// it does not spend within holdFor is gone, so that no grant is spent in
+// another second than its own. A refused process asks again after the
+// budget's wait, from its place in the line: a fleet waiting for its turn
+// asks about once per grant, not each process every time a grant frees. When the budget
+// cannot be read (its key denied, the cache out of reach or throttling),
+// the pacer keeps to its fallback share and tries the budget again after
+// fleetRetry.
+const (
+	chunk      = 0.1
+	holdFor    = 250 * time.Millisecond
+	askWithin  = time.Second
+	fleetRetry = 30 * time.Second
+)
+
+// fleetShare is a pacer's part in the fleet's budget. Guarded by the
+// pacer's mu.
+type fleetShare struct {
+	budget   Budget
+	fallback float64   // ECPUs a second while down
+	have     float64   // granted, not spent yet; below 0, owed
+	until    time.Time // when what is had is gone
+	recent   float64   // ECPUs spent, decaying over holdFor
+	asking   bool
+	retry    time.Time // when a refused process may ask again
+	place    int64     // its place in the line, to ask again with
+	down     bool      // the budget could not be read: the fallback share
+	downAt   time.Time
+	onDown   func(error) // told when the budget could not be read, and when it is back (nil)
+}
+
+// granted says whether cost may go as far as the fleet is concerned.
+func (f *fleetShare) granted(cost float64) bool {
+	if f == nil {
+		return true
+	}
+	if f.down && time.Since(f.downAt) >= fleetRetry && !f.asking {
+		return false // ask again
+	}
+	return f.down || f.have >= cost
+}
+
+func (f *fleetShare) spend(cost float64) {
+	if f == nil {
+		return
+	}
+	f.recent += cost
+	if !f.down {
+		f.have -= cost
+	}
+}
+
+// ask asks the fleet's budget for what cost needs, unless a request is on
+// its way or the process was told to wait, and returns how long to wait for
+// the answer at most. Called with p.mu held.
+func (p *pacer) ask(first bool, cost float64) time.Duration {
+	f := p.fleet
+	now := time.Now()
+	if f == nil {
+		return time.Millisecond
+	}
+	if f.asking {
+		return askWithin
+	}
+	if !first && now.Before(f.retry) {
+		return f.retry.Sub(now)
+	}
+	want := max(cost-f.have, min(f.recent, p.budget*chunk))
+	place := f.place
+	if first {
+		place = 0
+	}
+	f.asking = true
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), askWithin)
+		got, wait, next, err := f.budget.Take(ctx, want, first, place)
+		cancel()
+		if err == nil && got > 0 && wait > 0 {
+			time.Sleep(wait) // its turn, behind the fleet's first deletes
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		now := time.Now()
+		f.asking = false
+		switch {
+		case err != nil:
+			if !f.down && f.onDown != nil {
+				f.onDown(err)
+			}
+			f.down, f.downAt = true, now
+			p.rate = min(p.rate, f.fallback)
+			p.level = min(p.level, f.fallback*burstWindow.Seconds())
+		case got > 0:
+			if f.down && f.onDown != nil {
+				f.onDown(nil)
+			}
+			f.down = false
+			f.have, f.until = f.have+got, now.Add(holdFor)
+			if !first {
+				f.place = 0
+			}
+		default:
+			f.place, f.retry = next, now.Add(wait)
+		}
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}()
+	return askWithin
+}
+
+// fleetDown says whether the fleet's budget could not be read at its last
+// asking.
+func (p *pacer) fleetDown() bool {
+	if p == nil || p.fleet == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fleet.down
+}

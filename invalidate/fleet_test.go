@@ -1,0 +1,160 @@
+package invalidate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
+)
+
+// fleet is processes Invalidators sharing one budget of perSecond, each
+// with its own cache fake whose sends s records.
+func fleet(processes int, perSecond float64, s *sends, configure func(*invalidate.Options)) ([]*invalidate.Invalidator, []*cachetest.Cache, *cachetest.Budget) {
+	budget := &cachetest.Budget{PerSecond: perSecond}
+	invs := make([]*invalidate.Invalidator, processes)
+	caches := make([]*cachetest.Cache, processes)
+	for i := range invs {
+		caches[i] = &cachetest.Cache{Unlinked: s.hook}
+		opts := fast()
+		opts.ECPUPerSecond, opts.Fleet = perSecond, budget
+		if configure != nil {
+			configure(&opts)
+		}
+		invs[i] = invalidate.New(caches[i], opts)
+	}
+	return invs, caches, budget
+}
+
+// mostIn is the most sends of s within any window d.
+func mostIn(s *sends, d time.Duration) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	most := 0
+	for i, at := range s.count {
+		j := i
+		for j < len(s.count) && s.count[j] < at+d {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// TestAFleetSpendsItsBudgetOnce: twenty processes sharing a budget, each
+// paging a tag of 5,000 entries at once, send the fleet's budget in every
+// 10 s, not twenty times it; asking for it costs under 1 % of what is
+// granted (a take, one script, about 1 ECPU).
+func TestAFleetSpendsItsBudgetOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const processes, perSecond, each = 20, 1000, 5000
+		s := &sends{start: time.Now(), at: map[string]time.Duration{}}
+		invs, caches, budget := fleet(processes, perSecond, s, nil)
+		var wg sync.WaitGroup
+		for i, inv := range invs {
+			tag := fmt.Sprintf("cache:tag:p%d", i)
+			entries(caches[i], tag, each)
+			wg.Go(func() {
+				rep := inv.Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{tagged("tag", tag[len("cache:tag:"):])}))
+				if err := rep.Results[0].Err; err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		took := time.Since(s.start)
+		if most, bound := mostIn(s, 10*time.Second), int(1.1*perSecond*10); most > bound {
+			t.Errorf("%d keys sent in a 10 s window by the fleet, budget %d a second: over %d", most, perSecond, bound)
+		}
+		if took < processes*each/perSecond*9/10*time.Second {
+			t.Errorf("the fleet paged %d entries in %v at %d ECPUs a second", processes*each, took, perSecond)
+		}
+		calls, granted := budget.Counts()
+		if float64(calls) > granted/100 {
+			t.Errorf("%d takes for %g ECPUs granted: over 1 %%", calls, granted)
+		}
+		t.Logf("%d entries in %v; %d takes for %g ECPUs granted", processes*each, took, calls, granted)
+	})
+}
+
+// TestFirstDeletesGoBeforeTheFleetsTags: while nine processes page big
+// tags at the fleet's budget, a tenth's first delete is not held behind
+// their pages: it waits at most what a chunk of 500 keys at 1,000 ECPUs a
+// second runs past Ahead and Reserve (100 ms).
+func TestFirstDeletesGoBeforeTheFleetsTags(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const processes, perSecond = 10, 1000
+		s := &sends{start: time.Now(), at: map[string]time.Duration{}}
+		invs, caches, _ := fleet(processes, perSecond, s, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for i, inv := range invs[1:] {
+			tag := fmt.Sprintf("cache:tag:p%d", i)
+			entries(caches[i+1], tag, 20_000)
+			wg.Go(func() {
+				inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{tagged("tag", tag[len("cache:tag:"):])}))
+			})
+		}
+		time.Sleep(3 * time.Second)
+		var worst time.Duration
+		for i := range 20 {
+			key := fmt.Sprintf("cache:fresh:%d", i)
+			asked := time.Since(s.start)
+			invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("first", false, key)}))
+			worst = max(worst, s.when(key)-asked)
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		wg.Wait()
+		if worst > 150*time.Millisecond {
+			t.Errorf("a first delete waited %v behind the fleet's tags", worst)
+		}
+	})
+}
+
+// TestAFleetBudgetThatCannotBeReadFallsBack: with the budget refused (its
+// key denied), a process keeps to its fallback share, says so once and in
+// every batch's metrics, and takes the fleet's budget again once it can be
+// read.
+func TestAFleetBudgetThatCannotBeReadFallsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const perSecond, fallback = 1000, 100
+		s := &sends{start: time.Now(), at: map[string]time.Duration{}}
+		var mu sync.Mutex
+		var told []error
+		invs, _, budget := fleet(1, perSecond, s, func(o *invalidate.Options) {
+			o.FallbackECPUPerSecond = fallback
+			o.OnFleetDown = func(err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				told = append(told, err)
+			}
+		})
+		budget.Fail(cachetest.ErrNoPerm)
+		keys := make([]string, 2000)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("cache:k%d", i)
+		}
+		rep := invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("1", false, keys...)}))
+		if err := rep.Results[0].Err; err != nil || !rep.Metrics.FleetDown {
+			t.Fatalf("err %v, FleetDown %v: want done, and said down", err, rep.Metrics.FleetDown)
+		}
+		if most := mostIn(s, 10*time.Second); most > fallback*10+fallback/10+500 {
+			t.Errorf("%d keys in 10 s with the fleet's budget down: over the fallback share, %d a second", most, fallback)
+		}
+		if len(told) != 1 || !errors.Is(told[0], cachetest.ErrNoPerm) {
+			t.Errorf("told %v, want the budget's error once", told)
+		}
+		budget.Fail(nil)
+		time.Sleep(30 * time.Second)
+		rep = invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("2", false, "cache:again")}))
+		if rep.Metrics.FleetDown || len(told) != 2 || told[1] != nil {
+			t.Errorf("FleetDown %v, told %v: want the budget read again, and said so", rep.Metrics.FleetDown, told)
+		}
+	})
+}
