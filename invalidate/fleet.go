@@ -44,10 +44,10 @@ func (b valkeyBudget) Take(ctx context.Context, want float64, first bool, place 
 // it does not spend within holdFor is gone, so that no grant is spent in
 // another second than its own. A refused process asks again after the
 // budget's wait, from its place in the line: a fleet waiting for its turn
-// asks about once per grant, not each process every time a grant frees. When the budget
-// cannot be read (its key denied, the cache out of reach or throttling),
-// the pacer keeps to its fallback share and tries the budget again after
-// fleetRetry.
+// asks about once per grant, not each process every time a grant frees.
+// When the budget cannot be read (its key denied, the cache out of reach
+// or throttling), the pacer keeps to its fallback share and tries the
+// budget again after fleetRetry.
 const (
 	chunk      = 0.1
 	holdFor    = 250 * time.Millisecond
