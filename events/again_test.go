@@ -2,11 +2,12 @@ package events
 
 import (
 	"bytes"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/invalidator-go/invalidator/internal/golden"
 )
 
 // TestAgainMessagesRoundTrip: the again messages, as sent, are
@@ -39,19 +40,7 @@ func TestAgainMessagesRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	const golden = "testdata/again.golden.jsonl"
-	if *update {
-		if err := os.WriteFile(golden, sent.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./events -update to create it)", err)
-	}
-	if !bytes.Equal(sent.Bytes(), want) {
-		t.Errorf("the again messages differ from %s:\n%s", golden, sent.Bytes())
-	}
+	golden.Check(t, "testdata/again.golden.jsonl", sent.Bytes(), *update)
 }
 
 // TestAgainMessagesAreChunked: at most maxAgainNames names a message, and

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"os"
 	"testing"
 	"time"
+
+	"github.com/invalidator-go/invalidator/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -32,17 +33,5 @@ func TestLayoutRoundTrip(t *testing.T) {
 	if !Own(Epoch) || !Own(Cursor) || Own("cache:user:1") {
 		t.Error("a tag's own fields are told from its members by their NUL")
 	}
-	const golden = "testdata/layout.golden.txt"
-	if *update {
-		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/tagset -update to create it)", err)
-	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Errorf("the layout differs from %s:\n%s", golden, got.Bytes())
-	}
+	golden.Check(t, "testdata/layout.golden.txt", got.Bytes(), *update)
 }

@@ -7,13 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/invalidator-go/invalidator/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -42,19 +43,7 @@ func TestMessageRoundTrip(t *testing.T) {
 			t.Errorf("%s reads back as %+v, want %+v", payload, got, m)
 		}
 	}
-	const golden = "testdata/messages.golden.jsonl"
-	if *update {
-		if err := os.WriteFile(golden, sent.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./invalidate/announce -update to create it)", err)
-	}
-	if !bytes.Equal(sent.Bytes(), want) {
-		t.Errorf("the messages differ from %s:\n%s", golden, sent.Bytes())
-	}
+	golden.Check(t, "testdata/messages.golden.jsonl", sent.Bytes(), *update)
 }
 
 func TestDecodeRefusesWhatItCannotRead(t *testing.T) {

@@ -1,15 +1,14 @@
 package failurequeue
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
+	"github.com/invalidator-go/invalidator/internal/golden"
 	"github.com/invalidator-go/invalidator/worker/queues"
 )
 
@@ -48,17 +47,5 @@ func TestParkedMessageRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	const golden = "testdata/parked.golden.json"
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./worker/failurequeue -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("the parked messages differ from %s:\n%s", golden, got)
-	}
+	golden.Check(t, "testdata/parked.golden.json", got, *update)
 }
