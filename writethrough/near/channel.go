@@ -80,9 +80,11 @@ type Channel struct {
 	opts ChannelOptions
 	pub  *announce.Publisher // nil when ReadOnly
 	up   atomic.Bool         // subscribed: the tiers may keep reads
-	// heard is when the subscription last proved it keeps up — confirmed,
-	// a message applied, a PING answered after the messages before it —,
-	// in the monotonic time since born.
+	// heard is when the subscription last proved it keeps up — when it was
+	// confirmed, or when a PING was sent whose answer came after, so after
+	// every message published before it, applied —, in the monotonic time
+	// since born. A message applied proves nothing of those behind it: a
+	// process that thaws applies the first while the rest wait unread.
 	born  time.Time
 	heard atomic.Int64
 
@@ -158,8 +160,8 @@ func (c *Channel) live() bool {
 	return c.up.Load() && time.Since(c.born)-time.Duration(c.heard.Load()) < c.opts.Heartbeat+c.opts.Silence
 }
 
-// hear notes that the subscription keeps up.
-func (c *Channel) hear() { c.heard.Store(int64(time.Since(c.born))) }
+// hear notes that the subscription kept up until at.
+func (c *Channel) hear(at time.Time) { c.heard.Store(int64(at.Sub(c.born))) }
 
 // Close unsubscribes, stops the heartbeats and flushes the tiers.
 func (c *Channel) Close() {
@@ -194,7 +196,7 @@ func (c *Channel) subscribed(session uint64, at time.Time, node string) {
 		return
 	}
 	c.seqs, c.node = announce.NewSequences(at), node
-	c.hear()
+	c.hear(at)
 	for _, t := range c.tiers {
 		t.Answered() // the cache is back: nothing kept for StaleIfError is served
 	}
@@ -241,7 +243,6 @@ func (c *Channel) receive(session uint64, payload string) {
 		return
 	}
 	now := time.Now()
-	c.hear()
 	c.messages.Add(1)
 	m, err := announce.Decode(payload)
 	if err != nil {

@@ -24,8 +24,32 @@ func TestALossFromAPublisherNeverHeardShows(t *testing.T) {
 	lost := from.Add(30 * time.Second) // the announcement of cache:k, never delivered
 	next := announce.Message{Publisher: "worker", Since: from.Add(-time.Hour), Seq: 41, Prev: lost, At: time.Now()}
 	ch.receive(0, next.Encode())
+	ch.hear(time.Now()) // a PING answered after it
 	if _, _, held := tier.Get("cache:k"); held {
 		t.Fatalf("still held after the loss showed; flushes %v", ch.Stats().Flushes)
+	}
+}
+
+// TestAMessageVouchesForNoneBehindIt: a process that thaws after its
+// subscription was last heard applies the first of the messages waiting
+// on its connection while the next waits unread: it serves nothing until
+// a PING answered after them all.
+func TestAMessageVouchesForNoneBehindIt(t *testing.T) {
+	ch := newChannel(&wire{byPub: map[string][]sent{}}, ChannelOptions{Channel: "thaw", Logger: discard, ReadOnly: true})
+	tier := New[int](ch, Options{MaxLifetime: time.Hour})
+	ch.subscribed(0, time.Now(), "node")
+	for _, k := range []string{"cache:a", "cache:b"} {
+		tier.Reserve(k)(1, false, 8, time.Now().Add(time.Hour))
+	}
+	ch.hear(time.Now().Add(-time.Minute)) // frozen since
+	worker := announce.Message{Publisher: "worker", Since: time.Now(), Seq: 1, At: time.Now(), Keys: []string{"cache:a"}}
+	ch.receive(0, worker.Encode()) // the announcement of cache:b waits behind it
+	if _, _, held := tier.Get("cache:b"); held {
+		t.Fatal("cache:b served with its announcement unread")
+	}
+	ch.hear(time.Now())
+	if _, _, held := tier.Get("cache:b"); !held {
+		t.Fatal("cache:b not served after a PING answered")
 	}
 }
 

@@ -84,6 +84,9 @@ func (c *Channel) session1(ctx context.Context, client valkey.Client, session ui
 			// A node that hangs keeps its connections open: only a
 			// question unanswered shows it, on this connection, whatever
 			// the others publish.
+			// Its answer vouches for when it was sent, not received: a
+			// process frozen in between has messages waiting behind it.
+			sent := time.Now()
 			ping, cancel := context.WithTimeout(ctx, c.opts.Silence)
 			err := dc.Do(ping, dc.B().Ping().Build()).Error()
 			cancel()
@@ -91,7 +94,7 @@ func (c *Channel) session1(ctx context.Context, client valkey.Client, session ui
 				return confirmed, CauseSilent, err
 			}
 			if err == nil {
-				c.hear()
+				c.hear(sent)
 			}
 			c.forgetPublishers()
 		}
