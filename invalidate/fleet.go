@@ -45,6 +45,11 @@ func (b valkeyBudget) Take(ctx context.Context, want float64, first bool, place 
 // another second than its own. A refused process asks again after the
 // budget's wait, from its place in the line: a fleet waiting for its turn
 // asks about once per grant, not each process every time a grant frees.
+// While the fleet wants more than its budget (a take refused within
+// contended), a process asks for all that its waiters need, a chunk at
+// least, and is granted at its turn what its place holds: one turn in the
+// line serves more than one command, and a grant the line did not expect
+// does not put everyone behind it out of turn.
 // When the budget cannot be read (its key denied, the cache out of reach
 // or throttling), the pacer keeps to its fallback share and tries the
 // budget again after fleetRetry.
@@ -52,6 +57,7 @@ const (
 	chunk      = 0.1
 	holdFor    = 250 * time.Millisecond
 	askWithin  = time.Second
+	contended  = 10 * time.Second
 	fleetRetry = 30 * time.Second
 )
 
@@ -66,6 +72,8 @@ type fleetShare struct {
 	asking   bool
 	retry    time.Time // when a refused process may ask again
 	place    int64     // its place in the line, to ask again with
+	reserved float64   // what its place holds
+	refused  time.Time // when it last joined the line
 	down     bool      // the budget could not be read: the fallback share
 	downAt   time.Time
 	onDown   func(error) // told when the budget could not be read, and when it is back (nil)
@@ -107,10 +115,18 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 	if !first && now.Before(f.retry) {
 		return f.retry.Sub(now)
 	}
-	want := max(cost-f.have, min(f.recent, p.budget*chunk))
+	// What is had counts only as a debt: what is left of a grant is
+	// most likely gone before a turn in the line comes.
+	owed := -min(f.have, 0)
+	want := max(cost+owed, min(f.recent, p.budget*chunk))
 	place := f.place
-	if first {
+	switch {
+	case first:
 		place = 0
+	case place != 0:
+		want = max(f.reserved, cost+owed) // more than its place holds only for a larger command come first
+	case now.Sub(f.refused) < contended:
+		want = max(want, p.pending+owed, p.budget*chunk)
 	}
 	f.asking = true
 	go func() {
@@ -142,7 +158,10 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 				f.place = 0
 			}
 		default:
-			f.place, f.retry = next, now.Add(wait)
+			if f.place == 0 {
+				f.reserved = want
+			}
+			f.place, f.retry, f.refused = next, now.Add(wait), now
 		}
 		close(p.changed)
 		p.changed = make(chan struct{})

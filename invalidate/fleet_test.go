@@ -82,6 +82,35 @@ func TestAFleetSpendsItsBudgetOnce(t *testing.T) {
 	})
 }
 
+// TestAFleetInLineSpendsItsBudget: 120 processes sending one-key second
+// deletes, one after another, each behind the others in the budget's
+// line, spend it at its rate: a process that waited out the line is
+// granted enough for more than one command (it was granted one, and took
+// two takes an ECPU, at 0.6 of the rate).
+func TestAFleetInLineSpendsItsBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const processes, perSecond, each = 120, 1000, 100
+		s := &sends{start: time.Now(), at: map[string]time.Duration{}}
+		invs, _, budget := fleet(processes, perSecond, s, nil)
+		var wg sync.WaitGroup
+		for i, inv := range invs {
+			wg.Go(func() {
+				for n := range each {
+					inv.Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("again", true, fmt.Sprintf("cache:p%d:%d", i, n))}))
+				}
+			})
+		}
+		wg.Wait()
+		took, ideal := time.Since(s.start), time.Duration(processes*each/perSecond)*time.Second
+		if took > ideal*11/10 {
+			t.Errorf("%d one-key second deletes in %v at %d ECPUs a second: over 1.1 × %v", processes*each, took, perSecond, ideal)
+		}
+		if calls, granted := budget.Counts(); float64(calls) > granted/20 {
+			t.Errorf("%d takes for %g ECPUs granted: over 5 %%", calls, granted)
+		}
+	})
+}
+
 // TestFirstDeletesGoBeforeTheFleetsTags: while nine processes page big
 // tags at the fleet's budget, a tenth's first delete is not held behind
 // their pages: it waits at most what a chunk of 500 keys at 1,000 ECPUs a

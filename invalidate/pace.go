@@ -47,6 +47,7 @@ type pacer struct {
 	level   float64 // ECPUs that may go now; below 0, owed
 	at      time.Time
 	waiting [priorities]int
+	pending float64       // what the waiters need
 	changed chan struct{} // closed when a waiter goes or gives up
 	slowed  time.Time     // the last halving
 }
@@ -98,10 +99,12 @@ func (p *pacer) take(ctx context.Context, prio priority, cost float64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.waiting[prio]++
+	p.pending += cost
 	since, first := time.Now(), prio == firstDeletes // the fleet's priority is what it asks for, not what waiting made it
 
 	defer func() {
 		p.waiting[prio]--
+		p.pending -= cost
 		if p.queued() > 0 { // those that waited behind it look again
 			close(p.changed)
 			p.changed = make(chan struct{})
