@@ -1,6 +1,11 @@
 package invalidate
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+
+	"github.com/invalidator-go/invalidator/internal/tagset"
+)
 
 // The ECPU model: what ElastiCache Serverless meters for each command the
 // Invalidator sends. AWS describes an ECPU as the vCPU time and the data
@@ -55,6 +60,15 @@ func pageCost(key string, reading int64, cursor uint64, count int, members []Mem
 		n += bulk(len(m.Key)) + bulk(len(m.Registration))
 	}
 	return command(n)
+}
+
+// pageGuess is what a page of the tag at key is asked for before it is
+// read, when no page of it was: count members, each named as long as the
+// tag's key, so that a fleet that starts many tags at once does not send
+// their pages before its budget grants them.
+func pageGuess(key string, reading int64, count int) float64 {
+	member := bulk(len(key)) + bulk(len(tagset.Registration(reading, time.Now())))
+	return command(pageCost(key, reading, 0, count, nil, 0).bytes + count*member).ecpus
 }
 
 // forgetCost is the cost of forgetting members of the tag at key: a

@@ -34,7 +34,7 @@ type valkeyBudget struct {
 }
 
 func (b valkeyBudget) Take(ctx context.Context, want float64, first bool, place int64) (float64, time.Duration, int64, error) {
-	return fleetbudget.Take(ctx, b.client, b.key, b.perSecond, want, first, place)
+	return fleetbudget.Take(ctx, b.client, b.key, b.perSecond, want, first, place, fleetbudget.Reserve)
 }
 
 // How the pacer takes from the fleet's budget. A grant is asked for what a
@@ -46,10 +46,13 @@ func (b valkeyBudget) Take(ctx context.Context, want float64, first bool, place 
 // budget's wait, from its place in the line: a fleet waiting for its turn
 // asks about once per grant, not each process every time a grant frees.
 // While the fleet wants more than its budget (a take refused within
-// contended), a process asks for all that its waiters need, a chunk at
-// least, and is granted at its turn what its place holds: one turn in the
-// line serves more than one command, and a grant the line did not expect
-// does not put everyone behind it out of turn.
+// contended), a process asks for what its waiters need, at least a chunk:
+// at most mostChunk of a second's budget or grantFloor ECPUs (a turn in
+// the line costs two takes of about an ECPU each), unless one command
+// needs more, since a grant that runs ahead holds the fleet's first
+// deletes back. At its turn it is granted what its place holds, so that a
+// grant the line did not expect puts no one behind it out of turn, and it
+// keeps a grant as long as its own pace needs to spend it.
 // When the budget cannot be read (its key denied, the cache out of reach
 // or throttling), the pacer keeps to its fallback share and tries the
 // budget again after fleetRetry.
@@ -58,6 +61,8 @@ const (
 	holdFor    = 250 * time.Millisecond
 	askWithin  = time.Second
 	contended  = 10 * time.Second
+	mostChunk  = 0.25
+	grantFloor = 200
 	fleetRetry = 30 * time.Second
 )
 
@@ -126,7 +131,7 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 	case place != 0:
 		want = max(f.reserved, cost+owed) // more than its place holds only for a larger command come first
 	case now.Sub(f.refused) < contended:
-		want = max(want, p.pending+owed, p.budget*chunk)
+		want = max(want, min(p.pending+owed, max(p.budget*mostChunk, grantFloor)), p.budget*chunk)
 	}
 	f.asking = true
 	go func() {
@@ -153,7 +158,7 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 				f.onDown(nil)
 			}
 			f.down = false
-			f.have, f.until = f.have+got, now.Add(holdFor)
+			f.have, f.until = f.have+got, now.Add(holdFor+time.Duration(got/p.budget*float64(time.Second)))
 			if !first {
 				f.place = 0
 			}

@@ -76,10 +76,10 @@ func (inv *Invalidator) invalidateTags(ctx, retries context.Context, b *batch) {
 // for the record's replay, and the pages after it are read. Each page
 // waits for the budget at prio; what it cost is counted once answered.
 func (inv *Invalidator) invalidateTag(ctx, retries context.Context, b *batch, key string, reading int64, prio priority) (out tagOutcome) {
+	asked := pageGuess(key, reading, inv.opts.TagPage) // then each page what the last cost
 	for cursor := uint64(0); ; {
 		var members []Member
 		var next uint64
-		asked := pageCost(key, reading, cursor, inv.opts.TagPage, nil, 0).ecpus
 		if err := inv.pace.take(ctx, prio, asked); err != nil {
 			out.err = worse(err, out.err)
 			return out
@@ -90,6 +90,7 @@ func (inv *Invalidator) invalidateTag(ctx, retries context.Context, b *batch, ke
 		})
 		c := pageCost(key, reading, cursor, inv.opts.TagPage, members, next)
 		inv.pace.spend(c.ecpus - asked)
+		asked = c.ecpus
 		b.count(c)
 		if err != nil {
 			out.err = worse(err, out.err)

@@ -16,8 +16,11 @@ import (
 // rate. The worker's cache user needs it in its key patterns
 // (invalidator:ecpu-budget:*; template.yaml adds it).
 func Key(perSecond float64) string {
-	return "invalidator:ecpu-budget:" + strconv.FormatFloat(perSecond, 'f', -1, 64)
+	return Pattern[:len(Pattern)-1] + strconv.FormatFloat(perSecond, 'f', -1, 64)
 }
+
+// Pattern matches every budget's key: the worker's user's ACL needs it.
+const Pattern = "invalidator:ecpu-budget:*"
 
 // How far ahead of the cache's clock grants may run: what the fleet may
 // spend at once beyond its rate. Queue bounds how far ahead a refused take
@@ -37,7 +40,9 @@ const (
 // line, a take without a place joins it: no process that was just granted
 // goes before one that waits. A take with a place keeps it, told to come
 // back when the line reaches it, and is then granted once the fleet is at
-// most Ahead ahead, however large it is. It returns the ECPUs granted, in
+// most twice Ahead ahead, however large it is: the first deletes granted
+// meanwhile move the line on, and one that came back a little early
+// would ask once more. It returns the ECPUs granted, in
 // thousandths, the ms to wait — before spending them when granted, before
 // asking again when not — and the take's place. HGET and HSET, not HMGET:
 // the worker's user has them for tags.
@@ -53,8 +58,8 @@ if not first then
   local fits = lead == 0 or lead + takes <= ahead
   if place > 0 then
     if place - ahead > now then return {0, math.ceil(place - ahead - now), place} end
-    fits = lead <= ahead
-    if not fits then return {0, math.ceil(lead - ahead), place} end
+    fits = lead <= 2 * ahead
+    if not fits then return {0, math.ceil(lead - 2 * ahead), place} end
   elseif q > tat then fits = false end
   if not fits then
     redis.call('HSET', KEYS[1], 'q', string.format('%.3f', q + takes))
@@ -71,11 +76,12 @@ type Client = tagset.Client
 
 // Take asks the budget of perSecond ECPUs a second at key (Key(perSecond),
 // but in tests) for want ECPUs, for first deletes or not, from its place
-// in the line (0: none). It returns the ECPUs granted — want, or 0 when
-// refused —, the time to wait — before spending them when granted, before
-// asking again when refused — and, when refused, its place, to ask again
-// with.
-func Take(ctx context.Context, c Client, key string, perSecond, want float64, first bool, place int64) (got float64, wait time.Duration, next int64, err error) {
+// in the line (0: none), first deletes running up to reserve (Reserve, but
+// to measure it) beyond Ahead. It returns the ECPUs granted — want, or 0
+// when refused —, the time to wait — before spending them when granted,
+// before asking again when refused — and, when refused, its place, to ask
+// again with.
+func Take(ctx context.Context, c Client, key string, perSecond, want float64, first bool, place int64, reserve time.Duration) (got float64, wait time.Duration, next int64, err error) {
 	if perSecond <= 0 || want <= 0 || math.IsInf(want, 0) || math.IsNaN(want) {
 		return 0, 0, 0, fmt.Errorf("fleetbudget: %g ECPUs of %g a second", want, perSecond)
 	}
@@ -85,7 +91,7 @@ func Take(ctx context.Context, c Client, key string, perSecond, want float64, fi
 	}
 	reply, err := takeScript.Each(ctx, c, []string{key}, func(int) []string {
 		return []string{strconv.FormatFloat(perSecond, 'f', 3, 64), strconv.FormatFloat(want, 'f', 3, 64), f,
-			ms(Ahead), ms(Reserve), ms(Queue), strconv.FormatInt(place, 10)}
+			ms(Ahead), ms(reserve), ms(Queue), strconv.FormatInt(place, 10)}
 	})[0].AsIntSlice()
 	if err != nil {
 		return 0, 0, 0, err

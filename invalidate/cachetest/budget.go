@@ -45,8 +45,8 @@ func (b *Budget) Take(_ context.Context, want float64, first bool, place int64) 
 			if turn := time.UnixMilli(place).Add(-fleetbudget.Ahead); turn.After(now) {
 				return 0, turn.Sub(now), place, nil
 			}
-			if fits = lead <= fleetbudget.Ahead; !fits {
-				return 0, lead - fleetbudget.Ahead, place, nil
+			if fits = lead <= 2*fleetbudget.Ahead; !fits {
+				return 0, lead - 2*fleetbudget.Ahead, place, nil
 			}
 		} else if q.After(b.tat) {
 			fits = false
