@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,7 @@ type Endpoint struct {
 	holding  bool   // paused: new connections wait for Repoint
 	sessions map[*session]bool
 	limit    *limit            // nil: nothing is throttled
+	metered  atomic.Int64      // ECPUs let through, in thousandths
 	rewrite  map[string]string // in replies, each key's bytes become its value's
 }
 

@@ -21,9 +21,12 @@ type session struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	up     *tls.Conn
-	owed   int  // commands sent upstream whose replies have not come back
-	held   bool // the next command waits: paused
-	closed bool
+	owed   int // commands sent upstream whose replies have not come back
+	// metering says, for each reply owed in turn, whether its command is
+	// metered: its reply's bytes are counted too.
+	metering []bool
+	held     bool // the next command waits: paused
+	closed   bool
 	// setup are the commands the client sent before its first other one;
 	// subscribed says it subscribed (pub/sub is not moved).
 	setup      [][]byte
@@ -79,9 +82,14 @@ func (s *session) commands(r *bufio.Reader) error {
 		if s.settingUp = s.settingUp && setupCommands[name]; s.settingUp {
 			s.setup = append(s.setup, raw)
 		}
-		if l := s.e.currentLimit(); l != nil && !s.subscribed && !unmetered[name] && !l.allow() {
-			raw = throttledReply
+		metered := !s.subscribed && !unmetered[name] && !s.raw
+		if l := s.e.currentLimit(); metered && l != nil && !l.allow() {
+			raw, metered = throttledReply, false
 		}
+		if metered {
+			s.e.meter(len(raw), true)
+		}
+		s.metering = append(s.metering, metered)
 		s.owed++
 		up := s.up
 		s.mu.Unlock()
@@ -119,6 +127,12 @@ func (s *session) replies(up *tls.Conn) {
 		}
 		if !push {
 			s.mu.Lock()
+			if len(s.metering) > 0 {
+				if s.metering[0] {
+					s.e.meter(len(buf), false)
+				}
+				s.metering = s.metering[1:]
+			}
 			s.owed--
 			s.cond.Broadcast()
 			s.mu.Unlock()

@@ -53,6 +53,21 @@ func (e *Endpoint) Throttle(perSecond int, d time.Duration) int {
 	return l.refused
 }
 
+// meter counts a metered command's request, or its reply, of n bytes in
+// ECPUs as AWS describes them: a KB transferred, at least one a command.
+// It counts what the cache would, not what a client's model says it costs.
+func (e *Endpoint) meter(n int, request bool) {
+	m := int64(n) * 1000 / 1024
+	if request {
+		m = max(m, 1000)
+	}
+	e.metered.Add(m)
+}
+
+// Metered is the ECPUs of the commands let through so far, replies
+// included (meter).
+func (e *Endpoint) Metered() float64 { return float64(e.metered.Load()) / 1000 }
+
 // currentLimit is the throttling of the moment; nil: none.
 func (e *Endpoint) currentLimit() *limit {
 	e.mu.Lock()
