@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/invalidator-go/invalidator/internal/cacheerr"
 	"github.com/invalidator-go/invalidator/internal/fleetbudget"
 )
 
@@ -55,7 +56,9 @@ func (b valkeyBudget) Take(ctx context.Context, want float64, first bool, place 
 // keeps a grant as long as its own pace needs to spend it.
 // When the budget cannot be read (its key denied, the cache out of reach
 // or throttling), the pacer keeps to its fallback share and tries the
-// budget again after fleetRetry.
+// budget again after fleetRetry, or a second when the error may pass (its
+// node failing over: the deletes after a failover must not crawl at the
+// fallback share for long).
 const (
 	chunk      = 0.1
 	holdFor    = 250 * time.Millisecond
@@ -81,6 +84,7 @@ type fleetShare struct {
 	refused  time.Time // when it last joined the line
 	down     bool      // the budget could not be read: the fallback share
 	downAt   time.Time
+	downFor  time.Duration
 	onDown   func(error) // told when the budget could not be read, and when it is back (nil)
 }
 
@@ -89,7 +93,7 @@ func (f *fleetShare) granted(cost float64) bool {
 	if f == nil {
 		return true
 	}
-	if f.down && time.Since(f.downAt) >= fleetRetry && !f.asking {
+	if f.down && time.Since(f.downAt) >= f.downFor && !f.asking {
 		return false // ask again
 	}
 	return f.down || f.have >= cost
@@ -150,7 +154,10 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 			if !f.down && f.onDown != nil {
 				f.onDown(err)
 			}
-			f.down, f.downAt = true, now
+			f.down, f.downAt, f.downFor = true, now, fleetRetry
+			if cacheerr.Transient(err) {
+				f.downFor = time.Second
+			}
 			p.rate = min(p.rate, f.fallback)
 			p.level = min(p.level, f.fallback*burstWindow.Seconds())
 		case got > 0:

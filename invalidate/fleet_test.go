@@ -187,3 +187,25 @@ func TestAFleetBudgetThatCannotBeReadFallsBack(t *testing.T) {
 		}
 	})
 }
+
+// TestAFleetBudgetOnANodeFailingOverIsReadAgainSoon: the budget's node out
+// of reach, as in its failover, is asked again within two seconds, not
+// after the 30 s a denied key waits: the deletes after a failover do not
+// crawl at the fallback share.
+func TestAFleetBudgetOnANodeFailingOverIsReadAgainSoon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &sends{start: time.Now(), at: map[string]time.Duration{}}
+		invs, _, budget := fleet(1, 1000, s, nil)
+		budget.Fail(cachetest.ErrRefused)
+		rep := invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("1", false, "cache:a")}))
+		if !rep.Metrics.FleetDown {
+			t.Fatal("the budget out of reach: not said down")
+		}
+		budget.Fail(nil)
+		time.Sleep(2 * time.Second)
+		rep = invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("2", false, "cache:b")}))
+		if rep.Metrics.FleetDown {
+			t.Error("2 s after its node came back, the budget is still not read")
+		}
+	})
+}
