@@ -5,7 +5,7 @@ SHELL := bash
 ENV := . localstack/env.sh
 LAMBDAS := $(filter-out poller,$(notdir $(patsubst %/,%,$(wildcard functions/*/))))
 
-.PHONY: help setup up down local quick-try test fuzz-short build image bench bench-record e2e e2e-record e2e-short soak soak-short lint
+.PHONY: help setup up down local quick-try test fuzz-short build image bench bench-record e2e e2e-record e2e-short e2e-fleet soak soak-short lint
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -143,6 +143,9 @@ e2e-record: e2e ## make e2e that draws its lag into the tracked localstack/e2e/l
 
 e2e-short: E2E_FLAGS := -short
 e2e-short: e2e ## make e2e with shorter outages and races and two failovers, about 8 minutes (CI)
+
+e2e-fleet: E2E_FLAGS := -fleet
+e2e-fleet: e2e ## only make e2e's fleet: 120 processes paging tags on one budget, unshared, shared, and without the first deletes' reserve, about 3 minutes
 
 # make soak runs on make e2e's stack, without faults.
 soak: E2E_FLAGS := -soak 10m

@@ -709,3 +709,41 @@ func TestSQSBatchesOverTenHaveAWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestTheFleetsBudgetIsOnForTheWholeFleet: the fleet shares one ECPU
+// budget by default, and WorkerMaxProcesses, which divides it while it
+// cannot be read, covers every process the template's defaults may run
+// at once — each SQS mapping's MaximumConcurrency, each stream mapping's
+// shards (10 assumed) × ParallelizationFactor, the poller's tasks — so
+// that the processes' fallback shares add up to no more than it.
+func TestTheFleetsBudgetIsOnForTheWholeFleet(t *testing.T) {
+	tpl := loadTemplate(t)
+	params := tpl.get("Parameters")
+	def := func(name string) int {
+		n, err := strconv.Atoi(params.get(name, "Default").value())
+		if err != nil {
+			t.Fatalf("parameter %q: no number default: %v", name, err)
+		}
+		return n
+	}
+	const shards = 10
+	processes := def("PollerMaxTasks")
+	for name, fn := range functions(t, tpl) {
+		for _, ev := range fn.get("Properties", "Events").values() {
+			switch ev.get("Type").value() {
+			case "SQS":
+				most := ev.get("Properties", "ScalingConfig", "MaximumConcurrency")
+				if !most.ok() {
+					t.Errorf("%s: an SQS mapping without MaximumConcurrency: its processes are not bounded", name)
+					continue
+				}
+				processes += def(most.value())
+			case "DynamoDB", "Kinesis":
+				processes += shards * def(ev.get("Properties", "ParallelizationFactor").value())
+			}
+		}
+	}
+	if most := def("WorkerMaxProcesses"); most < processes {
+		t.Errorf("WorkerMaxProcesses defaults to %d, under the %d processes the defaults may run", most, processes)
+	}
+}

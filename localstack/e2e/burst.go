@@ -219,8 +219,8 @@ func (b *burst) end() (samples, stale int64, late time.Duration) {
 
 // slotsOf tells the slots the node at addr serves now, as the cluster
 // says.
-func (l *load) slotsOf(ctx context.Context, addr string) (func(slot int64) bool, error) {
-	ranges, err := l.cache.Do(ctx, l.cache.B().ClusterSlots().Build()).ToArray()
+func slotsOf(ctx context.Context, client valkey.Client, addr string) (func(slot int64) bool, error) {
+	ranges, err := client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
 		return nil, err
 	}

@@ -64,6 +64,7 @@ type results struct {
 	wtReads                                *wtReads
 	near                                   *nearCounts // the readers through local tiers; nil: none
 	big                                    *bigRecord  // the budget-exceeded fault's; nil: none
+	fleet                                  []fleetRun
 	notes                                  []string
 }
 
@@ -365,6 +366,7 @@ func (r results) print(faults []faultResult, drained bool, drain, took time.Dura
 	g.check("near caches: a stale hit, no hit, or StaleIfError past its bound", !nearOK, "false", nearOK)
 	g.check("races with the second delete on: stale after the drain", racesStale, "= 0, drained", racesStale == 0 && racesDrained)
 	r.big.print(line, &g)
+	printFleet(r.fleet, line, &g, lim)
 	for _, n := range r.notes {
 		fmt.Println("  " + n)
 	}

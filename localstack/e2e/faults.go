@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/invalidator-go/invalidator/internal/fleetbudget"
 	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
@@ -95,6 +96,32 @@ func (s *stack) faults(p plan, l *load) []fault {
 			}
 			return nil
 		}, 0},
+		// The fleet's budget denied to the worker's user on every node, as a
+		// key pattern left out of its ACL would: every process goes on at
+		// its fallback share, and says so.
+		{"fleet-budget-denied", func(ctx context.Context) error {
+			logged := s.logSizes()
+			keys := []string{"ACL", "SETUSER", s.env.workerUser, "resetkeys"}
+			for _, k := range strings.Fields(os.Getenv("WORKER_KEYS")) {
+				keys = append(keys, "~"+k)
+			}
+			if err := s.eachNode(ctx, keys...); err != nil {
+				return err
+			}
+			wait.For(ctx, p.throttle)
+			if err := s.eachNode(ctx, "ACL", "SETUSER", s.env.workerUser, "~"+fleetbudget.Pattern); err != nil {
+				return err
+			}
+			told, err := s.countSince(logged, "the fleet's ECPU budget cannot be read")
+			if err != nil {
+				return err
+			}
+			log.Printf("fleet-budget-denied: %d worker processes said they fell back", told)
+			if told == 0 {
+				return errors.New("no worker process fell back: the fault tested nothing")
+			}
+			return nil
+		}, 0},
 		// What ElastiCache does to a subscriber over its output buffer
 		// limits: the local tiers' subscriptions cut, three times.
 		{"pubsub-killed", func(ctx context.Context) error {
@@ -152,6 +179,20 @@ func (s *stack) announced(port int) string {
 		return s.env.endpoint
 	}
 	return "127.0.0.1:" + strconv.Itoa(port)
+}
+
+// eachNode runs a command on every node, the replica's included.
+func (s *stack) eachNode(ctx context.Context, args ...string) error {
+	ports := s.env.cachePorts
+	if s.shard != nil {
+		ports = append(slices.Clone(ports), s.shard.replica)
+	}
+	for _, port := range ports {
+		if err := s.run(ctx, port, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // kill sends sig to the cache node on port.

@@ -35,7 +35,8 @@ import (
 type plan struct {
 	warmup, steady, nodeDown, freeze, cacheDown, restart, race, throttle time.Duration
 	failovers                                                            []failoverPlan
-	bigChanges                                                           int // the budget-exceeded fault's message
+	bigChanges                                                           int           // the budget-exceeded fault's message
+	fleet                                                                time.Duration // each run of the fleet's budget
 }
 
 // failoverPlan is a failover with the replica lag behind its master, the
@@ -57,9 +58,9 @@ func (f failoverPlan) delay(secondDelete time.Duration) time.Duration {
 // the connections dropped or, invisible, moved.
 var (
 	full = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second, race: 30 * time.Second, throttle: 10 * time.Second,
-		failovers: []failoverPlan{{time.Second, true, false}, {time.Second, false, false}, {6 * time.Second, true, false}, {6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 10_000}
+		failovers: []failoverPlan{{time.Second, true, false}, {time.Second, false, false}, {6 * time.Second, true, false}, {6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 10_000, fleet: 40 * time.Second}
 	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second, race: 10 * time.Second, throttle: 5 * time.Second,
-		failovers: []failoverPlan{{6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 3_000}
+		failovers: []failoverPlan{{6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 3_000, fleet: 20 * time.Second}
 )
 
 func main() {
@@ -72,6 +73,7 @@ func main() {
 	flag.DurationVar(&soak.steady, "soak", 0, "make soak instead: a steady load for this long, no faults")
 	flag.Float64Var(&soak.rate, "soak-rate", 20, "the soak's changes a second of each kind, product and user")
 	flag.DurationVar(&soak.ramp, "soak-ramp", 30*time.Second, "after the soak, each doubled rate for this long, to find the highest steady one; 0 for none")
+	fleetOnly := flag.Bool("fleet", false, "only the fleet's budget: 120 processes paging tags, unshared then shared, about 2 minutes")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -87,6 +89,9 @@ func main() {
 			return false, err
 		}
 		fmt.Printf("%s server %s\n", prefix, server)
+		if *fleetOnly {
+			return runFleet(ctx, env, s, p, lim)
+		}
 		if soak.steady > 0 {
 			if !soak.judgeGrowth {
 				lim = stalls // a short soak is CI's
@@ -169,7 +174,7 @@ func run(ctx context.Context, env env, s *stack, p plan, lim limits, bin string,
 		progress.phase(f.name)
 		var b *burst
 		if f.stops != 0 { // the keys of the other nodes, sampled meanwhile
-			down, err := l.slotsOf(ctx, s.announced(f.stops))
+			down, err := slotsOf(ctx, l.cache, s.announced(f.stops))
 			if err == nil {
 				b, err = l.startBurst(ctx, f.name, down)
 			}
@@ -225,6 +230,9 @@ func run(ctx context.Context, env env, s *stack, p plan, lim limits, bin string,
 			return false, fmt.Errorf("replica reads: %w", err)
 		}
 	}
+	if r.fleet, err = measureFleet(ctx, env, s, p.fleet); err != nil {
+		return false, fmt.Errorf("the fleet's budget: %w", err)
+	}
 	for _, in := range inspectors {
 		inspection, err := in.report()
 		if err != nil {
@@ -263,4 +271,17 @@ func runRace(ctx context.Context, env env, s *stack, d, delay time.Duration, sta
 	l.stopReaders()
 	r.stale, err = l.stale(ctx)
 	return r, err
+}
+
+// runFleet measures the fleet's budget alone (-fleet).
+func runFleet(ctx context.Context, env env, s *stack, p plan, lim limits) (bool, error) {
+	runs, err := measureFleet(ctx, env, s, p.fleet)
+	if err != nil {
+		return false, err
+	}
+	var g gates
+	printFleet(runs, func(name string, v any) { fmt.Printf("E2E %s %v\n", name, v) }, &g, lim)
+	ok := g.print("E2E", lim)
+	fmt.Println(map[bool]string{true: "E2E PASS", false: "E2E FAIL"}[ok])
+	return ok, nil
 }

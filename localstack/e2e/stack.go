@@ -126,7 +126,7 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 		"LOG_LEVEL=debug",
 		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table),
 		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String(), "FAILOVER_WINDOW_QUEUE_URL=" + e.windowQueue,
-		"FAILOVER_REDELETE_AFTER=" + failoverAfter.String()}
+		"FAILOVER_REDELETE_AFTER=" + failoverAfter.String(), "CACHE_WORKER_MAX_PROCESSES=" + strconv.Itoa(fleetProcesses)}
 	s := &stack{env: e, shard: sh,
 		poller: &proc{name: "poller", path: filepath.Join(bin, "poller", "poller"), log: filepath.Join(logs, "poller.log"),
 			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
