@@ -93,10 +93,17 @@ func (f *fleetShare) granted(cost float64) bool {
 	if f == nil {
 		return true
 	}
-	if f.down && time.Since(f.downAt) >= f.downFor && !f.asking {
-		return false // ask again
-	}
 	return f.down || f.have >= cost
+}
+
+// askAgain asks the fleet's budget again, in the background, once it has
+// been down for its time: meanwhile the fallback share paces the process,
+// whose commands do not wait on a budget that may not answer. Called with
+// p.mu held.
+func (p *pacer) askAgain(first bool, cost float64) {
+	if f := p.fleet; f != nil && f.down && !f.asking && time.Since(f.downAt) >= f.downFor {
+		p.ask(first, cost)
+	}
 }
 
 func (f *fleetShare) spend(cost float64) {

@@ -181,7 +181,9 @@ func TestAFleetBudgetThatCannotBeReadFallsBack(t *testing.T) {
 		}
 		budget.Fail(nil)
 		time.Sleep(30 * time.Second)
-		rep = invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("2", false, "cache:again")}))
+		invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("2", false, "cache:again")})) // asks it again, meanwhile
+		synctest.Wait()
+		rep = invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("3", false, "cache:again:3")}))
 		if rep.Metrics.FleetDown || len(told) != 2 || told[1] != nil {
 			t.Errorf("FleetDown %v, told %v: want the budget read again, and said so", rep.Metrics.FleetDown, told)
 		}
@@ -203,9 +205,42 @@ func TestAFleetBudgetOnANodeFailingOverIsReadAgainSoon(t *testing.T) {
 		}
 		budget.Fail(nil)
 		time.Sleep(2 * time.Second)
-		rep = invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("2", false, "cache:b")}))
+		invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("2", false, "cache:b")})) // asks it again, meanwhile
+		synctest.Wait()
+		rep = invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("3", false, "cache:c")}))
 		if rep.Metrics.FleetDown {
 			t.Error("2 s after its node came back, the budget is still not read")
+		}
+	})
+}
+
+// hanging is a budget whose node stopped answering: every take waits
+// until its context ends.
+type hanging struct{}
+
+func (hanging) Take(ctx context.Context, _ float64, _ bool, _ int64) (float64, time.Duration, int64, error) {
+	<-ctx.Done()
+	return 0, 0, 0, ctx.Err()
+}
+
+// TestAFallenBackProcessDoesNotWaitOnItsBudget: once a process keeps to
+// its fallback share, its deletes go at that share while the budget is
+// asked again, not after each ask that the frozen node never answers.
+func TestAFallenBackProcessDoesNotWaitOnItsBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &sends{start: time.Now(), at: map[string]time.Duration{}}
+		opts := fast()
+		opts.ECPUPerSecond, opts.Fleet, opts.FallbackECPUPerSecond = 1000, hanging{}, 100
+		inv := invalidate.New(&cachetest.Cache{Unlinked: s.hook}, opts)
+		inv.Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("first", false, "cache:first")})) // falls back
+		start := time.Now()
+		for i := range 20 {
+			time.Sleep(200 * time.Millisecond)
+			asked := time.Now()
+			inv.Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("k", false, fmt.Sprintf("cache:k%d", i))}))
+			if took := time.Since(asked); took > 50*time.Millisecond {
+				t.Fatalf("a one-key delete %v into the fallback took %v: it waited on the budget", asked.Sub(start), took)
+			}
 		}
 	})
 }

@@ -122,6 +122,7 @@ func (p *pacer) take(ctx context.Context, prio priority, cost float64) error {
 		for _, n := range p.waiting[:prio] {
 			ahead = ahead || n > 0
 		}
+		p.askAgain(first, cost)
 		granted := p.fleet.granted(cost)
 		if !ahead && p.level >= 0 && granted {
 			p.level -= cost
