@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,20 @@ func tagsGroup(ctx context.Context, s server) {
 	}
 	print("tag_versions_invalidate_ms", versionsInvalidate(ctx, s.client))
 	print("tag_versions_invalidate_commands", 1)
+
+	// The one tag clock: how many readings a second its node gives, against
+	// a plain INCR of one key; a fleet's tagged fills and batches ask at
+	// most one reading an ECPU of the cache's budget, so one clock holds
+	// while its ceiling is over the budget: the decision, printed.
+	ticks, incrs := clockCeiling(ctx, s.client)
+	print("tag_clock_ticks_per_s", median(ticks))
+	print("tag_clock_vs_single_key_incr", medianRatio(ticks, incrs))
+	print("tag_clock_ceiling_vs_template_cache_ecpus", median(ticks)/defaultCacheECPUs)
+	if median(ticks) > defaultCacheECPUs {
+		log.Printf("tags: one tag clock: %.0f readings a second, over the template's %d-ECPU cache: kept", median(ticks), defaultCacheECPUs)
+	} else {
+		log.Printf("tags: one tag clock: %.0f readings a second, under the template's %d-ECPU cache: spread it", median(ticks), defaultCacheECPUs)
+	}
 
 	untagged, tagged1, tagged10, versions10 := tagReads(ctx, s.client)
 	print("tagged_get_hit_ops_per_sec_1", median(tagged1))
@@ -167,4 +182,45 @@ func tagReads(ctx context.Context, client valkey.Client) (untagged, tagged1, tag
 		}))
 	}
 	return untagged, tagged1, tagged10, versions10
+}
+
+// clockCeiling is the tag clock's readings a second, and INCRs a second of
+// one key, from 32 connections' pipelines of 50, 2 s each, three rounds
+// alternated.
+func clockCeiling(ctx context.Context, client valkey.Client) (ticks, incrs []float64) {
+	clocks := make([]string, 50)
+	for i := range clocks {
+		clocks[i] = tagset.Clock("bench:clock:")
+	}
+	tick := func() []valkey.ValkeyResult { return tagset.Tick.Each(ctx, client, clocks, tagset.NoArgs) }
+	incr := func() []valkey.ValkeyResult {
+		cmds := make(valkey.Commands, len(clocks))
+		for i := range cmds {
+			cmds[i] = client.B().Incr().Key("bench:clock:incr").Build()
+		}
+		return client.DoMulti(ctx, cmds...)
+	}
+	rate := func(pipeline func() []valkey.ValkeyResult) float64 {
+		var n atomic.Int64
+		deadline := time.Now().Add(2 * time.Second)
+		var wg sync.WaitGroup
+		for range 32 {
+			wg.Go(func() {
+				for time.Now().Before(deadline) {
+					for _, r := range pipeline() {
+						if err := r.Error(); err != nil {
+							log.Fatalf("tag clock: %v", err)
+						}
+						n.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return float64(n.Load()) / 2
+	}
+	for range 3 {
+		ticks, incrs = append(ticks, rate(tick)), append(incrs, rate(incr))
+	}
+	return ticks, incrs
 }
