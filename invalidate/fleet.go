@@ -171,6 +171,9 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 			if f.down && f.onDown != nil {
 				f.onDown(nil)
 			}
+			if f.down && now.Sub(p.slowed) >= recoverIn {
+				p.rate = p.budget // the fallback's limit is gone; a throttling reply's is not
+			}
 			f.down = false
 			f.have, f.until = f.have+got, now.Add(holdFor+time.Duration(got/p.budget*float64(time.Second)))
 			if !first {

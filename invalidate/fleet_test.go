@@ -244,3 +244,29 @@ func TestAFallenBackProcessDoesNotWaitOnItsBudget(t *testing.T) {
 		}
 	})
 }
+
+// TestAFleetBudgetReadAgainGivesItsPaceBack: once the budget answers
+// again, a process that kept to its fallback share asks at the fleet's
+// pace at once, not after ramping up from the fallback as after a
+// throttling reply: the backlog of the outage goes.
+func TestAFleetBudgetReadAgainGivesItsPaceBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &sends{start: time.Now(), at: map[string]time.Duration{}}
+		invs, _, budget := fleet(1, 1000, s, func(o *invalidate.Options) { o.FallbackECPUPerSecond = 10 })
+		budget.Fail(cachetest.ErrRefused)
+		invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("down", false, "cache:down")}))
+		budget.Fail(nil)
+		time.Sleep(2 * time.Second)
+		invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("back", false, "cache:back")})) // asks it again, meanwhile
+		synctest.Wait()
+		keys := make([]string, 1000)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("cache:backlog:%d", i)
+		}
+		start := time.Now()
+		invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("backlog", false, keys...)}))
+		if took := time.Since(start); took > 1500*time.Millisecond {
+			t.Errorf("1,000 keys at 1,000 ECPUs a second took %v once the budget answered again", took)
+		}
+	})
+}
