@@ -121,12 +121,15 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	}
 	// The poller and the functions read the password by the ARN of the
 	// secret that holds it, as in AWS; the rest is as deployed but for the
-	// log level, the queues and the delay.
+	// log level, the queues and the delay. The fleet's most processes are
+	// this stack's, as a deployment sets WorkerMaxProcesses to its own: the
+	// driver's SQS emulators, its stream's, the poller.
+	const sqsConcurrency = 10
 	worker := []string{"CACHE_USERNAME=" + e.workerUser, "CACHE_PASSWORD=", "CACHE_PASSWORD_SECRET_ARN=" + os.Getenv("WORKER_PASSWORD_SECRET_ARN"),
 		"LOG_LEVEL=debug",
 		"FAILURE_QUEUE_URL=" + e.failureQueue, "INVALIDATION_RULES=" + strings.ReplaceAll(rules, "TABLE", e.table),
 		"SECOND_DELETE_QUEUE_URL=" + e.againQueue, "SECOND_DELETE_DELAY=" + secondDelete.String(), "FAILOVER_WINDOW_QUEUE_URL=" + e.windowQueue,
-		"FAILOVER_REDELETE_AFTER=" + failoverAfter.String(), "CACHE_WORKER_MAX_PROCESSES=" + strconv.Itoa(fleetProcesses)}
+		"FAILOVER_REDELETE_AFTER=" + failoverAfter.String(), "CACHE_WORKER_MAX_PROCESSES=" + strconv.Itoa(sqsConcurrency+2)}
 	s := &stack{env: e, shard: sh,
 		poller: &proc{name: "poller", path: filepath.Join(bin, "poller", "poller"), log: filepath.Join(logs, "poller.log"),
 			env:   append(worker, "QUEUE_URL="+e.queueURL, "HEALTH_ADDR="+health, "POLLER_WAIT_TIME=5s"),
@@ -135,7 +138,7 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 		// times that (make e2e sets it), as the template has it. Polls of
 		// 5 s, as the poller's: the run stops and restarts the driver.
 		driver: &proc{name: "driver", path: driverBin, log: filepath.Join(logs, "driver.log"), env: worker,
-			args: []string{"-bin", bin, "-state", filepath.Join(e.state, "esm"), "-timeout", "10s", "-sqs-wait-time", "5s",
+			args: []string{"-bin", bin, "-state", filepath.Join(e.state, "esm"), "-timeout", "10s", "-sqs-wait-time", "5s", "-sqs-concurrency", strconv.Itoa(sqsConcurrency),
 				"-queue", e.rawQueue, "-table", e.table, "-on-failure", e.failureQueue},
 			// Its mappings and their functions' processes are up.
 			ready: func(from int64) bool {
