@@ -16,39 +16,49 @@ import (
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 )
 
-// TestRepointMovesConnectionsUnseen: a client's connection through the
-// endpoint, paused and moved to another node connection, goes on as it
-// was: no new connection, its login and name kept.
-func TestRepointMovesConnectionsUnseen(t *testing.T) {
+// through is an endpoint in front of the stack's first node and a client
+// of that node alone through it, set up by with; both end with the test.
+func through(t *testing.T, with func(*valkey.ClientOption)) (*endpoint.Endpoint, valkey.Client) {
 	cfg := testenv.CacheConfig(t)
 	testenv.Cache(t)
 	e, err := endpoint.Listen("127.0.0.1:0", cfg.Endpoint, filepath.Dir(cfg.CAFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
+	t.Cleanup(e.Close)
 	opt, err := cfg.ClientOption()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dials atomic.Int32
-	opt.InitAddress, opt.ForceSingleClient, opt.ClientName = []string{e.Addr()}, true, "repointed"
-	opt.DialCtxFn = func(ctx context.Context, dst string, dialer *net.Dialer, c *tls.Config) (net.Conn, error) {
-		dials.Add(1)
-		return (&tls.Dialer{NetDialer: dialer, Config: c}).DialContext(ctx, "tcp", dst)
-	}
+	opt.InitAddress, opt.ForceSingleClient = []string{e.Addr()}, true
+	with(&opt)
 	client, err := valkey.NewClient(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	t.Cleanup(client.Close)
+	return e, client
+}
+
+// TestRepointMovesConnectionsUnseen: a client's connection through the
+// endpoint, paused and moved to another node connection, goes on as it
+// was: no new connection, its login and name kept.
+func TestRepointMovesConnectionsUnseen(t *testing.T) {
+	var dials atomic.Int32
+	e, client := through(t, func(opt *valkey.ClientOption) {
+		opt.ClientName = "repointed"
+		opt.DialCtxFn = func(ctx context.Context, dst string, dialer *net.Dialer, c *tls.Config) (net.Conn, error) {
+			dials.Add(1)
+			return (&tls.Dialer{NetDialer: dialer, Config: c}).DialContext(ctx, "tcp", dst)
+		}
+	})
 	echo := rand.Text()
 	if err := client.Do(t.Context(), client.B().Echo().Message(echo).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	before := dials.Load()
 	e.Pause()
-	e.Repoint(cfg.Endpoint)
+	e.Repoint(testenv.CacheConfig(t).Endpoint)
 	v, err := client.Do(t.Context(), client.B().Echo().Message(echo).Build()).ToString()
 	name, nerr := client.Do(t.Context(), client.B().ClientGetname().Build()).ToString()
 	if err != nil || v != echo || nerr != nil || name != "repointed" || dials.Load() != before {
@@ -59,23 +69,7 @@ func TestRepointMovesConnectionsUnseen(t *testing.T) {
 // TestMeteredCountsWhatTheCacheWould: a small command is one ECPU, a
 // value of 8 KB eight more, each way; a PING is none.
 func TestMeteredCountsWhatTheCacheWould(t *testing.T) {
-	cfg := testenv.CacheConfig(t)
-	testenv.Cache(t)
-	e, err := endpoint.Listen("127.0.0.1:0", cfg.Endpoint, filepath.Dir(cfg.CAFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	opt, err := cfg.ClientOption()
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.InitAddress, opt.ForceSingleClient = []string{e.Addr()}, true
-	client, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	e, client := through(t, func(*valkey.ClientOption) {})
 	measure := func(cmd valkey.Completed) float64 {
 		before := e.Metered()
 		if err := client.Do(t.Context(), cmd).Error(); err != nil && !valkey.IsValkeyNil(err) {
