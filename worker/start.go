@@ -111,6 +111,13 @@ func tune(opt *valkey.ClientOption) {
 	// (MOVED, ASK); past a few redirects the key fails for now, and the
 	// invalidator tries it again after a backoff instead of spinning.
 	opt.ClusterOption.MaxMovedRedirections = 8
+	// Its calls share a connection a node, and some are bounded tighter
+	// than a delete's attempt (a probe's or a heartbeat's second). On a
+	// connection that has had one call at a time, valkey-go sets a call's
+	// deadline on the connection itself, and a stalled node then fails the
+	// calls queued behind it at that deadline: pipelined, each call's
+	// deadline ends only that call.
+	opt.AlwaysPipelining = true
 }
 
 // Connect waits, until ctx ends, for the attempt to connect in flight.
