@@ -40,9 +40,11 @@ const (
 // line, a take without a place joins it: no process that was just granted
 // goes before one that waits. A take with a place keeps it, told to come
 // back when the line reaches it, and is then granted once the fleet is at
-// most twice Ahead ahead, however large it is: the first deletes granted
-// meanwhile move the line on, and one that came back a little early
-// would ask once more. It returns the ECPUs granted, in
+// most twice Ahead ahead, however large it is; else it takes a new place,
+// at the line's end: the takes whose turn came while the fleet ran ahead
+// (the first deletes granted meanwhile move the line on) come back as far
+// apart as their places, not all at once to be refused again, all but
+// one, over and over. It returns the ECPUs granted, in
 // thousandths, the ms to wait — before spending them when granted, before
 // asking again when not — and the take's place. HGET and HSET, not HMGET:
 // the worker's user has them for tags.
@@ -59,7 +61,6 @@ if not first then
   if place > 0 then
     if place - ahead > now then return {0, math.ceil(place - ahead - now), place} end
     fits = lead <= 2 * ahead
-    if not fits then return {0, math.ceil(lead - 2 * ahead), place} end
   elseif q > tat then fits = false end
   if not fits then
     redis.call('HSET', KEYS[1], 'q', string.format('%.3f', q + takes))

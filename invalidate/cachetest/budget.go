@@ -45,9 +45,7 @@ func (b *Budget) Take(_ context.Context, want float64, first bool, place int64) 
 			if turn := time.UnixMilli(place).Add(-fleetbudget.Ahead); turn.After(now) {
 				return 0, turn.Sub(now), place, nil
 			}
-			if fits = lead <= 2*fleetbudget.Ahead; !fits {
-				return 0, lead - 2*fleetbudget.Ahead, place, nil
-			}
+			fits = lead <= 2*fleetbudget.Ahead
 		} else if q.After(b.tat) {
 			fits = false
 		}
@@ -90,7 +88,8 @@ func (b *Budget) Counts() (calls int, granted float64) {
 // nothing else takes from: a first take is granted at once, however far
 // the others ran ahead, and told to wait its turn beyond the reserve;
 // others are refused unless they end within Ahead, with the wait until
-// they may ask again from their place in the line;
+// they may ask again from their place in the line, or a new place when
+// the fleet ran ahead meanwhile;
 // and what is granted within a time is the rate's, plus what may go at
 // once.
 func BudgetContract(t *testing.T, budget func(t *testing.T) invalidate.Budget, perSecond float64) {
@@ -115,6 +114,26 @@ func BudgetContract(t *testing.T, budget func(t *testing.T) invalidate.Budget, p
 		got, wait, _, err = b.Take(t.Context(), 1, true, 0)
 		if want := max(lead-fleetbudget.Ahead-fleetbudget.Reserve, 0); err != nil || got != 1 || wait < want-50*time.Millisecond || wait > want+50*time.Millisecond {
 			t.Fatalf("a first take 3 × Ahead behind was granted %g, told to wait %v (%v); want granted after %v: its turn less the reserve", got, wait, err, want)
+		}
+	})
+	t.Run("a turn that comes while the fleet runs ahead goes to the line's end", func(t *testing.T) {
+		b := budget(t)
+		ahead := perSecond * fleetbudget.Ahead.Seconds()
+		if got, _, _, err := b.Take(t.Context(), 2*ahead, false, 0); err != nil || got != 2*ahead {
+			t.Fatalf("an idle budget granted %g of %g (%v)", got, 2*ahead, err)
+		}
+		_, wait, place, err := b.Take(t.Context(), ahead, false, 0)
+		if err != nil || place == 0 {
+			t.Fatalf("a take behind the fleet got place %d (%v); want one", place, err)
+		}
+		// First deletes move the fleet on while it waits its turn.
+		if got, _, _, err := b.Take(t.Context(), 3*ahead, true, 0); err != nil || got != 3*ahead {
+			t.Fatalf("a first take was granted %g of %g (%v)", got, 3*ahead, err)
+		}
+		time.Sleep(wait)
+		got, wait, next, err := b.Take(t.Context(), ahead, false, place)
+		if err != nil || got != 0 || next <= place || wait < fleetbudget.Ahead {
+			t.Fatalf("at its turn, 4 × Ahead behind: granted %g, told to wait %v at place %d (was %d), %v; want none, a later place and its wait", got, wait, next, place, err)
 		}
 	})
 	t.Run("what is granted is the rate's", func(t *testing.T) {
