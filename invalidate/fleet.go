@@ -22,20 +22,20 @@ type Budget interface {
 
 // ValkeyBudget is the budget of perSecond ECPUs a second that every
 // process on client's cache given the same budget shares, kept in the
-// cache at one key, which their user needs in its key patterns:
-// invalidator:ecpu-budget:* (internal/fleetbudget says how it is kept).
+// cache at two keys on two shards, which their user needs in its key
+// patterns: invalidator:ecpu-budget:* (internal/fleetbudget says how it
+// is kept). One process's: it remembers the line its place is in.
 func ValkeyBudget(client ValkeyClient, perSecond float64) Budget {
-	return valkeyBudget{client, fleetbudget.Key(perSecond), perSecond}
+	return valkeyBudget{client, fleetbudget.New(perSecond)}
 }
 
 type valkeyBudget struct {
-	client    ValkeyClient
-	key       string
-	perSecond float64
+	client ValkeyClient
+	budget *fleetbudget.Budget
 }
 
 func (b valkeyBudget) Take(ctx context.Context, want float64, first bool, place int64) (float64, time.Duration, int64, error) {
-	return fleetbudget.Take(ctx, b.client, b.key, b.perSecond, want, first, place, fleetbudget.Reserve)
+	return b.budget.Take(ctx, b.client, want, first, place, fleetbudget.Reserve)
 }
 
 // How the pacer takes from the fleet's budget. A grant is asked for what a

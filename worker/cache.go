@@ -17,6 +17,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/internal/cacheerr"
+	"github.com/invalidator-go/invalidator/internal/fleetbudget"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
@@ -248,12 +249,12 @@ var errClusterDown = errors.New("the cache answers, but its cluster is down")
 // budget is the fleet's budget of perSecond ECPUs a second
 // (invalidate.ValkeyBudget) through c.
 func (c *connection) budget(perSecond float64) invalidate.Budget {
-	return connBudget{c, perSecond}
+	return connBudget{c, fleetbudget.New(perSecond)}
 }
 
 type connBudget struct {
-	conn      *connection
-	perSecond float64
+	conn   *connection
+	budget *fleetbudget.Budget
 }
 
 func (b connBudget) Take(ctx context.Context, want float64, first bool, place int64) (float64, time.Duration, int64, error) {
@@ -261,7 +262,7 @@ func (b connBudget) Take(ctx context.Context, want float64, first bool, place in
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	got, wait, next, err := invalidate.ValkeyBudget(client, b.perSecond).Take(ctx, want, first, place)
+	got, wait, next, err := b.budget.Take(ctx, client, want, first, place, fleetbudget.Reserve)
 	b.conn.signs.replied(err)
 	return got, wait, next, err
 }

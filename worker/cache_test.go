@@ -9,8 +9,10 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/invalidator-go/invalidator/elasticache"
+	"github.com/invalidator-go/invalidator/internal/fleetbudget"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/worker/queues/queuestest"
 )
 
 // TestAShortCallDoesNotCutADeleteShort: the worker's calls share one
@@ -70,4 +72,39 @@ func TestAShortCallDoesNotCutADeleteShort(t *testing.T) {
 	if errs := invalidate.Valkey(client).Unlink(ctx, []string{key}, make([]invalidate.KeyStatus, 1)); errs != nil && errs[0] != nil {
 		t.Errorf("the delete failed after %v, while its node slept 2 s and its attempt had 5: %v", time.Since(began).Round(time.Millisecond), errs[0])
 	}
+}
+
+// TestABudgetOnAFrozenNodeIsTakenFromItsOtherKey: the fleet's budget is
+// kept at two keys on two shards; while the first's node does not answer
+// (failing over), a take is granted from the second within its time, and
+// the process keeps its pace, not only its fallback share.
+func TestABudgetOnAFrozenNodeIsTakenFromItsOtherKey(t *testing.T) {
+	cluster := testenv.StartClusterWithReplica(t, "budget-keys", 7291)
+	const perSecond = 25000 // its first key's slot, 16149, is on the shard with the replica
+	w, err := Start("poller", Config{Cache: cluster.Config, Rules: invalidate.DefaultRules()}, &queuestest.SQS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	b := w.conn.budget(perSecond)
+	if got, _, _, err := b.Take(t.Context(), 10, false, 0); err != nil || got != 10 {
+		t.Fatalf("granted %g (%v), want 10", got, err)
+	}
+	cluster.Freeze(t, cluster.Master)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	began := time.Now()
+	if got, _, _, err := b.Take(ctx, 10, false, 0); err != nil || got != 10 {
+		t.Fatalf("with the first key's node frozen: granted %g after %v (%v), want 10 from the second key", got, time.Since(began).Round(time.Millisecond), err)
+	}
+	keys := fleetbudget.Keys(perSecond)
+	for _, port := range cluster.Ports[:2] {
+		node := cluster.Node(t, port)
+		n, err := node.Do(t.Context(), node.B().Exists().Key(keys[1]).Build()).AsInt64()
+		node.Close()
+		if err == nil && n == 1 {
+			return
+		}
+	}
+	t.Fatalf("the second key %s is on no shard the frozen one is not", keys[1])
 }

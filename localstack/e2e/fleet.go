@@ -150,15 +150,15 @@ func (b *countedBudget) Take(ctx context.Context, want float64, first bool, plac
 	return got, wait, next, err
 }
 
-// noReserve is the budget at key without the first deletes' reserve:
+// noReserve is the fleet's budget without the first deletes' reserve:
 // they wait their turn beyond Ahead.
 type noReserve struct {
 	client valkey.Client
-	key    string
+	budget *fleetbudget.Budget
 }
 
 func (b noReserve) Take(ctx context.Context, want float64, first bool, place int64) (float64, time.Duration, int64, error) {
-	return fleetbudget.Take(ctx, b.client, b.key, fleetShare, want, first, place, 0)
+	return b.budget.Take(ctx, b.client, want, first, place, 0)
 }
 
 func (f *fleet) run(ctx context.Context, shared, reserve bool, d time.Duration) (fleetRun, error) {
@@ -192,7 +192,7 @@ func (f *fleet) run(ctx context.Context, shared, reserve bool, d time.Duration) 
 			}
 			opts.Fleet, opts.FallbackECPUPerSecond = budget, fleetShare/fleetProcesses
 			if i == fleetProcesses && !reserve {
-				opts.Fleet = noReserve{clients[i], fleetbudget.Key(fleetShare)}
+				opts.Fleet = noReserve{clients[i], fleetbudget.New(fleetShare)}
 			}
 		}
 		invs[i] = invalidate.New(invalidate.Valkey(clients[i]), opts)
@@ -206,8 +206,10 @@ func (f *fleet) run(ctx context.Context, shared, reserve bool, d time.Duration) 
 
 	// A fresh budget, as a fleet finds one idle for fleetbudget.Queue: no
 	// line left by the last run's processes.
-	if err := f.admin.Do(ctx, f.admin.B().Del().Key(fleetbudget.Key(fleetShare)).Build()).Error(); err != nil {
-		return r, err
+	for _, key := range fleetbudget.Keys(fleetShare) {
+		if err := f.admin.Do(ctx, f.admin.B().Del().Key(key).Build()).Error(); err != nil {
+			return r, err
+		}
 	}
 	runCtx, stop := context.WithTimeout(ctx, d)
 	defer stop()
