@@ -62,13 +62,12 @@ export WORKER_PASSWORD_SECRET_NAME="${WORKER_PASSWORD_SECRET_NAME:-invalidator-w
 # (EXISTS, HGET, HSET, HSCAN, HDEL); none can overwrite a cached value.
 export WORKER_ACL="~invalidator:ecpu-budget:* resetchannels &invalidator:near -@all +unlink +publish +asking +ping +hello +auth +client|setname +cluster|shards +cluster|slots +cluster|info +evalsha +eval +time +incr +incrby +exists +hget +hset +hscan +hdel"
 # The local cluster is taken as a cache of 100,000 ECPUs a second at most,
-# of which each worker process asks up to 25 % (CACHE_WORKER_ECPU_SHARE):
-# make e2e's burst, 3,000 keys a second and their second deletes, fits.
-# Its workers share one budget (CACHE_WORKER_MAX_PROCESSES, as the
-# template's WorkerMaxProcesses); the tests' and make local's do not, until
-# a failover of the budget's own node no longer slows the re-deletes
-# (docs/tags.md).
+# of which the worker processes ask up to 25 % together
+# (CACHE_WORKER_ECPU_SHARE), through one budget in the cache, as the
+# template's default 120 processes do: make e2e's burst, 3,000 keys a
+# second and their second deletes, fits (docs/tags.md).
 export CACHE_MAX_ECPU_PER_SECOND="${CACHE_MAX_ECPU_PER_SECOND:-100000}"
+export CACHE_WORKER_MAX_PROCESSES="${CACHE_WORKER_MAX_PROCESSES:-120}"
 # The channel of those announcements (writethrough/local's default).
 export ANNOUNCE_CHANNEL="${ANNOUNCE_CHANNEL:-invalidator:near}"
 # The keys it may delete: the rules' allowedKeys, and CacheKeyPatterns in
