@@ -80,7 +80,7 @@ func TestAShortCallDoesNotCutADeleteShort(t *testing.T) {
 // the process keeps its pace, not only its fallback share.
 func TestABudgetOnAFrozenNodeIsTakenFromItsOtherKey(t *testing.T) {
 	cluster := testenv.StartClusterWithReplica(t, "budget-keys", 7291)
-	const perSecond = 25000 // its first key's slot, 16149, is on the shard with the replica
+	const perSecond = 25000 // its first key, slot 16284, is on the last shard, the one with the replica
 	w, err := Start("poller", Config{Cache: cluster.Config, Rules: invalidate.DefaultRules()}, &queuestest.SQS{})
 	if err != nil {
 		t.Fatal(err)

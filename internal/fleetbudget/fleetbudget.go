@@ -10,17 +10,22 @@ import (
 	"github.com/invalidator-go/invalidator/internal/tagset"
 )
 
-// Key is the key of a budget of perSecond ECPUs a second: every process on
-// a cache given the same budget shares it, whichever stack it belongs to,
-// and one given another its own, so that no process paces another by its
-// rate. The worker's cache user needs it in its key patterns
-// (invalidator:ecpu-budget:*; template.yaml adds it).
-func Key(perSecond float64) string {
-	return Pattern[:len(Pattern)-1] + strconv.FormatFloat(perSecond, 'f', -1, 64)
+// Keys are the keys of a budget of perSecond ECPUs a second: every
+// process on a cache given the same budget shares them, whichever stack it
+// belongs to, and one given another its own, so that no process paces
+// another by its rate. Their hashtags' slots, 16284 and 105, are at the
+// two ends of the cluster's: in its last shard and its first, whatever
+// their count (worker's tests ask the cluster). The worker's cache user
+// needs them in its key patterns (Pattern; template.yaml adds it).
+func Keys(perSecond float64) [2]string {
+	rate := strconv.FormatFloat(perSecond, 'f', -1, 64)
+	return [2]string{prefix + "{b76}" + rate, prefix + "{b26}" + rate}
 }
 
+const prefix = "invalidator:ecpu-budget:"
+
 // Pattern matches every budget's key: the worker's user's ACL needs it.
-const Pattern = "invalidator:ecpu-budget:*"
+const Pattern = prefix + "*"
 
 // How far ahead of the cache's clock grants may run: what the fleet may
 // spend at once beyond its rate. Queue bounds how far ahead a refused take
@@ -75,8 +80,7 @@ return {math.floor(want * 1000), wait, 0}`)
 // Client is what taking needs of a valkey-go client.
 type Client = tagset.Client
 
-// Take asks the budget of perSecond ECPUs a second at key (Key(perSecond),
-// but in tests) for want ECPUs, for first deletes or not, from its place
+// Take asks the budget of perSecond ECPUs a second at key (one of Keys) for want ECPUs, for first deletes or not, from its place
 // in the line (0: none), first deletes running up to reserve (Reserve, but
 // to measure it) beyond Ahead. It returns the ECPUs granted — want, or 0
 // when refused —, the time to wait — before spending them when granted,

@@ -2,8 +2,6 @@ package fleetbudget
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +28,7 @@ type Budget struct {
 // of the whole rate, only that long after a failover.
 const BackAfter = 10 * time.Second
 
-// New is the budget of perSecond ECPUs a second, at Keys(perSecond).
+// New is the budget of perSecond ECPUs a second, at its Keys.
 func New(perSecond float64) *Budget {
 	return &Budget{PerSecond: perSecond, keys: Keys(perSecond)}
 }
@@ -55,62 +53,19 @@ func (b *Budget) Take(ctx context.Context, c Client, want float64, first bool, p
 	}
 	got, wait, next, err = Take(half, c, b.keys[on], b.PerSecond, want, first, place, reserve)
 	cancel()
+	left := false
 	if err != nil && cacheerr.Transient(err) && ctx.Err() == nil {
-		if g, w, n, err2 := Take(ctx, c, b.keys[1-on], b.PerSecond, want, first, 0, reserve); err2 == nil {
-			got, wait, next, err = g, w, n, nil
-			b.mu.Lock()
-			if on == 0 {
-				b.left = time.Now()
-			}
-			b.mu.Unlock()
-			on = 1 - on
+		if got, wait, next, err = Take(ctx, c, b.keys[1-on], b.PerSecond, want, first, 0, reserve); err == nil {
+			on, left = 1-on, on == 0
 		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if left {
+		b.left = time.Now()
+	}
 	if err == nil {
 		b.on, b.line = on, on
 	}
 	return got, wait, next, err
-}
-
-// Keys are the two keys of a budget of perSecond ECPUs a second: Key's,
-// and one whose slot is as far from it as a few hashtags get, half the
-// slots away, so that a cluster of more than one shard keeps them on two.
-func Keys(perSecond float64) [2]string {
-	first := Key(perSecond)
-	from := slot(first)
-	best, far := "", -1
-	for i := range 64 {
-		tag := strconv.Itoa(i)
-		d := (int(slot(tag)) - int(from) + slots) % slots
-		if d = min(d, slots-d); d > far {
-			best, far = tag, d
-		}
-	}
-	return [2]string{first, Pattern[:len(Pattern)-1] + "{" + best + "}" + first[len(Pattern)-1:]}
-}
-
-const slots = 16384
-
-// slot is the cluster slot of key (CRC16/XMODEM of its hashtag, or of
-// the whole key without one), as CLUSTER KEYSLOT answers.
-func slot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % slots
 }
