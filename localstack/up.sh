@@ -129,15 +129,23 @@ replica_ports() { local pair; for pair in ${CACHE_REPLICAS:-}; do echo "${pair%%
 
 # node_extra_conf prints what the node on port announces, and keeps a
 # replica from failing over on its own: a failover is the test's to make.
+# Its master too, which a test fails over and brings back as the replica:
+# one that could fail over on its own took its shard back once, as soon as
+# it came back, while the other nodes still counted the promoted one
+# failed (make e2e stopped for its lag), and the test's endpoint pointed
+# at the node that was now a replica.
 node_extra_conf() {
-  local announced
+  local announced pair
   announced=$(pair_value "${CACHE_ANNOUNCE:-}" "$1")
   if [ -n "$announced" ]; then
     printf 'cluster-announce-tls-port %s\ncluster-announce-bus-port %s\n' "$announced" "$(($1 + 10000))"
   fi
-  if [ -n "$(pair_value "${CACHE_REPLICAS:-}" "$1")" ]; then
-    echo "cluster-replica-no-failover yes"
-  fi
+  for pair in ${CACHE_REPLICAS:-}; do
+    if [ "${pair%%:*}" = "$1" ] || [ "${pair#*:}" = "$1" ]; then
+      echo "cluster-replica-no-failover yes"
+      break
+    fi
+  done
 }
 
 # worker_keys is WORKER_KEYS as ACL key patterns, ~cache:* and so on; read
