@@ -34,9 +34,9 @@ func New(perSecond float64) *Budget {
 }
 
 // Take is the package's Take at the key the budget is on: when it fails
-// for now, the other key is asked at once, within what is left of ctx
-// (the first has half of it: a node that does not answer takes all it
-// is given).
+// for now, its node out of reach, the other key is asked at once, within
+// what is left of ctx (the first has half of it: a node that does not
+// answer takes all it is given).
 func (b *Budget) Take(ctx context.Context, c Client, want float64, first bool, place int64, reserve time.Duration) (got float64, wait time.Duration, next int64, err error) {
 	b.mu.Lock()
 	on := b.on
@@ -53,8 +53,10 @@ func (b *Budget) Take(ctx context.Context, c Client, want float64, first bool, p
 	}
 	got, wait, next, err = Take(half, c, b.keys[on], b.PerSecond, want, first, place, reserve)
 	cancel()
+	// Not when throttled: the cache is busy, not the node out of reach, and
+	// the processes that moved would take a second rate from the other key.
 	left := false
-	if err != nil && cacheerr.Transient(err) && ctx.Err() == nil {
+	if err != nil && cacheerr.Transient(err) && !cacheerr.Throttled(err) && ctx.Err() == nil {
 		if got, wait, next, err = Take(ctx, c, b.keys[1-on], b.PerSecond, want, first, 0, reserve); err == nil {
 			on, left = 1-on, on == 0
 		}
