@@ -91,6 +91,7 @@ func TestABudgetOnAFrozenNodeIsTakenFromItsOtherKey(t *testing.T) {
 		t.Fatalf("granted %g (%v), want 10", got, err)
 	}
 	cluster.Freeze(t, cluster.Master)
+	defer cluster.Thaw(t, cluster.Master) // before the worker closes: no close left waiting on it
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	began := time.Now()

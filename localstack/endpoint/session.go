@@ -122,9 +122,8 @@ func (s *session) replies(up *tls.Conn) {
 		if err != nil {
 			break
 		}
-		if _, err := s.client.Write(s.e.rewritten(buf)); err != nil {
-			break
-		}
+		// Metered before the client has it: a client that read the reply
+		// finds it counted.
 		if !push {
 			s.mu.Lock()
 			if len(s.metering) > 0 {
@@ -133,6 +132,13 @@ func (s *session) replies(up *tls.Conn) {
 				}
 				s.metering = s.metering[1:]
 			}
+			s.mu.Unlock()
+		}
+		if _, err := s.client.Write(s.e.rewritten(buf)); err != nil {
+			break
+		}
+		if !push {
+			s.mu.Lock()
 			s.owed--
 			s.cond.Broadcast()
 			s.mu.Unlock()
