@@ -8,7 +8,6 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/internal/fleetbudget"
 	"github.com/invalidator-go/invalidator/invalidate"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
@@ -25,11 +24,7 @@ import (
 // SIGTERM handed it back).
 func TestAShortCallDoesNotCutADeleteShort(t *testing.T) {
 	cluster := testenv.StartCluster(t, "short-calls", 7241)
-	admin, err := elasticache.New(cluster.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := testenv.Connect(t, cluster.Config)
 	opt, err := cluster.Config.ClientOption()
 	if err != nil {
 		t.Fatal(err)
