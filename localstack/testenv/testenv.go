@@ -329,13 +329,41 @@ func (c *Cluster) CutReplica(t testing.TB) {
 	t.Helper()
 	node := c.Node(t, c.Master)
 	defer node.Close()
-	if n, err := node.Do(t.Context(), node.B().Wait().Numreplicas(1).Timeout(5000).Build()).AsInt64(); err != nil || n != 1 {
-		t.Fatalf("node %d's replica did not catch up: %d, %v", c.Master, n, err)
+	// Not WAIT: it waits for what its own connection wrote, here nothing. A
+	// replica that has just synced gets the master's writes only after its
+	// first REPLCONF ACK, up to a second later.
+	done := replOffset(t, node, "master_repl_offset")
+	replica := c.Node(t, c.Replica)
+	defer replica.Close()
+	for deadline := time.Now().Add(5 * time.Second); replOffset(t, replica, "slave_repl_offset") < done; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d's replica did not catch up with offset %d in 5 s", c.Master, done)
+		}
 	}
 	c.Freeze(t, c.Replica)
 	if err := node.Do(t.Context(), node.B().ClientKill().TypeReplica().Build()).Error(); err != nil {
 		t.Fatalf("cut the replica off node %d: %v", c.Master, err)
 	}
+}
+
+// replOffset is a replication offset node tells in INFO, by its field.
+func replOffset(t testing.TB, node valkey.Client, field string) int64 {
+	t.Helper()
+	info, err := node.Do(t.Context(), node.B().Info().Section("replication").Build()).ToString()
+	if err != nil {
+		t.Fatalf("INFO replication: %v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO replication %s: %v", field, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO replication has no %s: %s", field, info)
+	return 0
 }
 
 // Promote kills the master and promotes its replica, cut off since
