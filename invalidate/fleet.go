@@ -54,6 +54,9 @@ func (b valkeyBudget) Take(ctx context.Context, want float64, first bool, place 
 // deletes back. At its turn it is granted what its place holds, so that a
 // grant the line did not expect puts no one behind it out of turn, and it
 // keeps a grant as long as its own pace needs to spend it.
+// First deletes, which a process most often sends as a trickle, hold a
+// grant for firstHold and ask for that long at their recent pace: a take
+// a second of a trickle's deletes, not four.
 // When the budget cannot be read (its key denied, the cache out of reach
 // or throttling), the pacer keeps to its fallback share and tries the
 // budget again after fleetRetry, or a second when the error may pass (its
@@ -62,6 +65,7 @@ func (b valkeyBudget) Take(ctx context.Context, want float64, first bool, place 
 const (
 	chunk      = 0.1
 	holdFor    = 250 * time.Millisecond
+	firstHold  = time.Second
 	askWithin  = time.Second
 	contended  = 10 * time.Second
 	mostChunk  = 0.25
@@ -135,10 +139,11 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 	// most likely gone before a turn in the line comes.
 	owed := -min(f.have, 0)
 	want := max(cost+owed, min(f.recent, p.budget*chunk))
-	place := f.place
+	place, hold := f.place, holdFor
 	switch {
 	case first:
-		place = 0
+		place, hold = 0, firstHold
+		want = max(want, min(f.recent*float64(firstHold/holdFor), p.budget*chunk))
 	case place != 0:
 		want = max(f.reserved, cost+owed) // more than its place holds only for a larger command come first
 	case now.Sub(f.refused) < contended:
@@ -175,7 +180,7 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 				p.rate = p.budget // the fallback's limit is gone; a throttling reply's is not
 			}
 			f.down = false
-			f.have, f.until = f.have+got, now.Add(holdFor+time.Duration(got/p.budget*float64(time.Second)))
+			f.have, f.until = f.have+got, later(f.until, now.Add(hold+time.Duration(got/p.budget*float64(time.Second))))
 			if !first {
 				f.place = 0
 			}
@@ -200,4 +205,11 @@ func (p *pacer) fleetDown() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fleet.down
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -310,3 +310,23 @@ func TestAFleetAsksLittleForWhatItIsGranted(t *testing.T) {
 		t.Logf("%d takes for %g ECPUs granted (%.2f %%) in %v", calls, granted, float64(calls)/granted*100, time.Since(s.start))
 	})
 }
+
+// TestATrickleOfFirstDeletesTakesOnceASecond: a process deleting a key
+// every 100 ms asks the fleet's budget about once a second, each take
+// about an ECPU: it took four times a second, each grant gone after
+// 250 ms, for a few ECPUs.
+func TestATrickleOfFirstDeletesTakesOnceASecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &sends{start: time.Now(), at: map[string]time.Duration{}}
+		invs, _, budget := fleet(1, 1250, s, nil)
+		for n := range 100 {
+			if err := invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{keysRecord("first", false, fmt.Sprintf("cache:fresh:%d", n))})).Results[0].Err; err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if calls, granted := budget.Counts(); calls > 15 {
+			t.Errorf("%d takes in 10 s for %g ECPUs granted: want about one a second", calls, granted)
+		}
+	})
+}
