@@ -72,6 +72,8 @@ func (av AttributeValue) Text() ([]string, error) {
 		return texts, nil
 	case TypeNull:
 		return nil, invalid("the attribute is NULL")
+	case typeUnavailable:
+		return nil, invalid("the source did not send the value (Debezium's unchanged TOASTed column: the table's REPLICA IDENTITY FULL sends it)")
 	case TypeMap, TypeList:
 		return nil, invalid("a map or list attribute cannot be part of a key")
 	default:
@@ -103,7 +105,7 @@ func (av AttributeValue) MarshalJSON() ([]byte, error) {
 		v = av.B
 	case TypeBoolean:
 		v = av.BOOL
-	case TypeNull:
+	case TypeNull, typeUnavailable:
 		v = true
 	case TypeStringSet, TypeNumberSet:
 		v = av.SS

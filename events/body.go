@@ -118,7 +118,12 @@ type fields struct {
 	entity, id, op, version  field  // change message
 	keys, tags, occurredAt   field
 	secondDelete, failover   field
-	msgBuf                   *[]byte // from messageBuffers, until release
+	// rows from a commit log: AWS DMS's record, and Debezium's (op above),
+	// bare or in its schema and payload wrapper
+	data, metadata, beforeImage field
+	before, after, source       field
+	schema, payload             field
+	msgBuf                      *[]byte // from messageBuffers, until release
 }
 
 type field struct {
@@ -176,6 +181,22 @@ func collect(raw []byte) (f fields, err error) {
 			f.secondDelete = field{value, kind}
 		case "failover":
 			f.failover = field{value, kind}
+		case "data":
+			f.data = field{value, kind}
+		case "metadata":
+			f.metadata = field{value, kind}
+		case "before-image":
+			f.beforeImage = field{value, kind}
+		case "before":
+			f.before = field{value, kind}
+		case "after":
+			f.after = field{value, kind}
+		case "source":
+			f.source = field{value, kind}
+		case "schema":
+			f.schema = field{value, kind}
+		case "payload":
+			f.payload = field{value, kind}
 		}
 		return end, nil
 	})
@@ -203,6 +224,12 @@ func decodeObject(raw []byte, env envelope, allowSNS bool, out []Change) ([]Chan
 		return decodeSNSEnvelope(&f, env, out)
 	case f.detailType != nil && f.detail != nil:
 		return decodeEventBridge(&f, env, out)
+	case f.metadata.kind == jsonscan.Object && f.entity.raw == nil && f.keys.raw == nil && f.tags.raw == nil:
+		return decodeDMS(&f, env, out)
+	case f.schema.raw != nil && f.payload.raw != nil:
+		return decodeDebeziumWrapped(&f, env, out)
+	case f.source.kind == jsonscan.Object && f.op.raw != nil && (f.before.raw != nil || f.after.raw != nil):
+		return decodeDebezium(&f, env, out)
 	default:
 		return appendChange(out, &f, env)
 	}

@@ -23,7 +23,25 @@ const (
 	SourceSNS         Source = "sns"
 	SourceEventBridge Source = "eventbridge"
 	SourceDynamoDB    Source = "dynamodb"
+	// A Kinesis data stream: its records hold change messages, or the
+	// rows a commit log's reader wrote (AWS DMS, Debezium) or DynamoDB's
+	// own records (Kinesis Data Streams for DynamoDB).
+	SourceKinesis Source = "kinesis"
+	// Rows from a database's commit log, as AWS DMS and Debezium write
+	// them: Table is schema.table, the images the row after and before.
+	SourceDMS      Source = "dms"
+	SourceDebezium Source = "debezium"
 )
+
+// Stream says whether records from s come in their shard's order, which
+// a record that fails for now holds: Lambda retries the shard from it.
+func (s Source) Stream() bool { return s == SourceDynamoDB || s == SourceKinesis }
+
+// Rows says whether changes from s are rows of a table — a DynamoDB item
+// or a database's row — that the rules' tables plan, by the row's images.
+func (s Source) Rows() bool {
+	return s == SourceDynamoDB || s == SourceDMS || s == SourceDebezium
+}
 
 // Change is one change to one entity: the unit that cache keys are planned
 // from.
@@ -60,7 +78,9 @@ type Change struct {
 	// Source is where the change was published.
 	Source Source
 
-	// DynamoDB stream records only.
+	// Rows only (Source.Rows): a DynamoDB stream record's table, or a
+	// database's schema.table; the item's key, or for a database's row
+	// the row as it is now (after, else before); and its images.
 	Table          string
 	ItemKey        Image
 	OldImage       Image

@@ -21,6 +21,8 @@ func Decode(source Source, raw []byte, keep Attributes) (d Delivery, changes []C
 		}
 		d = Delivery{ID: rec.SNS.MessageID, From: rec.SNS.TopicArn, SentAt: rec.SNS.Timestamp, message: []byte(rec.SNS.Message)}
 		changes, err = DecodeSNS(rec)
+	case SourceKinesis:
+		d, changes, err = decodeKinesis(raw, keep)
 	case SourceDynamoDB:
 		var c Change
 		if d.ID, c, err = DecodeDynamoDBJSON(raw, keep); err == nil {

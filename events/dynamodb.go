@@ -12,6 +12,7 @@ import (
 type StreamRecord struct {
 	EventName      string // INSERT, MODIFY or REMOVE
 	EventSourceARN string // the stream's ARN, which names the table
+	TableName      string // the table, as Kinesis Data Streams for DynamoDB names it instead
 	SequenceNumber string
 	// ApproximateCreationDateTime is when the change was made, to the
 	// second or, in newer records, the microsecond.
@@ -31,7 +32,10 @@ func DecodeDynamoDB(rec StreamRecord) (Change, error) {
 	if seq == "" {
 		return fail("no SequenceNumber")
 	}
-	table, ok := tableName(rec.EventSourceARN)
+	table, ok := rec.TableName, rec.TableName != ""
+	if !ok {
+		table, ok = tableName(rec.EventSourceARN)
+	}
 	if !ok {
 		return fail("eventSourceARN " + truncate([]byte(rec.EventSourceARN)) + " names no table")
 	}

@@ -18,7 +18,15 @@ import (
 // others only checked to be JSON, so that what no rule reads costs little
 // however large or deep it is. The key attributes are always decoded.
 func DecodeDynamoDBJSON(raw []byte, keep Attributes) (string, Change, error) {
-	var rec StreamRecord
+	return decodeDynamoDBJSON(raw, "", keep)
+}
+
+// decodeDynamoDBJSON is DecodeDynamoDBJSON of a record that may name its
+// table (tableName) rather than its stream, and carry no sequence number
+// of its own: Kinesis Data Streams for DynamoDB writes such records, which
+// their Kinesis record's sequence number, seq, names.
+func decodeDynamoDBJSON(raw []byte, seq string, keep Attributes) (string, Change, error) {
+	rec := StreamRecord{SequenceNumber: seq}
 	err := jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
 		if string(key) == "dynamodb" && startsWith(raw, i, '{') {
 			return decodeStreamRecord(raw, i, &rec, keep)
@@ -32,6 +40,8 @@ func DecodeDynamoDBJSON(raw []byte, keep Attributes) (string, Change, error) {
 			rec.EventName, err = stringField("eventName", raw[i:end], kind)
 		case "eventSourceARN":
 			rec.EventSourceARN, err = stringField("eventSourceARN", raw[i:end], kind)
+		case "tableName":
+			rec.TableName, err = stringField("tableName", raw[i:end], kind)
 		case "dynamodb":
 			err = invalid("dynamodb must be an object")
 		}
@@ -105,7 +115,9 @@ func decodeStreamRecord(data []byte, i int, sr *StreamRecord, keep Attributes) (
 			value := data[i:end]
 			switch string(key) {
 			case "SequenceNumber":
-				sr.SequenceNumber, err = stringField("SequenceNumber", value, kind)
+				if sr.SequenceNumber == "" {
+					sr.SequenceNumber, err = stringField("SequenceNumber", value, kind)
+				}
 			case "ApproximateCreationDateTime":
 				secs, perr := strconv.ParseFloat(unsafeString(value), 64)
 				if kind != jsonscan.Number || perr != nil {

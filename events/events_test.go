@@ -58,6 +58,17 @@ func TestGolden(t *testing.T) {
 			}
 			return out
 		},
+		"kinesis": func(t *testing.T, data []byte) (out []decoded) {
+			raws, err := SplitRecords(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, raw := range raws {
+				d, changes, err := Decode(SourceKinesis, raw, nil)
+				out = append(out, outcome(d.ID, changes, err))
+			}
+			return out
+		},
 		"dynamodb": func(t *testing.T, data []byte) (out []decoded) {
 			raws, err := SplitRecords(data)
 			if err != nil {

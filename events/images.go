@@ -3,19 +3,27 @@ package events
 import "github.com/invalidator-go/invalidator/internal/jsonscan"
 
 // WithoutImages returns a raw stream record with its item images emptied,
-// the rest byte for byte: what parking keeps of one too large for a
-// message, which its stream still holds whole.
+// or a Kinesis record with its data, the rest byte for byte: what parking
+// keeps of one too large for a message, which its stream still holds
+// whole.
 func WithoutImages(raw []byte) ([]byte, error) {
-	var cuts [][2]int // the images' values
+	type cut struct {
+		from, to int
+		empty    string
+	}
+	var cuts []cut // the images' values, or the data's
 	err := jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
-		if string(key) != "dynamodb" || i >= len(raw) || raw[i] != '{' {
+		if string(key) != "dynamodb" && string(key) != "kinesis" || i >= len(raw) || raw[i] != '{' {
 			_, end, err := jsonscan.ValueAt(raw, i)
 			return end, err
 		}
 		return jsonscan.WalkAt(raw, i, func(key []byte, i int) (int, error) {
 			_, end, err := jsonscan.ValueAt(raw, i)
-			if string(key) == "NewImage" || string(key) == "OldImage" {
-				cuts = append(cuts, [2]int{i, end})
+			switch string(key) {
+			case "NewImage", "OldImage":
+				cuts = append(cuts, cut{i, end, "{}"})
+			case "data":
+				cuts = append(cuts, cut{i, end, `""`})
 			}
 			return end, err
 		})
@@ -25,8 +33,8 @@ func WithoutImages(raw []byte) ([]byte, error) {
 	}
 	out, at := make([]byte, 0, len(raw)), 0
 	for _, c := range cuts {
-		out = append(append(out, raw[at:c[0]]...), "{}"...)
-		at = c[1]
+		out = append(append(out, raw[at:c.from]...), c.empty...)
+		at = c.to
 	}
 	return append(out, raw[at:]...), nil
 }

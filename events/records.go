@@ -7,7 +7,7 @@ import (
 )
 
 // SplitRecords returns the raw records of a Lambda event payload as Lambda
-// delivers it ({"Records":[...]}: SQS, SNS, DynamoDB Streams), undecoded and
+// delivers it ({"Records":[...]}: SQS, SNS, DynamoDB Streams, Kinesis), undecoded and
 // unvalidated, so that a function reads its payload once and decodes the
 // records in parallel (DecodeSQSJSON, DecodeDynamoDBJSON), which validate each
 // one: a record broken inside fails alone, by its ID. Decoding the payload
@@ -34,7 +34,7 @@ func SplitRecords(payload []byte) ([][]byte, error) {
 
 // SourceOf tells the source of one record of a Lambda payload by its
 // top-level members, for tools that read records of any source (invalidator
-// keys): a stream record holds "dynamodb", an SNS record "Sns", an SQS
+// keys): a stream record holds "dynamodb", a Kinesis record "kinesis", an SNS record "Sns", an SQS
 // record "body". ok is false for anything else: a message body, or no JSON
 // object at all.
 func SourceOf(raw []byte) (source Source, ok bool) {
@@ -42,6 +42,8 @@ func SourceOf(raw []byte) (source Source, ok bool) {
 		switch string(key) {
 		case "dynamodb":
 			source, ok = SourceDynamoDB, true
+		case "kinesis":
+			source, ok = SourceKinesis, true
 		case "Sns":
 			source, ok = SourceSNS, true
 		case "body":

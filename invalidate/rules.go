@@ -54,9 +54,10 @@ type RulesConfig struct {
 	AllowedKeys []string `json:"allowedKeys,omitempty"`
 	// Entities maps an entity to the templates of its change messages.
 	Entities map[string][]string `json:"entities,omitempty"`
-	// Tables maps a DynamoDB table to the templates of its stream records,
-	// which may also read the item: {key.NAME}, {new.PATH}, {old.PATH},
-	// {item.PATH} (both images).
+	// Tables maps a DynamoDB table, or a database's schema.table (rows
+	// from AWS DMS or Debezium), to the templates of its records, which may
+	// also read the item or row: {key.NAME} (a row: as it is now),
+	// {new.PATH}, {old.PATH}, {item.PATH} (both images).
 	Tables map[string][]string `json:"tables,omitempty"`
 	// Tags are the templates of the tags that changes invalidate, beside
 	// their keys: each deletes the entries that depend on it (writethrough's
@@ -307,7 +308,7 @@ func (r *Rules) Tags(c *events.Change, dst []string) ([]string, error) {
 		dst, first = room.given(dst, c.Tags)
 	} else {
 		templates := r.tagEntities[c.Entity]
-		if c.Source == events.SourceDynamoDB {
+		if c.Source.Rows() {
 			templates = r.tagTables[c.Table]
 		}
 		var reads imageReads
@@ -408,7 +409,7 @@ func (k keyRoom) given(dst, given []string) ([]string, error) {
 func (r *Rules) templatesFor(c *events.Change) []template {
 	var ts []template
 	var ok bool
-	if c.Source == events.SourceDynamoDB {
+	if c.Source.Rows() {
 		ts, ok = r.tables[c.Table]
 	} else {
 		ts, ok = r.entities[c.Entity]

@@ -307,6 +307,9 @@ func (t *template) scalar(seg *segment, c *events.Change) (string, error) {
 		}
 		return strconv.FormatInt(c.Version, 10), nil
 	}
+	if v == "" && seg.src == srcID && (c.Source == events.SourceDMS || c.Source == events.SourceDebezium) {
+		return "", &planError{Template: t.raw, Reason: "a database's row has no {id}: give its table a rule under tables"}
+	}
 	if v == "" {
 		return "", &planError{Template: t.raw, Reason: "placeholder " + seg.text + " is missing or empty"}
 	}
@@ -335,6 +338,20 @@ func (seg *segment) images(c *events.Change) []events.Image {
 func (seg *segment) noImage(c *events.Change) bool {
 	return seg.src == srcNew && c.Op == events.OpDelete && c.NewImage == nil ||
 		seg.src == srcOld && c.Op == events.OpCreate && c.OldImage == nil
+}
+
+// imageHint says what makes a source send the images rules read: a
+// database's row before an update names only its key by default, and an
+// {item.} placeholder over the row after alone would miss the old value.
+func imageHint(source events.Source) string {
+	switch source {
+	case events.SourceDMS:
+		return "the DMS task sends the row before an update with BeforeImageSettings: FieldName before-image, ColumnFilter all; PostgreSQL sends its old values with the table's REPLICA IDENTITY FULL"
+	case events.SourceDebezium:
+		return "PostgreSQL sends the old values of a row with the table's REPLICA IDENTITY FULL"
+	default:
+		return "is the stream NEW_AND_OLD_IMAGES?"
+	}
 }
 
 // imageReads are the distinct values of each attribute placeholder a
@@ -369,6 +386,14 @@ func (r *imageReads) of(seg *segment, c *events.Change) imageRead {
 // distinctValues reads the distinct texts of an attribute placeholder,
 // stopping at limit of them.
 func distinctValues(seg *segment, c *events.Change, limit int) imageRead {
+	// A database's row before an update carries only its key unless told
+	// otherwise: an {item.} placeholder must not quietly read the row after
+	// alone.
+	if seg.src == srcItem && c.Op == events.OpUpdate && (c.Source == events.SourceDMS || c.Source == events.SourceDebezium) {
+		if _, ok := c.OldImage.Lookup(seg.path); !ok {
+			return imageRead{reason: "placeholder " + seg.text + ": the row before the update does not carry it (" + imageHint(c.Source) + ")"}
+		}
+	}
 	var values []string
 	var seen map[string]bool // after the first value: sets are deduplicated in linear time
 	present, found := false, false
@@ -383,6 +408,9 @@ func distinctValues(seg *segment, c *events.Change, limit int) imageRead {
 		}
 		found = true
 		texts, err := av.Text()
+		if err != nil && av.Type == events.TypeNull && (c.Source == events.SourceDMS || c.Source == events.SourceDebezium) {
+			return imageRead{values: values, reason: "placeholder " + seg.text + ": " + err.Error() + " (if the column is not: " + imageHint(c.Source) + ")"}
+		}
 		if err != nil {
 			return imageRead{values: values, reason: "placeholder " + seg.text + ": " + err.Error()}
 		}
@@ -408,7 +436,7 @@ func distinctValues(seg *segment, c *events.Change, limit int) imageRead {
 	}
 	switch {
 	case !present:
-		return imageRead{reason: "placeholder " + seg.text + ": the record carries no such image (is the stream NEW_AND_OLD_IMAGES?)"}
+		return imageRead{reason: "placeholder " + seg.text + ": the record carries no such image (" + imageHint(c.Source) + ")"}
 	case !found:
 		return imageRead{reason: "placeholder " + seg.text + " is missing from the item"}
 	case len(values) == 0:

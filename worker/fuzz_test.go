@@ -70,3 +70,9 @@ func FuzzSNSFrontEnd(f *testing.F) {
 		return named(w.Lambda(ctx, events.SourceSNS, payload))
 	})
 }
+
+func FuzzKinesisFrontEnd(f *testing.F) {
+	fuzzFrontEnd(f, "kinesis*.json", func(w *Worker, ctx context.Context, payload []byte) ([]string, error) {
+		return named(w.Lambda(ctx, events.SourceKinesis, payload))
+	})
+}

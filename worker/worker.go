@@ -219,14 +219,14 @@ func (w *Worker) parkFailed(ctx context.Context, source events.Source, o *Outcom
 			continue
 		}
 		if res.Transient {
-			if source == events.SourceDynamoDB {
+			if source.Stream() {
 				break
 			}
 			continue
 		}
 		park = append(park, i)
 	}
-	if source != events.SourceDynamoDB {
+	if !source.Stream() {
 		w.park(ctx, source, o.Records, park, delivered)
 		return
 	}

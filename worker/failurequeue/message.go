@@ -51,7 +51,7 @@ func (r *Record) Message(maxBytes int) (queues.Outgoing, error) {
 		return queues.Outgoing{}, errors.New("an empty record: nothing to park") // SQS takes no empty body
 	}
 	m := r.message(r.Content, r.Data)
-	if m.Size() > maxBytes && r.Source == events.SourceDynamoDB && r.Content == WholeRecord {
+	if m.Size() > maxBytes && r.Source.Stream() && r.Content == WholeRecord {
 		if short, err := events.WithoutImages(r.Data); err == nil {
 			m = r.message(RecordWithoutImages, short)
 		}

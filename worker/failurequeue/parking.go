@@ -65,7 +65,7 @@ type Record struct {
 // raw, as Lambda gave it.
 func New(source events.Source, function string, d events.Delivery, reason string, raw []byte, at time.Time) Record {
 	r := Record{Source: source, Function: function, ID: d.ID, Reason: reason, ParkedAt: at.UTC(), Content: WholeRecord, Data: raw}
-	if source == events.SourceDynamoDB || raw != nil && !utf8.Valid(raw) {
+	if source.Stream() || raw != nil && !utf8.Valid(raw) {
 		return r // no message, or one that cannot be told byte for byte
 	}
 	if msg, ok := d.Message(); ok {

@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -139,6 +140,14 @@ func snsPayload(id, message string) []byte {
 		"Sns", obj("Type", `"Notification"`, "MessageId", str(id), "TopicArn", `"arn:aws:sns:us-east-1:123456789012:cache-changes"`,
 			"Subject", "null", "Message", str(message), "Timestamp", str(time.Now().UTC().Format(time.RFC3339Nano)),
 			"SignatureVersion", `"1"`, "Signature", `"c2lnbmF0dXJl"`, "MessageAttributes", "{}")) + `]}`)
+}
+
+// kinesisRecord is a record of a Kinesis event whose data is body.
+func kinesisRecord(seq, body string) string {
+	return obj("kinesis", obj("kinesisSchemaVersion", `"1.0"`, "partitionKey", `"k"`, "sequenceNumber", str(seq),
+		"data", str(base64.StdEncoding.EncodeToString([]byte(body))), "approximateArrivalTimestamp", strconv.FormatInt(time.Now().Unix(), 10)),
+		"eventSource", `"aws:kinesis"`, "eventID", str("shardId-000000000000:"+seq), "eventName", `"aws:kinesis:record"`,
+		"eventSourceARN", `"arn:aws:kinesis:us-east-1:123456789012:stream/commit-log"`)
 }
 
 func streamPayload(records []string) []byte {

@@ -30,7 +30,7 @@ import (
 
 // frontEnds are the ways records reach the worker, in the order a row
 // runs through them.
-var frontEnds = []string{"sqs-function", "sns-function", "stream-function", "poller"}
+var frontEnds = []string{"sqs-function", "sns-function", "stream-function", "kinesis-function", "poller"}
 
 // timeout is each invoke's, the template's FunctionTimeout: a front end
 // answers before it. Batches are as the template's event sources make
@@ -108,6 +108,14 @@ func (r *row) inputs(fe, ns string) (in []input, goodKey string) {
 		seq := fmt.Sprintf("%021d", (len(in)+1)*100)
 		return append(in, input{id: seq, raw: streamRecord(seq, modify(ns+"good", "labels", attrSS([]string{ns + "good"}))), good: true}),
 			"cache:product:" + ns + "good"
+	}
+	if fe == "kinesis-function" { // the messages as a commit log's reader or a producer puts them on a Kinesis stream
+		for i, body := range append(r.messages(ns), goodBody) {
+			seq := fmt.Sprintf("%021d", (i+1)*100)
+			in = append(in, input{id: seq, raw: kinesisRecord(seq, body)})
+		}
+		in[len(in)-1].good = true
+		return in, goodKey
 	}
 	for i, body := range r.messages(ns) {
 		in = append(in, input{id: "m" + strconv.Itoa(i), raw: body})
@@ -190,7 +198,9 @@ func runOne(t *testing.T, e func(ns string, watch []string) *env, r *row, fe str
 	case "sns-function":
 		retried, err = snsFunction(w, in, &out)
 	case "stream-function":
-		retried, err = streamFunction(w, in, &out)
+		retried, err = streamFunction(w, in, &out, lambda.DynamoDB)
+	case "kinesis-function":
+		retried, err = streamFunction(w, in, &out, lambda.Kinesis)
 	case "poller":
 		retried, err = runPoller(w, env, in, names, &out)
 	}
@@ -412,7 +422,10 @@ func snsFunction(w *worker.Worker, in []input, out *outcome) (map[string]string,
 // streamFunction invokes the stream function with the records, in order;
 // a shard is retried from its lowest record reported, and every record
 // after it comes again.
-func streamFunction(w *worker.Worker, in []input, out *outcome) (map[string]string, error) {
+// streamFunction runs a stream's front end, DynamoDB's or Kinesis's, a
+// batch at a time, until one answers records to retry: the shard stops
+// there.
+func streamFunction[R any](w *worker.Worker, in []input, out *outcome, handle func(*worker.Worker, context.Context, []byte) (R, error)) (map[string]string, error) {
 	retry := map[string]string{}
 	for _, batch := range chunks(in, streamBatch) {
 		raws := make([]string, len(batch))
@@ -421,7 +434,7 @@ func streamFunction(w *worker.Worker, in []input, out *outcome) (map[string]stri
 		}
 		payload := streamPayload(raws)
 		var resp any
-		err := invoke(func(ctx context.Context) (err error) { resp, err = lambda.DynamoDB(w, ctx, payload); return err })
+		err := invoke(func(ctx context.Context) (err error) { resp, err = handle(w, ctx, payload); return err })
 		out.Invokes++
 		if err != nil {
 			return nil, fmt.Errorf("the invoke failed: %w", err)

@@ -30,6 +30,15 @@ func DynamoDB(w *worker.Worker, ctx context.Context, payload []byte) (lambdaeven
 	})}, err
 }
 
+// Kinesis answers an invoke of a Kinesis stream: the sequence numbers to
+// retry as batch item failures; Lambda retries from the lowest.
+func Kinesis(w *worker.Worker, ctx context.Context, payload []byte) (lambdaevents.KinesisEventResponse, error) {
+	rep, err := w.Lambda(ctx, events.SourceKinesis, payload)
+	return lambdaevents.KinesisEventResponse{BatchItemFailures: failures(rep, func(id string) lambdaevents.KinesisBatchItemFailure {
+		return lambdaevents.KinesisBatchItemFailure{ItemIdentifier: id}
+	})}, err
+}
+
 // failures are the batch item failures of the records to retry, each once;
 // an empty list, never null, when there are none.
 func failures[F any](o worker.Outcome, failure func(id string) F) []F {

@@ -213,8 +213,10 @@ func (r *Replayer) decode(source events.Source, raw []byte) invalidate.Record {
 // with its coordinates, or a record whole, or read again from its stream.
 func (r *Replayer) parked(ctx context.Context, p failurequeue.Record) ([]invalidate.Record, error) {
 	switch {
-	case p.Source != events.SourceSQS && p.Source != events.SourceSNS && p.Source != events.SourceDynamoDB:
+	case p.Source != events.SourceSQS && p.Source != events.SourceSNS && !p.Source.Stream():
 		return nil, fmt.Errorf("parked record from an unknown source %q", p.Source)
+	case p.Content == failurequeue.RecordWithoutImages && p.Source == events.SourceKinesis:
+		return nil, errors.New("a Kinesis record parked without its data, too large for a message: replay does not read Kinesis yet; read it at its stream and sequence number (the record's coordinates) while the stream keeps it")
 	case p.Content == failurequeue.RecordWithoutImages:
 		return r.streamRecord(ctx, p.Data)
 	case p.Content == failurequeue.WholeRecord:

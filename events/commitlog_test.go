@@ -1,0 +1,73 @@
+package events
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// kinesisRecord is a record of a Lambda Kinesis event carrying data.
+func kinesisRecord(seq string, data []byte) []byte {
+	rec, _ := json.Marshal(map[string]any{
+		"kinesis": map[string]any{"kinesisSchemaVersion": "1.0", "partitionKey": "k", "sequenceNumber": seq,
+			"data": base64.StdEncoding.EncodeToString(data), "approximateArrivalTimestamp": 1796000000.123},
+		"eventSource": "aws:kinesis", "eventID": "shardId-000000000000:" + seq, "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/cdc",
+	})
+	return rec
+}
+
+// TestCommitLogGolden: each record under testdata/cdc, as its engine wrote
+// it (SOURCES.md there says where each comes from), decoded from a Kinesis
+// record, has its expected changes in X.golden.json; DMS's and Debezium's
+// decode the same from an SQS message's body. -update rewrites them.
+func TestCommitLogGolden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/cdc/*.json")
+	for _, file := range files {
+		if strings.HasSuffix(file, ".golden.json") {
+			continue
+		}
+		name := strings.TrimSuffix(filepath.Base(file), ".json")
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, changes, err := Decode(SourceKinesis, kinesisRecord("4959", data), nil)
+			if err != nil && !strings.HasPrefix(name, "dsql") {
+				t.Errorf("decoding %s: %v", name, err)
+			}
+			got, _ := json.MarshalIndent(outcome("4959", changes, err), "", "  ")
+			golden := filepath.Join("testdata", "cdc", name+".golden.json")
+			if *update {
+				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./events -update to create it)", err)
+			}
+			if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
+				t.Errorf("decoding %s differs from %s:\n%s", file, golden, got)
+			}
+			if strings.HasPrefix(name, "ddb") || strings.HasPrefix(name, "dsql") {
+				return
+			}
+			body, _ := json.Marshal(string(data))
+			_, fromSQS, err := Decode(SourceSQS, []byte(`{"messageId":"m1","body":`+string(body)+`}`), nil)
+			if err != nil || len(fromSQS) != len(changes) {
+				t.Fatalf("from an SQS body: %d changes, %v; from Kinesis %d", len(fromSQS), err, len(changes))
+			}
+			for i := range changes {
+				fromSQS[i].OccurredAt = changes[i].OccurredAt // the envelope's time when the record has none
+				if a, b := mustJSON(t, fromSQS[i]), mustJSON(t, changes[i]); a != b {
+					t.Errorf("from an SQS body:\n%s\nfrom Kinesis:\n%s", a, b)
+				}
+			}
+		})
+	}
+}
