@@ -70,6 +70,7 @@ build: ## build functions/<name> into bin/<name>/bootstrap, bin/poller/poller an
 fn_SqsInvalidate := sqs-invalidate
 fn_SnsInvalidate := sns-invalidate
 fn_StreamInvalidate := stream-invalidate
+fn_KinesisInvalidate := kinesis-invalidate
 build-%Function:
 	$(ENV) && GOARCH=$${GOARCH:-arm64} $(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./functions/$(fn_$*)
 

@@ -204,10 +204,11 @@ func TestPackageCommentsNameTheirPackage(t *testing.T) {
 
 // The budget a newcomer reads in minutes: bench/README.md, which make
 // bench-record fills, and the reference pages with it (131,000 since the
-// fleet's ECPU budget, after cuts of as much elsewhere).
+// fleet's ECPU budget, after cuts of as much elsewhere; 133,100 since the
+// commit log's page, 2 KB).
 const (
 	benchReadmeMaxBytes = 20_000
-	docsMaxBytes        = 131_000
+	docsMaxBytes        = 133_100
 )
 
 // docsSize is the bytes of bench/README.md, and of docs/*.md with bench/*.md

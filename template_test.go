@@ -103,8 +103,8 @@ func functions(t *testing.T, tpl node) map[string]node {
 			fns[name] = r
 		}
 	}
-	if len(fns) != 3 {
-		t.Fatalf("found functions %v, want the SQS, SNS and stream ones", fns)
+	if len(fns) != 4 {
+		t.Fatalf("found functions %v, want the SQS, SNS, stream and Kinesis ones", fns)
 	}
 	return fns
 }
@@ -143,14 +143,14 @@ func TestEveryBatchSourceReportsItemFailures(t *testing.T) {
 		events := fn.get("Properties", "Events")
 		for _, ev := range events.values() {
 			switch typ := ev.get("Type").value(); typ {
-			case "SQS", "DynamoDB":
+			case "SQS", "DynamoDB", "Kinesis":
 				batchSources++
 				types := ev.get("Properties", "FunctionResponseTypes").items()
 				if len(types) != 1 || types[0].Value != "ReportBatchItemFailures" {
 					t.Errorf("%s: %s event without ReportBatchItemFailures: a failed record would fail its whole batch", name, typ)
 				}
 			}
-			if ev.get("Type").value() == "DynamoDB" {
+			if typ := ev.get("Type").value(); typ == "DynamoDB" || typ == "Kinesis" {
 				p := ev.get("Properties")
 				if p.get("BisectBatchOnFunctionError").value() != "true" {
 					t.Errorf("%s: stream event without BisectBatchOnFunctionError", name)
@@ -174,8 +174,120 @@ func TestEveryBatchSourceReportsItemFailures(t *testing.T) {
 			}
 		}
 	}
-	if batchSources != 3 {
-		t.Fatalf("%d SQS/stream event sources, want 3: the queue, the second deletes and the stream", batchSources)
+	if batchSources != 4 {
+		t.Fatalf("%d SQS/stream event sources, want 4: the queue, the second deletes, the stream and Kinesis", batchSources)
+	}
+}
+
+// TestTemplateKinesisMirrorsTheStream: the Kinesis function, for a data stream of
+// your own (KinesisStreamArn: a commit log's rows, or DynamoDB's changes),
+// exists only when one is named, and is the stream function's twin: the
+// same mapping settings (bisect, partial batch responses, the failure queue
+// on failure), environment, statements and alarms, and it reads its stream
+// by the ARN given. cfn-lint checks the template with a stream named.
+func TestTemplateKinesisMirrorsTheStream(t *testing.T) {
+	tpl := loadTemplate(t)
+	res := tpl.get("Resources")
+	fns := functions(t, tpl)
+	kin, stream := fns["KinesisInvalidateFunction"], fns["StreamInvalidateFunction"]
+	if !kin.ok() || !stream.ok() {
+		t.Fatal("no KinesisInvalidateFunction beside StreamInvalidateFunction")
+	}
+	if c := kin.get("Condition").value(); c != "HasKinesis" || !offAtDefaults(tpl, kin) || !strings.Contains(tpl.get("Conditions", c).text(), "KinesisStreamArn") {
+		t.Errorf("the Kinesis function has condition %q: want HasKinesis, on only when KinesisStreamArn names a stream", c)
+	}
+	var mappings []node
+	for name, fn := range fns {
+		for _, ev := range fn.get("Properties", "Events").values() {
+			if ev.get("Type").value() == "Kinesis" {
+				if name != "KinesisInvalidateFunction" {
+					t.Errorf("%s has a Kinesis event: it would be made without HasKinesis", name)
+				}
+				mappings = append(mappings, ev.get("Properties"))
+			}
+		}
+	}
+	if len(mappings) != 1 {
+		t.Fatalf("%d Kinesis mappings, want the Kinesis function's one", len(mappings))
+	}
+	p := mappings[0]
+	if got := p.get("Stream").text(); got != "!Ref KinesisStreamArn\n" {
+		t.Errorf("the Kinesis mapping reads %q, want KinesisStreamArn", got)
+	}
+	if p.get("BisectBatchOnFunctionError").value() != "true" {
+		t.Error("the Kinesis mapping does not bisect a failing batch")
+	}
+	if types := p.get("FunctionResponseTypes").items(); len(types) != 1 || types[0].Value != "ReportBatchItemFailures" {
+		t.Error("the Kinesis mapping without ReportBatchItemFailures: a failed record would fail its whole batch")
+	}
+	if d := p.get("DestinationConfig", "OnFailure", "Destination").text(); !strings.Contains(d, "FailureQueue") {
+		t.Errorf("the Kinesis mapping's OnFailure destination is %q, want the failure queue: given-up records would vanish", d)
+	}
+	sp := stream.get("Properties", "Events", "Stream", "Properties")
+	for i, key := range sp.keys() {
+		if want := sp.values()[i].text(); key != "Stream" && p.get(key).text() != want {
+			t.Errorf("the Kinesis mapping's %s is %q, the stream's %q", key, p.get(key).text(), want)
+		}
+	}
+	envNames := func(fn node) []string {
+		return slices.Sorted(slices.Values(fn.get("Properties", "Environment", "Variables").keys()))
+	}
+	if got, want := envNames(kin), envNames(stream); !slices.Equal(got, want) {
+		t.Errorf("the Kinesis function's environment has %v, the stream function's %v", got, want)
+	}
+	sids := func(fn node) (out []string) {
+		for _, pol := range fn.get("Properties", "Policies").items() {
+			for _, st := range pol.get("Statement").items() {
+				if st.Tag == "!If" {
+					st = node{st.Content[1]}
+				}
+				out = append(out, st.get("Sid").value())
+			}
+		}
+		return out
+	}
+	if got, want := sids(kin), sids(stream); !slices.Equal(slices.DeleteFunc(slices.Clone(got), func(s string) bool { return s == "KinesisRead" }), want) || len(got) != len(want)+1 {
+		t.Errorf("the Kinesis function's statements are %v, want the stream function's %v and KinesisRead", got, want)
+	}
+	for _, pol := range kin.get("Properties", "Policies").items() {
+		for _, st := range pol.get("Statement").items() {
+			if st.get("Sid").value() == "KinesisRead" && st.get("Resource").text() != "!Ref KinesisStreamArn\n" {
+				t.Errorf("the Kinesis function reads %s, want the stream KinesisStreamArn names", strings.TrimSpace(st.get("Resource").text()))
+			}
+		}
+	}
+	for _, name := range res.keys() {
+		a := res.get(name)
+		if a.get("Type").value() != "AWS::CloudWatch::Alarm" || !strings.Contains(a.get("Properties", "Dimensions").text(), "StreamInvalidateFunction") {
+			continue
+		}
+		twin := false
+		for _, other := range res.keys() {
+			b := res.get(other)
+			twin = twin || b.get("Type").value() == "AWS::CloudWatch::Alarm" && b.get("Condition").value() == "HasKinesis" &&
+				strings.Contains(b.get("Properties", "Dimensions").text(), "KinesisInvalidateFunction") &&
+				b.get("Properties", "MetricName").value() == a.get("Properties", "MetricName").value() &&
+				b.get("Properties", "Threshold").text() == a.get("Properties", "Threshold").text()
+		}
+		if !twin {
+			t.Errorf("%s watches the stream function, and no alarm under HasKinesis the Kinesis function's %s", name, a.get("Properties", "MetricName").value())
+		}
+	}
+	if out := tpl.get("Outputs", "KinesisInvalidateFunctionName"); out.get("Condition").value() != "HasKinesis" || out.get("Value").text() != "!Ref KinesisInvalidateFunction\n" {
+		t.Error("no KinesisInvalidateFunctionName output under HasKinesis")
+	}
+	if _, err := exec.LookPath("cfn-lint"); err != nil {
+		if testenv.InCI() {
+			t.Fatal("cfn-lint is not installed")
+		}
+		t.Skip("cfn-lint is not installed (pip install cfn-lint)")
+	}
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	if err := os.WriteFile(path, []byte(withDefaults(t, map[string]string{"KinesisStreamArn": "arn:aws:kinesis:eu-west-1:123456789012:stream/commit-log"})), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cfn-lint", path).CombinedOutput(); err != nil {
+		t.Errorf("cfn-lint with KinesisStreamArn set: %v\n%s", err, out)
 	}
 }
 
@@ -363,7 +475,7 @@ func TestNothingIsGivenUpWhileTheCacheMayComeBack(t *testing.T) {
 		}
 		for _, ev := range fn.get("Properties", "Events").values() {
 			p := ev.get("Properties")
-			if ev.get("Type").value() == "DynamoDB" {
+			if typ := ev.get("Type").value(); typ == "DynamoDB" || typ == "Kinesis" {
 				if p.get("StartingPosition").value() != "TRIM_HORIZON" {
 					t.Errorf("%s: a new stream mapping must start at TRIM_HORIZON, or it misses what was written before it", name)
 				}
@@ -412,8 +524,8 @@ func TestQueuesAndDeadLetters(t *testing.T) {
 	if len(timeouts) == 0 {
 		t.Fatal("no allowed function timeouts")
 	}
-	for _, alarm := range []string{"DeadLetterQueueAlarm", "FailureQueueAlarm", "StreamIteratorAgeAlarm",
-		"SqsFunctionErrorsAlarm", "SnsFunctionErrorsAlarm", "StreamFunctionErrorsAlarm"} {
+	for _, alarm := range []string{"DeadLetterQueueAlarm", "FailureQueueAlarm", "StreamIteratorAgeAlarm", "KinesisIteratorAgeAlarm",
+		"SqsFunctionErrorsAlarm", "SnsFunctionErrorsAlarm", "StreamFunctionErrorsAlarm", "KinesisFunctionErrorsAlarm"} {
 		if tpl.get("Resources", alarm, "Type").value() != "AWS::CloudWatch::Alarm" {
 			t.Errorf("alarm %s is missing", alarm)
 		}
@@ -662,7 +774,7 @@ func TestDeployedPoliciesHaveNoWildcardActions(t *testing.T) {
 			}
 		}
 	}
-	if generated != 3 {
+	if generated != 4 {
 		t.Fatalf("%d generated roles, want one per function", generated)
 	}
 }
@@ -715,7 +827,10 @@ func TestSQSBatchesOverTenHaveAWindow(t *testing.T) {
 // cannot be read, covers every process the template's defaults may run
 // at once — each SQS mapping's MaximumConcurrency, each stream mapping's
 // shards (10 assumed) × ParallelizationFactor, the poller's tasks — so
-// that the processes' fallback shares add up to no more than it.
+// that the processes' fallback shares add up to no more than it. A function
+// the defaults do not create (the Kinesis one) is not counted: its
+// processes are named in WorkerMaxProcesses' description, for whoever
+// turns it on.
 func TestTheFleetsBudgetIsOnForTheWholeFleet(t *testing.T) {
 	tpl := loadTemplate(t)
 	params := tpl.get("Parameters")
@@ -729,6 +844,12 @@ func TestTheFleetsBudgetIsOnForTheWholeFleet(t *testing.T) {
 	const shards = 10
 	processes := def("PollerMaxTasks")
 	for name, fn := range functions(t, tpl) {
+		if offAtDefaults(tpl, fn) {
+			if typ := fn.get("Properties", "Events", "Stream", "Type").value(); typ == "" || !strings.Contains(params.get("WorkerMaxProcesses", "Description").value(), typ) {
+				t.Errorf("%s, off at the defaults, has its %q processes left out of WorkerMaxProcesses' description", name, typ)
+			}
+			continue
+		}
 		for _, ev := range fn.get("Properties", "Events").values() {
 			switch ev.get("Type").value() {
 			case "SQS":
@@ -746,4 +867,21 @@ func TestTheFleetsBudgetIsOnForTheWholeFleet(t *testing.T) {
 	if most := def("WorkerMaxProcesses"); most < processes {
 		t.Errorf("WorkerMaxProcesses defaults to %d, under the %d processes the defaults may run", most, processes)
 	}
+}
+
+// offAtDefaults: the resource's condition is !Not [!Equals [!Ref P, ""]]
+// and P defaults to "" — an optional resource of your own, off unless
+// named. Other conditions count as on.
+func offAtDefaults(tpl, r node) bool {
+	cond := tpl.get("Conditions", r.get("Condition").value())
+	not := cond.items()
+	if cond.Tag != "!Not" || len(not) != 1 || not[0].Tag != "!Equals" {
+		return false
+	}
+	eq := not[0].items()
+	if len(eq) != 2 || eq[0].Tag != "!Ref" || eq[1].Value != "" {
+		return false
+	}
+	d := tpl.get("Parameters", eq[0].Value, "Default")
+	return d.ok() && d.Value == ""
 }
