@@ -1,0 +1,76 @@
+package functions
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/invalidator-go/invalidator/localstack/rie"
+	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/worker/failurequeue"
+)
+
+// kinesisRules plan a database's rows by their schema.table.
+const kinesisRules = `tables:
+  public.profile: ["cache:profile:{key.id}", "cache:color:{item.color}"]
+  inventory.users: ["cache:user:{key.id}"]
+`
+
+// kinesisEvent is a Lambda Kinesis event of data, one record each, with
+// sequence numbers 100, 200...
+func kinesisEvent(data ...[]byte) map[string]any {
+	var records []map[string]any
+	for i, d := range data {
+		seq := strings.Repeat("0", 18) + string(rune('1'+i)) + "00"
+		records = append(records, map[string]any{
+			"kinesis": map[string]any{"kinesisSchemaVersion": "1.0", "partitionKey": "k", "sequenceNumber": seq,
+				"data": base64.StdEncoding.EncodeToString(d), "approximateArrivalTimestamp": 1796000000.5},
+			"eventSource": "aws:kinesis", "eventID": "shardId-000000000000:" + seq, "eventName": "aws:kinesis:record",
+			"awsRegion": "us-east-1", "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/commit-log",
+		})
+	}
+	return map[string]any{"Records": records}
+}
+
+// TestKinesisFunctionUnderTheEmulator: rows as Debezium and AWS DMS write
+// them to Kinesis, through the real bootstrap, delete their keys — a row
+// moved from one color to another both colors —; a row whose old value
+// PostgreSQL did not send is parked saying what to turn on, and one too
+// large for a message without its data; no record holds the shard.
+func TestKinesisFunctionUnderTheEmulator(t *testing.T) {
+	c := testenv.Cache(t)
+	ns := strings.ToLower(rand.Text()[:10])
+	id1, id2, id3, user := ns+"1", ns+"2", ns+"3", ns+"u"
+	keys := []string{"cache:profile:" + id1, "cache:color:red" + ns, "cache:color:blue" + ns, "cache:profile:" + id3, "cache:user:" + user}
+	setKeys(t, c, append(keys, "cache:profile:"+id2)...)
+	failures, env := failureQueue(t)
+	fn := emulator(t, "kinesis-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: append(env, "INVALIDATION_RULES="+kinesisRules)})
+
+	full := `{"before":{"id":"` + id1 + `","color":"red` + ns + `"},"after":{"id":"` + id1 + `","color":"blue` + ns + `"},` +
+		`"source":{"connector":"postgresql","schema":"public","table":"profile","ts_ms":1796000000000},"op":"u","ts_ms":1796000000100}`
+	noBefore := `{"schema":{"type":"struct"},"payload":{"before":null,"after":{"id":"` + id2 + `","color":"green"},` +
+		`"source":{"connector":"postgresql","schema":"public","table":"profile"},"op":"u"}}`
+	deleted := `{"before":{"id":"` + id3 + `","color":"blue` + ns + `"},"after":null,"source":{"schema":"public","table":"profile"},"op":"d"}`
+	dms := `{"data":{"id":"` + user + `","name":"Ann"},"metadata":{"timestamp":"2026-12-07T04:00:00.123456Z","record-type":"data",` +
+		`"operation":"delete","partition-key-type":"schema-table","schema-name":"inventory","table-name":"users","transaction-id":42}}`
+	huge := []byte(strings.Repeat("<", 900_000)) // no JSON, and 1.2 MB in base64: over a message
+	ev := kinesisEvent([]byte(full), []byte(noBefore), []byte(deleted), []byte(dms), huge, nil)
+	if failed := batchFailures(t, fn, ev); len(failed) != 0 {
+		t.Fatalf("failed sequence numbers = %q, want none: the bad records are parked, so they never hold the shard", failed)
+	}
+	p := parked(t, failures, 2)
+	if ids := parkedIDs(p); !slices.Equal(ids, []string{"000000000000000000200", "000000000000000000500"}) {
+		t.Fatalf("parked %q, want 200 and 500", ids)
+	}
+	for _, r := range p {
+		switch {
+		case strings.HasSuffix(r.ID, "200") && !strings.Contains(r.Reason, "REPLICA IDENTITY FULL"):
+			t.Errorf("200 parked for %q: want it to say what to turn on", r.Reason)
+		case strings.HasSuffix(r.ID, "500") && r.Content != failurequeue.RecordWithoutImages:
+			t.Errorf("500 parked as %s: want it without its data", r.Content)
+		}
+	}
+	requireGone(t, c, keys...)
+}
