@@ -437,6 +437,8 @@ func distinctValues(seg *segment, c *events.Change, limit int) imageRead {
 	switch {
 	case !present:
 		return imageRead{reason: "placeholder " + seg.text + ": the record carries no such image (" + imageHint(c.Source) + ")"}
+	case !found && (c.Source == events.SourceDMS || c.Source == events.SourceDebezium):
+		return imageRead{reason: "placeholder " + seg.text + " is missing from the row (" + imageHint(c.Source) + ")"}
 	case !found:
 		return imageRead{reason: "placeholder " + seg.text + " is missing from the item"}
 	case len(values) == 0:

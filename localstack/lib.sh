@@ -105,6 +105,13 @@ ensure_cache_server() {
   cache_server_bin >/dev/null || die "neither valkey-server nor redis-server could be installed"
 }
 
+# ensure_postgres installs Debian's PostgreSQL 15 with wal2json: the local
+# commit log, which localstack/cdc reads.
+ensure_postgres() {
+  [ -x /usr/lib/postgresql/15/bin/initdb ] && [ -f /usr/lib/postgresql/15/lib/wal2json.so ] && command -v psql >/dev/null && return
+  apt_install postgresql-15 postgresql-15-wal2json postgresql-client-15
+}
+
 ensure_openssl() { command -v openssl >/dev/null || apt_install openssl; }
 
 # moto_cmd prints the command that starts moto: moto's server through

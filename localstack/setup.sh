@@ -50,6 +50,7 @@ command -v gcc >/dev/null || apt_install gcc libc6-dev
 ensure_openssl
 ensure_cache_server
 ensure_moto
+ensure_postgres
 python_tool aws awscli
 python_tool cfn-lint cfn-lint
 
@@ -74,6 +75,6 @@ for module in . bench cmd/image; do
   (cd "$module" && go mod download all && go list -deps -test ./... >/dev/null)
 done
 install_rie
-record_tools go gofmt "$(basename "$(cache_server_bin)")" "$(basename "$(cache_cli_bin)")" openssl curl aws cfn-lint \
+record_tools go gofmt "$(basename "$(cache_server_bin)")" "$(basename "$(cache_cli_bin)")" openssl curl aws cfn-lint psql \
   $(read -ra moto <<<"$(moto_cmd)" && basename "${moto[0]}")
-say "setup: $(go version | cut -d' ' -f3), $("$(cache_server_bin)" --version | cut -d' ' -f1-3), moto $(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null || echo '(version unknown)'), $(aws --version 2>&1 | cut -d' ' -f1), cfn-lint $(cfn-lint --version | cut -d' ' -f2)"
+say "setup: $(go version | cut -d' ' -f3), $("$(cache_server_bin)" --version | cut -d' ' -f1-3), moto $(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null || echo '(version unknown)'), PostgreSQL $(/usr/lib/postgresql/15/bin/postgres --version | cut -d' ' -f3) with wal2json, $(aws --version 2>&1 | cut -d' ' -f1), cfn-lint $(cfn-lint --version | cut -d' ' -f2)"
