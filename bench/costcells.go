@@ -99,7 +99,7 @@ func (s *costStack) measure(ctx context.Context, c cell, n int) cellUse {
 		first := s.startLambda(s.bin+"/stream-invalidate/bootstrap", func(own *apiCounter) []string { return s.functionEnv(own, c.second) })
 		streams := dynamodbstreams.NewFromConfig(s.aws, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(first.mapping.URL) })
 		u = s.lambdaCell(ctx, c, n, first, again, func() {
-			first.run(ctx, &esm.StreamMapping{Client: streams, StreamARN: arn, Function: first.fn, BatchSize: int32(c.batch), Logger: s.warnings})
+			first.run(ctx, &esm.StreamMapping{Client: streams, StreamARN: arn, Settings: esm.Settings{Function: first.fn, BatchSize: int32(c.batch), Logger: s.warnings}})
 		}, func() bool { b, _, _ := first.fn.logs.sums(); return b.Records >= n })
 	case "sns":
 		first := s.startLambda(s.bin+"/sns-invalidate/bootstrap", func(own *apiCounter) []string { return s.functionEnv(own, c.second) })

@@ -48,7 +48,7 @@ func TestTableChangesReachTheStreamFunction(t *testing.T) {
 	table, stream := awsenv.Table(t)
 	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: []string{
 		"INVALIDATION_RULES=" + strings.ReplaceAll(streamRules, "Products", table)}})
-	mapping(t, (&esm.StreamMapping{Client: awsenv.Streams(t), StreamARN: stream, Function: fn}).Run)
+	mapping(t, (&esm.StreamMapping{Client: awsenv.Streams(t), StreamARN: stream, Settings: esm.Settings{Function: fn}}).Run)
 	db := awsenv.DynamoDB(t)
 	ns := rand.Text()
 	product, catA, catB := "cache:product:"+ns, "cache:category:A"+ns, "cache:category:B"+ns
@@ -140,7 +140,7 @@ func TestFailingStreamRecordIsParked(t *testing.T) {
 	failures, env := failureQueue(t)
 	fn := emulator(t, "stream-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: append(env,
 		"INVALIDATION_RULES=tables: {"+table+`: ["cache:product:{key.id}:{new.category}"]}`)})
-	mapping(t, (&esm.StreamMapping{Client: awsenv.Streams(t), StreamARN: stream, Function: fn}).Run)
+	mapping(t, (&esm.StreamMapping{Client: awsenv.Streams(t), StreamARN: stream, Settings: esm.Settings{Function: fn}}).Run)
 	db := awsenv.DynamoDB(t)
 	put := func(item map[string]ddbtypes.AttributeValue) {
 		if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {

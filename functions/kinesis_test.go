@@ -6,9 +6,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/invalidator-go/invalidator/localstack/cdc"
+	"github.com/invalidator-go/invalidator/localstack/esm"
 	"github.com/invalidator-go/invalidator/localstack/rie"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
+	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
 )
 
@@ -73,4 +80,54 @@ func TestKinesisFunctionUnderTheEmulator(t *testing.T) {
 		}
 	}
 	requireGone(t, c, keys...)
+}
+
+// TestAnUpdateInPostgresReachesTheKinesisFunction: the local commit log
+// end to end — rows changed in a real PostgreSQL, read from its slot by the
+// Debezium stand-in, put on a Kinesis stream in moto, fed by the Kinesis
+// mapping to the real bootstrap — deletes their keys, a row moved between
+// categories both; a TRUNCATE, which names no row, is parked, and does not
+// hold its shard.
+func TestAnUpdateInPostgresReachesTheKinesisFunction(t *testing.T) {
+	c := testenv.Cache(t)
+	pg := testenv.StartPostgres(t)
+	ns := strings.ToLower(rand.Text()[:10])
+	product, lighting, garden, order := "cache:product:"+ns+"1", "cache:category:lighting"+ns, "cache:category:garden"+ns, "cache:order:"+ns+"7"
+	setKeys(t, c, product, lighting, garden, order)
+	failures, env := failureQueue(t)
+	rules := `tables:
+  public.products: ["cache:product:` + ns + `{key.id}", "cache:category:{item.category}` + ns + `"]
+  public.orders: ["cache:order:` + ns + `{key.id}"]
+`
+	fn := emulator(t, "kinesis-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: append(env, "INVALIDATION_RULES="+rules)})
+	stream := awsenv.KinesisStream(t, 2)
+	mapping(t, (&esm.KinesisMapping{Client: awsenv.Kinesis(t), StreamARN: stream, Region: "us-east-1", Settings: esm.Settings{Function: fn}}).Run)
+
+	pg.Exec(t,
+		"CREATE TABLE products (id int PRIMARY KEY, name text, category text)",
+		"ALTER TABLE products REPLICA IDENTITY FULL",
+		"CREATE TABLE orders (id int PRIMARY KEY, status text)",
+		"SELECT pg_create_logical_replication_slot('invalidator', 'wal2json')",
+		"INSERT INTO products VALUES (1, 'lamp', 'lighting')",
+		"INSERT INTO orders VALUES (7, 'new')",
+		"UPDATE products SET category = 'garden' WHERE id = 1",
+		"TRUNCATE orders",
+		"UPDATE orders SET status = 'paid' WHERE id = 7", // nothing: truncated
+	)
+	read, err := cdc.Read(t.Context(), pg.PSQL(), "invalidator", "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := awsenv.Kinesis(t)
+	for _, ev := range read {
+		// As Debezium Server's sink: the row's key as the partition key, so a
+		// row's changes stay in one shard, in order.
+		if _, err := k.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamARN: aws.String(stream), Data: ev, PartitionKey: aws.String("products")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "the rows' keys were not deleted", gone(t, c, product, lighting, garden, order))
+	if p := parked(t, failures, 1); len(p) != 1 || !strings.Contains(p[0].Reason, "TRUNCATE") {
+		t.Fatalf("parked %+v: want the TRUNCATE alone", p)
+	}
 }

@@ -118,11 +118,10 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 			return err
 		}
 		defer fn.Stop()
-		m := &esm.StreamMapping{
-			Client: dynamodbstreams.NewFromConfig(cfg), StreamARN: *desc.Table.LatestStreamArn, Function: fn,
-			BatchSize: int32(s.streamBatch), Latest: s.latest, MaxRetryAttempts: s.retries, MaxRecordAge: s.maxAge,
+		m := &esm.StreamMapping{Client: dynamodbstreams.NewFromConfig(cfg), StreamARN: *desc.Table.LatestStreamArn, Settings: esm.Settings{
+			Function: fn, BatchSize: int32(s.streamBatch), Latest: s.latest, MaxRetryAttempts: s.retries, MaxRecordAge: s.maxAge,
 			NoBisect: !s.bisect, Checkpoints: checkpoints, OnFailure: sqs.NewFromConfig(cfg), DLQURL: s.dlq, Logger: log,
-		}
+		}}
 		go func() { errs <- m.Run(ctx) }()
 		mappings++
 	}

@@ -4,7 +4,9 @@
 // default. An SQS mapping receives batches, invokes the function one batch
 // at a time and deletes the messages that did not fail; the queue's
 // redrive policy moves the others to its DLQ. A stream mapping reads a
-// DynamoDB stream from its oldest record or its checkpoint, invokes the
+// DynamoDB stream, a Kinesis mapping a Kinesis data stream (moto's
+// sequence numbers are small integers, AWS's 56 digits; nothing here
+// compares them), each from its oldest record or its checkpoint, invokes the
 // function, keeps its checkpoint in a file, retries from the lowest failed
 // sequence number after a backoff (halving the batch when the invoke
 // itself failed), counts attempts per record, and gives a record up — its

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -94,4 +96,33 @@ func Table(t testing.TB) (string, string) {
 		t.Fatal(err)
 	}
 	return name, *out.TableDescription.LatestStreamArn
+}
+
+// Kinesis returns a Kinesis client for moto.
+func Kinesis(t testing.TB) *kinesis.Client { t.Helper(); return kinesis.NewFromConfig(AWS(t)) }
+
+// KinesisStream makes a Kinesis data stream of shards shards, deleted
+// after the test, and returns its ARN once it is active.
+func KinesisStream(t testing.TB, shards int32) string {
+	t.Helper()
+	k := Kinesis(t)
+	name := "commit-log-" + rand.Text()[:8]
+	if _, err := k.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(shards)}); err != nil {
+		var inUse *kinesistypes.ResourceInUseException
+		if !errors.As(err, &inUse) { // sent again by the SDK, its answer lost
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = k.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(name), EnforceConsumerDeletion: aws.Bool(true)})
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		desc, err := k.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
+		if err == nil && desc.StreamDescriptionSummary.StreamStatus == kinesistypes.StreamStatusActive {
+			return aws.ToString(desc.StreamDescriptionSummary.StreamARN)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stream %s not active after 10 s: %v", name, err)
+		}
+	}
 }
