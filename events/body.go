@@ -9,10 +9,12 @@ import (
 	"github.com/invalidator-go/invalidator/internal/jsonscan"
 )
 
-// envelope holds what a body tells about where its changes came from.
+// envelope holds what a body tells about where its changes came from, and
+// what of a row to read (nil: every column).
 type envelope struct {
 	source     Source
 	occurredAt time.Time
+	keep       Attributes
 }
 
 // at takes the envelope's time from the raw string value of field, when
@@ -224,11 +226,13 @@ func decodeObject(raw []byte, env envelope, allowSNS bool, out []Change) ([]Chan
 		return decodeSNSEnvelope(&f, env, out)
 	case f.detailType != nil && f.detail != nil:
 		return decodeEventBridge(&f, env, out)
-	case f.metadata.kind == jsonscan.Object && f.entity.raw == nil && f.keys.raw == nil && f.tags.raw == nil:
+	case f.entity.raw != nil || f.keys.raw != nil || f.tags.raw != nil: // a change message, whatever else it holds
+		return appendChange(out, &f, env)
+	case f.metadata.kind == jsonscan.Object:
 		return decodeDMS(&f, env, out)
 	case f.schema.raw != nil && f.payload.raw != nil:
 		return decodeDebeziumWrapped(&f, env, out)
-	case f.source.kind == jsonscan.Object && f.op.raw != nil && (f.before.raw != nil || f.after.raw != nil):
+	case f.source.kind == jsonscan.Object && f.op.raw != nil:
 		return decodeDebezium(&f, env, out)
 	default:
 		return appendChange(out, &f, env)

@@ -79,8 +79,8 @@ type Change struct {
 	Source Source
 
 	// Rows only (Source.Rows): a DynamoDB stream record's table, or a
-	// database's schema.table; the item's key, or for a database's row
-	// the row as it is now (after, else before); and its images.
+	// database's schema.table; the item's key (none for a database's row,
+	// whose {key.} placeholders read both images); and its images.
 	Table          string
 	ItemKey        Image
 	OldImage       Image

@@ -71,3 +71,20 @@ func TestCommitLogGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestAChangeMessageIsNeverTakenForARow: a change message that happens to
+// hold the members a commit log's record has (schema and payload, source
+// and op, metadata) is still a change message.
+func TestAChangeMessageIsNeverTakenForARow(t *testing.T) {
+	for _, body := range []string{
+		`{"entity":"product","id":"1","schema":"v2","payload":null}`,
+		`{"keys":["cache:a"],"schema":1,"payload":{"x":1}}`,
+		`{"entity":"product","id":"1","op":"update","source":{"app":"crm"},"after":{"id":1}}`,
+		`{"tags":["t"],"metadata":{"record-type":"data"}}`,
+	} {
+		changes, err := DecodeSQSBody("m1", body, "")
+		if err != nil || len(changes) != 1 || changes[0].Source.Rows() || (changes[0].Entity == "" && changes[0].Keys == nil && changes[0].Tags == nil) {
+			t.Errorf("%s: %+v, %v; want its change message", body, changes, err)
+		}
+	}
+}

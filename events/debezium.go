@@ -70,6 +70,9 @@ func decodeDebezium(f *fields, env envelope, out []Change) ([]Change, error) {
 	if err != nil {
 		return out, err
 	}
+	if table == "" {
+		return out, invalid("a Debezium event needs its source.table")
+	}
 	table = qualified(cmp.Or(schema, db), table)
 	var op Op
 	switch opText {
@@ -86,17 +89,14 @@ func decodeDebezium(f *fields, env envelope, out []Change) ([]Change, error) {
 	default:
 		return out, invalid("a Debezium op must be c, u, d, r, t or m, not " + strconv.Quote(truncate([]byte(opText))))
 	}
-	if table == "" {
-		return out, invalid("a Debezium event needs its source.table")
-	}
 	var before, after Image
 	if f.before.raw != nil {
-		if before, _, err = decodeRow("Debezium before", f.before.raw, 0); err != nil {
+		if before, _, err = decodeRow("Debezium before", f.before.raw, 0, env.keep); err != nil {
 			return out, err
 		}
 	}
 	if f.after.raw != nil {
-		if after, _, err = decodeRow("Debezium after", f.after.raw, 0); err != nil {
+		if after, _, err = decodeRow("Debezium after", f.after.raw, 0, env.keep); err != nil {
 			return out, err
 		}
 	}

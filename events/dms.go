@@ -63,7 +63,7 @@ func decodeDMS(f *fields, env envelope, out []Change) ([]Change, error) {
 	if table == "" {
 		return out, invalid("a DMS record needs its metadata table-name")
 	}
-	row, _, err := decodeRow("DMS data", f.data.raw, 0)
+	row, _, err := decodeRow("DMS data", f.data.raw, 0, env.keep)
 	if err != nil {
 		return out, err
 	}
@@ -72,7 +72,7 @@ func decodeDMS(f *fields, env envelope, out []Change) ([]Change, error) {
 	}
 	var before Image
 	if f.beforeImage.raw != nil && op == OpUpdate {
-		if before, _, err = decodeRow("DMS before-image", f.beforeImage.raw, 0); err != nil {
+		if before, _, err = decodeRow("DMS before-image", f.beforeImage.raw, 0, env.keep); err != nil {
 			return out, err
 		}
 		if len(before) == 0 {

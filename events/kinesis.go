@@ -77,7 +77,7 @@ func decodeKinesis(raw []byte, keep Attributes) (d Delivery, changes []Change, e
 		}
 		return d, []Change{c}, nil
 	}
-	changes, err = decodeBody(d.message, envelope{source: SourceKinesis, occurredAt: d.SentAt}, true, nil)
+	changes, err = decodeBody(d.message, envelope{source: SourceKinesis, occurredAt: d.SentAt, keep: keep}, true, nil)
 	if err != nil {
 		return d, changes, recordError(d.ID, err)
 	}

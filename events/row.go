@@ -13,11 +13,13 @@ const typeUnavailable AttributeType = "unavailable"
 const unavailable = "__debezium_unavailable_value"
 
 // decodeRow decodes a database row as JSON — an object of columns, as DMS
-// and Debezium write one — at data[i] into an image: a string column
+// and Debezium write one — at data[i] into an image, the columns keep names
+// (nil: all; the others only checked to be JSON): a string column
 // becomes S, a number N (its text), true and false BOOL, null NULL, an
-// object M and an array L, nested as far as DynamoDB's images may be. It
+// object M, nested as far as DynamoDB's images may be, and an array L,
+// only checked to be JSON: no placeholder reads into a list. It
 // returns the index after it; a row that is null is no image (nil).
-func decodeRow(name string, data []byte, i int) (Image, int, error) {
+func decodeRow(name string, data []byte, i int, keep Attributes) (Image, int, error) {
 	if i < len(data) && data[i] == 'n' {
 		kind, end, err := jsonscan.ValueAt(data, i)
 		if err == nil && kind != jsonscan.Null {
@@ -25,10 +27,10 @@ func decodeRow(name string, data []byte, i int) (Image, int, error) {
 		}
 		return nil, end, err
 	}
-	return decodeColumns(name, data, i, 0)
+	return decodeColumns(name, data, i, 0, keep)
 }
 
-func decodeColumns(name string, data []byte, i, depth int) (Image, int, error) {
+func decodeColumns(name string, data []byte, i, depth int, keep Attributes) (Image, int, error) {
 	if !startsWith(data, i, '{') {
 		return nil, i, notA(data, i, name+" must be an object")
 	}
@@ -37,7 +39,12 @@ func decodeColumns(name string, data []byte, i, depth int) (Image, int, error) {
 	}
 	row := Image{}
 	end, err := jsonscan.WalkAt(data, i, func(key []byte, i int) (int, error) {
-		v, end, err := decodeColumn(name, data, i, depth)
+		sub, kept := keep[string(key)]
+		if keep != nil && !kept {
+			_, end, err := jsonscan.ValueAt(data, i)
+			return end, err
+		}
+		v, end, err := decodeColumn(name, data, i, depth, sub)
 		if err == nil {
 			row[string(key)] = v
 		}
@@ -46,22 +53,14 @@ func decodeColumns(name string, data []byte, i, depth int) (Image, int, error) {
 	return row, end, err
 }
 
-func decodeColumn(name string, data []byte, i, depth int) (AttributeValue, int, error) {
+func decodeColumn(name string, data []byte, i, depth int, keep Attributes) (AttributeValue, int, error) {
 	switch {
 	case startsWith(data, i, '{'):
-		m, end, err := decodeColumns(name, data, i, depth+1)
+		m, end, err := decodeColumns(name, data, i, depth+1, keep)
 		return AttributeValue{Type: TypeMap, M: m}, end, err
-	case startsWith(data, i, '['):
-		if depth >= maxNesting {
-			return AttributeValue{}, i, invalid(name + ": values nested deeper than 32 levels")
-		}
-		var list []AttributeValue
-		end, err := jsonscan.ElementsAt(data, i, func(i int) (int, error) {
-			v, end, err := decodeColumn(name, data, i, depth+1)
-			list = append(list, v)
-			return end, err
-		})
-		return AttributeValue{Type: TypeList, L: list}, end, err
+	case startsWith(data, i, '['): // only checked: no path reads into a list
+		_, end, err := jsonscan.ValueAt(data, i)
+		return AttributeValue{Type: TypeList}, end, err
 	}
 	kind, end, err := jsonscan.ValueAt(data, i)
 	if err != nil {
@@ -84,7 +83,9 @@ func decodeColumn(name string, data []byte, i, depth int) (AttributeValue, int, 
 }
 
 // rowChange is the change of a database's row: its table, what was done,
-// and the row after and before, as its reader wrote them. Unchanged
+// and the row after and before, as its reader wrote them; no ItemKey: a
+// row's key is read from both rows (a key changed by an update, from 46 to
+// 45, invalidates both). Unchanged
 // columns the row after lacks (typeUnavailable) are taken from the row
 // before when it has them.
 func rowChange(source Source, table string, op Op, after, before Image) Change {
@@ -93,9 +94,5 @@ func rowChange(source Source, table string, op Op, after, before Image) Change {
 			after[col] = old
 		}
 	}
-	now := after
-	if now == nil {
-		now = before
-	}
-	return Change{Entity: table, Table: table, Op: op, Source: source, ItemKey: now, NewImage: after, OldImage: before}
+	return Change{Entity: table, Table: table, Op: op, Source: source, NewImage: after, OldImage: before}
 }

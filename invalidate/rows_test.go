@@ -48,7 +48,7 @@ tables:
 		{"debezium-pg-update", []string{"cache:profile:1"}, "REPLICA IDENTITY FULL"},
 		{"debezium-pg-delete", []string{"cache:profile:1"}, "NULL"},
 		{"debezium-pg-update-toast", []string{"cache:customer:1004"}, "did not send the value"},
-		{"dms-update-before-image", []string{"cache:foo:45"}, "BeforeImageSettings"},
+		{"dms-update-before-image", []string{"cache:foo:45", "cache:foo:46"}, "BeforeImageSettings"}, // the key changed: both
 		{"dms-delete-pg", []string{"cache:foo:45"}, "REPLICA IDENTITY FULL"},
 		{"dms-insert", nil, "give its table a rule"},
 	} {

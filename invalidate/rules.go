@@ -200,9 +200,9 @@ func compileAll(where string, sets map[string][]string, allowImages bool) (map[s
 	return out, nil
 }
 
-// Attributes are the attributes of stream records' images that the rules
-// read, for their decoder (events.DecodeDynamoDBJSON): the others need not
-// be decoded.
+// Attributes are the attributes of stream records' images, and the
+// columns of a database's rows, that the rules read, for their decoders
+// (events.Decode): the others need not be decoded.
 func (r *Rules) Attributes() events.Attributes { return r.attributes }
 
 // AllowedKeys returns the patterns of the keys the rules may delete, and

@@ -399,7 +399,8 @@ tables: {CaptureProducts: ["cache:p:{key.id}", "cache:cat:{item.category}", "cac
   "cache:b:{new.brand.name}", "cache:m:{old.brand}", "cache:r:{item.related}", "cache:d:{new.discontinued}", "cache:x:{new.brand.name.x}"]}
 tags: {tables: {Other: ["t:{new.thumb}"]}}
 `)
-	want := events.Attributes{"category": {}, "tags": {}, "sizes": {}, "hashes": {}, "brand": {"name": {"x": {}}}, "related": {}, "discontinued": {}, "thumb": {}}
+	// id: a key, which a database's row holds among its columns.
+	want := events.Attributes{"id": {}, "category": {}, "tags": {}, "sizes": {}, "hashes": {}, "brand": {"name": {"x": {}}}, "related": {}, "discontinued": {}, "thumb": {}}
 	if got := r.Attributes(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("attributes %v, want %v", got, want)
 	}

@@ -267,7 +267,7 @@ func join(parts []string, n int) string {
 // read adds to attrs the paths the template reads in an item's images.
 func (t *template) read(attrs events.Attributes) {
 	for _, seg := range t.segments {
-		if seg.src == srcNew || seg.src == srcOld || seg.src == srcItem {
+		if seg.src >= srcKey { // a database's row holds its key among its columns
 			a := attrs
 			for _, name := range seg.path {
 				if a[name] == nil {
@@ -321,6 +321,9 @@ func (t *template) scalar(seg *segment, c *events.Change) (string, error) {
 func (seg *segment) images(c *events.Change) []events.Image {
 	switch seg.src {
 	case srcKey:
+		if c.Source == events.SourceDMS || c.Source == events.SourceDebezium {
+			return []events.Image{c.OldImage, c.NewImage} // a key an update changed, both
+		}
 		return []events.Image{c.ItemKey}
 	case srcNew:
 		return []events.Image{c.NewImage}
