@@ -1,7 +1,6 @@
 package events
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"os"
@@ -41,19 +40,7 @@ func TestCommitLogGolden(t *testing.T) {
 				t.Errorf("decoding %s: %v", name, err)
 			}
 			got, _ := json.MarshalIndent(outcome("4959", changes, err), "", "  ")
-			golden := filepath.Join("testdata", "cdc", name+".golden.json")
-			if *update {
-				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./events -update to create it)", err)
-			}
-			if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
-				t.Errorf("decoding %s differs from %s:\n%s", file, golden, got)
-			}
+			matchGolden(t, file, got)
 			if strings.HasPrefix(name, "ddb") || strings.HasPrefix(name, "dsql") {
 				return
 			}

@@ -105,20 +105,27 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden := strings.TrimSuffix(fixture, ".json") + ".golden.json"
-			if *update {
-				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./events -update to create it)", err)
-			}
-			if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
-				t.Errorf("decoding %s differs from %s:\n%s", fixture, golden, got)
-			}
+			matchGolden(t, fixture, got)
 		})
+	}
+}
+
+// matchGolden compares the decoding of fixture, got, with its X.golden.json,
+// which -update rewrites.
+func matchGolden(t *testing.T, fixture string, got []byte) {
+	t.Helper()
+	golden := strings.TrimSuffix(fixture, ".json") + ".golden.json"
+	if *update {
+		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./events -update to create it)", err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
+		t.Errorf("decoding %s differs from %s:\n%s", fixture, golden, got)
 	}
 }
 

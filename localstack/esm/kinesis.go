@@ -2,7 +2,6 @@ package esm
 
 import (
 	"context"
-	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -94,9 +93,5 @@ func (k kinesisShards) event(shard string, records []shardRecord) any {
 }
 
 func (k kinesisShards) batchInfo(shard string, r shardRecord) (string, map[string]any) {
-	arrival := r.arrival.UTC().Format(time.RFC3339Nano)
-	return "KinesisBatchInfo", map[string]any{
-		"shardId": shard, "startSequenceNumber": r.seq, "endSequenceNumber": r.seq, "streamArn": k.stream, "batchSize": 1,
-		"approximateArrivalOfFirstRecord": arrival, "approximateArrivalOfLastRecord": arrival,
-	}
+	return "KinesisBatchInfo", coordinates(k.stream, shard, r)
 }

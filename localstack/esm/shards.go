@@ -271,3 +271,13 @@ func answer(out []byte) (map[string]bool, error) {
 	}
 	return failed, nil
 }
+
+// coordinates are a record given up on, as Lambda's failure record for a
+// stream holds them.
+func coordinates(stream, shard string, r shardRecord) map[string]any {
+	arrival := r.arrival.UTC().Format(time.RFC3339Nano)
+	return map[string]any{
+		"shardId": shard, "startSequenceNumber": r.seq, "endSequenceNumber": r.seq, "streamArn": stream, "batchSize": 1,
+		"approximateArrivalOfFirstRecord": arrival, "approximateArrivalOfLastRecord": arrival,
+	}
+}

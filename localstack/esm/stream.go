@@ -2,7 +2,6 @@ package esm
 
 import (
 	"context"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
@@ -72,11 +71,7 @@ func (d dynamoDBShards) event(_ string, records []shardRecord) any {
 }
 
 func (d dynamoDBShards) batchInfo(shard string, r shardRecord) (string, map[string]any) {
-	arrival := r.arrival.UTC().Format(time.RFC3339Nano)
-	return "DDBStreamBatchInfo", map[string]any{
-		"shardId": shard, "startSequenceNumber": r.seq, "endSequenceNumber": r.seq, "streamArn": d.stream, "batchSize": 1,
-		"approximateArrivalOfFirstRecord": arrival, "approximateArrivalOfLastRecord": arrival,
-	}
+	return "DDBStreamBatchInfo", coordinates(d.stream, shard, r)
 }
 
 // lambdaRecord turns a record of the DynamoDB Streams API into the one

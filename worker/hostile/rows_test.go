@@ -377,6 +377,26 @@ var rows = []row{
 		},
 	},
 
+	{
+		name: "commit log rows: a 900 KB list column, 10,001 levels deep, 30,000 columns",
+		// As Debezium and AWS DMS write rows, with baseRules' table renamed
+		// as a database names it: each row's key deleted, its columns read
+		// in bounded work, or parked with its reason.
+		rules: strings.Replace(baseRules, "Products", "public.products", 1),
+		messages: func(ns string) []string {
+			src := `"source":{"connector":"postgresql","schema":"public","table":"products"},"op":"c"`
+			return []string{
+				`{"before":null,"after":{"id":"` + ns + `l","big":[` + strings.Repeat("0,", 450_000) + `0]},` + src + `}`,
+				`{"before":null,"after":{"id":"` + ns + `d","deep":` + strings.Repeat(`{"a":`, 10_001) + "0" + strings.Repeat("}", 10_001) + `},` + src + `}`,
+				`{"data":{"id":"` + ns + `w"` + strings.Repeat(`,"c":0`, 30_000) + `},"metadata":{"record-type":"data","operation":"insert","schema-name":"public","table-name":"products"}}`,
+			}
+		},
+		cache: func(ns, tags string) []fact {
+			return []fact{{key: "cache:product:" + ns + "l", kind: "string", values: []string{"v"}}, {key: "cache:product:" + ns + "w", kind: "string", values: []string{"v"}}}
+		},
+		deleted: func(ns string) []string { return []string{"cache:product:" + ns + "l", "cache:product:" + ns + "w"} },
+	},
+
 	// --- Finding 4: allowedKeys derived from the parsed template ---
 	{
 		name: "keys outside a hash-tagged template: {user:{id}}:profile", finding: "4",
