@@ -186,7 +186,7 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 			}
 		default:
 			if f.place == 0 {
-				f.reserved = want
+				f.reserved = max(want, p.budget*fleetbudget.Turn.Seconds())
 			}
 			f.place, f.retry, f.refused = next, now.Add(wait), now
 		}
