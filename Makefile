@@ -95,7 +95,7 @@ BENCH_ENV := LOCAL_STATE=$(CURDIR)/.local/bench CACHE_PORTS=$(BENCH_CACHE_PORT) 
 # throughput.svg); make bench-record also writes them into the tracked
 # bench/README.md and bench/throughput.svg.
 bench: setup build ## measure against references in the same run; prints BENCH <name> <value>, writes the latest run, the cost tables and the throughput plot under .local/bench
-	$(STACK_UNSET) && export $(BENCH_ENV) && $(ENV) && bash localstack/up.sh >/dev/null && \
+	$(STACK_UNSET) && export $(BENCH_ENV) && $(ENV) && bash localstack/up.sh aws cache >/dev/null && \
 	  { status=0; (cd bench && go run . -bin $(CURDIR)/bin $(BENCH_FLAGS)) || status=$$?; bash localstack/down.sh >/dev/null; exit $$status; }
 
 bench-record: BENCH_FLAGS := -readme
@@ -107,24 +107,26 @@ bench-record: bench ## make bench that also rewrites bench/README.md's latest ru
 # stream reads), a cluster on 7301-7303, state under .local/e2e. The third
 # master has a replica on 7304, and both announce 7313, where the run keeps
 # one endpoint following the master through its failovers, as ElastiCache
-# Serverless does. The raw queue's visibility is six times the 10 s function
-# timeout the run gives the driver; the worker may delete the keys of every
-# kind of reader the run has. E2E_MOTO_PORT, E2E_MOTO_DYNAMODB_PORT,
-# E2E_CACHE_PORTS, E2E_REPLICA_PORT and E2E_ENDPOINT_PORT move it, to run
-# beside another make e2e.
+# Serverless does. PostgreSQL, the commit log, on 4602. The raw queue's
+# visibility is six times the 10 s function timeout the run gives the
+# driver; the worker may delete the keys of every kind of reader the run
+# has. E2E_MOTO_PORT, E2E_MOTO_DYNAMODB_PORT, E2E_PG_PORT, E2E_CACHE_PORTS,
+# E2E_REPLICA_PORT and E2E_ENDPOINT_PORT move it, to run beside another
+# make e2e.
 E2E_MOTO_PORT ?= 4600
+E2E_PG_PORT ?= 4602
 E2E_MOTO_DYNAMODB_PORT ?= 4601
 E2E_CACHE_PORTS ?= 7301 7302 7303
 E2E_REPLICA_PORT ?= 7304
 E2E_ENDPOINT_PORT ?= 7313
 E2E_LAST_MASTER := $(lastword $(E2E_CACHE_PORTS))
-E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=$(E2E_MOTO_PORT) AWS_ENDPOINT_URL=http://127.0.0.1:$(E2E_MOTO_PORT) MOTO_DYNAMODB_PORT=$(E2E_MOTO_DYNAMODB_PORT) \
+E2E_ENV := LOCAL_STATE=$(CURDIR)/.local/e2e MOTO_PORT=$(E2E_MOTO_PORT) PGPORT=$(E2E_PG_PORT) AWS_ENDPOINT_URL=http://127.0.0.1:$(E2E_MOTO_PORT) MOTO_DYNAMODB_PORT=$(E2E_MOTO_DYNAMODB_PORT) \
 	CACHE_PORTS="$(E2E_CACHE_PORTS)" CACHE_ENDPOINT=127.0.0.1:$(firstword $(E2E_CACHE_PORTS)) CACHE_CA_FILE=$(CURDIR)/.local/e2e/tls/ca.crt VISIBILITY_TIMEOUT=60 \
 	CACHE_REPLICAS="$(E2E_REPLICA_PORT):$(E2E_LAST_MASTER)" CACHE_ANNOUNCE="$(E2E_LAST_MASTER):$(E2E_ENDPOINT_PORT) $(E2E_REPLICA_PORT):$(E2E_ENDPOINT_PORT)" \
 	WORKER_KEYS="cache:* naive:* replica:* e2e:mark:*"
 # What env.sh derives from the endpoint, should the calling shell have it.
 STACK_UNSET := unset TOPIC_ARN QUEUE_URL RAW_QUEUE_URL DLQ_URL FAILURE_QUEUE_URL SECOND_DELETE_QUEUE_URL INSPECT_QUEUE_URL WINDOW_QUEUE_URL \
-	MOTO_DYNAMODB_PORT AWS_ENDPOINT_URL_DYNAMODB AWS_ENDPOINT_URL_DYNAMODB_STREAMS
+	MOTO_DYNAMODB_PORT AWS_ENDPOINT_URL_DYNAMODB AWS_ENDPOINT_URL_DYNAMODB_STREAMS PG_DIR
 
 # The run leaves its lag over time in .local/e2e/lag.json, which the bench
 # module (that carries the plotting library) draws into E2E_PLOT: under

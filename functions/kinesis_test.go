@@ -114,7 +114,7 @@ func TestAnUpdateInPostgresReachesTheKinesisFunction(t *testing.T) {
 		"TRUNCATE orders",
 		"UPDATE orders SET status = 'paid' WHERE id = 7", // nothing: truncated
 	)
-	read, err := cdc.Read(t.Context(), pg.PSQL(), "invalidator", "postgres")
+	read, _, err := cdc.Read(t.Context(), pg.PSQL(), "invalidator", "postgres", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,18 @@ export ANNOUNCE_CHANNEL="${ANNOUNCE_CHANNEL:-invalidator:near}"
 # template.yaml. Space-separated.
 export WORKER_KEYS="${WORKER_KEYS:-cache:*}"
 
+# PostgreSQL, the local commit log (make up starts it; docs/commit-log.md):
+# psql and the commit log's stand-in reach it by libpq's own variables. Its
+# files are outside the clone: as root the server runs as postgres, which
+# may not enter the clone's folders.
+export PGHOST="${PGHOST:-127.0.0.1}"
+export PGPORT="${PGPORT:-5442}"
+export PGUSER="${PGUSER:-postgres}"
+export PGDATABASE="${PGDATABASE:-shop}"
+export PG_DIR="${PG_DIR:-${TMPDIR:-/tmp}/invalidator-postgres-$PGPORT}"
+export CDC_SLOT="${CDC_SLOT:-invalidator}"
+export CDC_STREAM_NAME="${CDC_STREAM_NAME:-cache-invalidation-cdc}"
+
 # Resource names, shared with init/ready.d/10-resources.py and template.yaml.
 export TOPIC_NAME="${TOPIC_NAME:-cache-changes}"
 export QUEUE_NAME="${QUEUE_NAME:-cache-invalidation}"

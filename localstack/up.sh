@@ -3,9 +3,11 @@
 #   - moto on 127.0.0.1:$MOTO_PORT, every AWS API on one port like LocalStack;
 #   - a 3-master cluster on 127.0.0.1:$CACHE_PORTS, TLS only, default user off,
 #     one ACL user: what ElastiCache Serverless presents to a client;
-#   - the AWS resources of init/ready.d, created against moto.
+#   - the AWS resources of init/ready.d, created against moto;
+#   - PostgreSQL on $PGHOST:$PGPORT, with a wal2json slot: a commit log.
 # Idempotent: what already runs is reused, a stopped cluster node is restarted.
-# All state lives under $LOCAL_STATE (.local/); localstack/down.sh removes it.
+# All state lives under $LOCAL_STATE (.local/), PostgreSQL's in $PG_DIR;
+# localstack/down.sh removes it.
 #
 # Beside the masters, CACHE_REPLICAS="PORT:MASTER ..." adds a replica of the
 # master on MASTER, and CACHE_ANNOUNCE="PORT:ANNOUNCED ..." has the node on
@@ -17,6 +19,7 @@
 #   up.sh            everything
 #   up.sh aws        moto and its resources only
 #   up.sh cache      the cluster only (docker-compose.yml runs it this way)
+#   up.sh postgres   PostgreSQL only
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -223,6 +226,47 @@ add_replicas() {
 
 replicate() { cache_cli "$1" cluster replicate "$2" 2>/dev/null | grep -q OK; }
 
+# --- PostgreSQL: the commit log ---------------------------------------------
+
+pg_ready() { psql -X -q -At -d postgres -c 'SELECT 1' >/dev/null 2>&1; }
+psql_admin() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
+
+# start_postgres starts a server on $PGHOST:$PGPORT with logical decoding
+# on, unless one answers there, and makes make local's database: its
+# products table (REPLICA IDENTITY FULL: an update carries the row before,
+# which {item.} reads) and the wal2json slot the commit log's stand-in reads.
+start_postgres() {
+  local bin=/usr/lib/postgresql/15/bin as=()
+  if pg_ready; then
+    say "postgres: reusing the server on $PGHOST:$PGPORT"
+  else
+    [ -x "$bin/initdb" ] || die "no PostgreSQL 15 at $bin: run make setup"
+    port_open "$PGPORT" && die "port $PGPORT is taken by something that is not PostgreSQL; stop it or set PGPORT"
+    # As root the server runs as postgres, which may not enter the
+    # clone's folders: its files are in PG_DIR.
+    [ "$(id -u)" = 0 ] && as=(runuser -u postgres --)
+    mkdir -p "$PG_DIR"
+    [ ${#as[@]} = 0 ] || chown postgres "$PG_DIR"
+    if [ ! -s "$PG_DIR/data/PG_VERSION" ]; then
+      "${as[@]}" "$bin/initdb" -D "$PG_DIR/data" -A trust -U "$PGUSER" -E UTF8 >"$PG_DIR/initdb.log" 2>&1 ||
+        die "initdb failed; see $PG_DIR/initdb.log"
+    fi
+    "${as[@]}" "$bin/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w start -o \
+      "-p $PGPORT -k $PG_DIR -c listen_addresses=$PGHOST -c wal_level=logical -c max_replication_slots=4 -c fsync=off" >/dev/null ||
+      die "PostgreSQL did not start on port $PGPORT; see $PG_DIR/server.log"
+    mkdir -p "$RUN_DIR"
+    head -1 "$PG_DIR/data/postmaster.pid" >"$RUN_DIR/postgres.pid"
+    say "postgres: started on $PGHOST:$PGPORT"
+  fi
+  [ "$(psql_admin -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$PGDATABASE'")" = 1 ] ||
+    psql_admin -d postgres -c "CREATE DATABASE \"$PGDATABASE\""
+  psql_admin -c 'CREATE TABLE IF NOT EXISTS products (id int PRIMARY KEY, name text, category text, price numeric)' \
+    -c 'ALTER TABLE products REPLICA IDENTITY FULL' \
+    -c "INSERT INTO products VALUES (42, 'lamp', 'lighting', 25) ON CONFLICT DO NOTHING" \
+    -c "SELECT pg_create_logical_replication_slot('$CDC_SLOT', 'wal2json') WHERE NOT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = '$CDC_SLOT')" \
+    >/dev/null || die "could not make the database $PGDATABASE"
+}
+
 # --- resources --------------------------------------------------------------
 
 # provision runs LocalStack's ready hooks against moto, with the Python that
@@ -235,12 +279,13 @@ provision() {
   done
 }
 
-[ $# -gt 0 ] || set -- aws cache
+[ $# -gt 0 ] || set -- aws cache postgres
 for part in "$@"; do
   case "$part" in
     aws) start_aws && provision ;;
     cache) start_cache ;;
-    *) die "unknown part '$part'; use aws, cache or nothing for both" ;;
+    postgres) start_postgres ;;
+    *) die "unknown part '$part'; use aws, cache, postgres or nothing for all" ;;
   esac
 done
 cat <<EOF
@@ -248,4 +293,5 @@ local stack up. Use it from a shell with:  . localstack/env.sh
   AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL  AWS_REGION=$AWS_REGION${AWS_ENDPOINT_URL_DYNAMODB:+  AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB}
   CACHE_ENDPOINT=$CACHE_ENDPOINT  CACHE_TLS=$CACHE_TLS  CACHE_USERNAME=$CACHE_USERNAME
   CACHE_CA_FILE=$CACHE_CA_FILE
+  PGHOST=$PGHOST  PGPORT=$PGPORT  PGDATABASE=$PGDATABASE  (psql)
 EOF

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -25,34 +26,66 @@ type column struct {
 	Value json.RawMessage `json:"value"`
 }
 
-// Read takes the changes waiting in slot, a wal2json slot, through psql
-// (the command and its connection options, printing rows bare): each as a
-// Debezium change event, in commit order, and nothing for what changes no
-// row. Taken, they are gone from the slot, as a reader's confirmed ones.
-func Read(ctx context.Context, psql []string, slot, database string) ([][]byte, error) {
-	query := "SELECT data FROM pg_logical_slot_get_changes('" + strings.ReplaceAll(slot, "'", "''") +
-		"', NULL, NULL, 'format-version', '2', 'include-timestamp', '1', 'include-transaction', 'false')"
+// Read reads up to limit changes waiting in slot, a wal2json slot, through
+// psql (the command and its connection options, printing rows bare, as
+// psql -At): each as a Debezium change event, in commit order, nothing for
+// what changes no row, and the LSN that confirms them (Confirm), "" when
+// none. Until confirmed they are read again, as a Debezium connector reads
+// again from its last committed offset: a reader stopped between reading
+// and confirming loses nothing, and sends some twice. limit 0: no limit;
+// PostgreSQL ends a read at a transaction's end, whatever the limit.
+func Read(ctx context.Context, psql []string, slot string, database string, limit int) (events [][]byte, upto string, err error) {
+	n := "NULL"
+	if limit > 0 {
+		n = strconv.Itoa(limit)
+	}
+	query := "SELECT lsn, data FROM pg_logical_slot_peek_changes('" + strings.ReplaceAll(slot, "'", "''") + "', NULL, " + n +
+		", 'format-version', '2', 'include-timestamp', '1', 'include-transaction', 'true')"
+	out, err := run(ctx, psql, query)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading slot %s: %w", slot, err)
+	}
+	var pending [][]byte // of a transaction not seen to end: read again
+	for line := range bytes.Lines(out) {
+		lsn, data, ok := bytes.Cut(bytes.TrimSpace(line), []byte("|"))
+		if !ok {
+			continue
+		}
+		if bytes.HasPrefix(data, []byte(`{"action":"C"`)) {
+			// A commit's LSN is its record's end: confirmed, the
+			// transaction is not read again.
+			events, upto, pending = append(events, pending...), string(lsn), nil
+			continue
+		}
+		event, err := Debezium(data, database)
+		if err != nil {
+			return events, upto, err
+		}
+		if event != nil {
+			pending = append(pending, event)
+		}
+	}
+	return events, upto, nil
+}
+
+// Confirm tells slot that its changes up to lsn (Read's) are handled: they
+// are not read again, and PostgreSQL may drop their WAL.
+func Confirm(ctx context.Context, psql []string, slot, lsn string) error {
+	if _, err := run(ctx, psql, "SELECT pg_replication_slot_advance('"+strings.ReplaceAll(slot, "'", "''")+"', '"+strings.ReplaceAll(lsn, "'", "''")+"')"); err != nil {
+		return fmt.Errorf("confirming slot %s to %s: %w", slot, lsn, err)
+	}
+	return nil
+}
+
+func run(ctx context.Context, psql []string, query string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, psql[0], append(psql[1:], "-c", query)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("reading slot %s: %w: %s", slot, err, bytes.TrimSpace(stderr.Bytes()))
+		return nil, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	var events [][]byte
-	for line := range bytes.Lines(out) {
-		if line = bytes.TrimSpace(line); len(line) == 0 {
-			continue
-		}
-		event, err := Debezium(line, database)
-		if err != nil {
-			return events, err
-		}
-		if event != nil {
-			events = append(events, event)
-		}
-	}
-	return events, nil
+	return out, nil
 }
 
 // Debezium is the Debezium change event of a wal2json change (format

@@ -16,6 +16,7 @@ import (
 // Kinesis front end into the keys the rules plan — the old and the new
 // category of a table with REPLICA IDENTITY FULL; of one without, what its
 // key names, and a rule over its old value fails saying what to turn on.
+// Read and not confirmed, they are read again; confirmed, never.
 func TestAnUpdateInPostgresPlansItsKeys(t *testing.T) {
 	pg := testenv.StartPostgres(t)
 	pg.Exec(t,
@@ -30,9 +31,19 @@ func TestAnUpdateInPostgresPlansItsKeys(t *testing.T) {
 		"DELETE FROM orders WHERE id = 7",
 		"TRUNCATE products",
 	)
-	read, err := Read(t.Context(), pg.PSQL(), "invalidator", "postgres")
+	read, upto, err := Read(t.Context(), pg.PSQL(), "invalidator", "postgres", 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Unconfirmed, a reader that stopped reads them again; confirmed, never.
+	if again, at, err := Read(t.Context(), pg.PSQL(), "invalidator", "postgres", 0); err != nil || len(again) != len(read) || at != upto {
+		t.Fatalf("read again before confirming: %d changes to %s (%v); want the %d to %s", len(again), at, err, len(read), upto)
+	}
+	if err := Confirm(t.Context(), pg.PSQL(), "invalidator", upto); err != nil {
+		t.Fatal(err)
+	}
+	if again, _, err := Read(t.Context(), pg.PSQL(), "invalidator", "postgres", 0); err != nil || len(again) != 0 {
+		t.Fatalf("read again once confirmed: %d changes (%v); want none", len(again), err)
 	}
 	rules, err := invalidate.ParseRules([]byte(`tables:
   public.products: ["cache:product:{key.id}", "cache:category:{item.category}"]

@@ -4,7 +4,8 @@
 // several batches at once, one for the stream — and feeds them from moto
 // (or LocalStack) the way Lambda would in AWS, with template.yaml's
 // settings unless flags say otherwise: the SQS function from a queue, the
-// stream function from a table's stream, resumed from its checkpoints after
+// stream function from a table's stream and the Kinesis function from a
+// Kinesis stream (the stream's settings for both), resumed from its checkpoints after
 // a restart, the coordinates of stream records given up on to an
 // on-failure queue. The functions inherit this process's environment
 // (CACHE_*, INVALIDATION_RULES, FAILURE_QUEUE_URL...).
@@ -25,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/localstack/esm"
@@ -33,7 +35,8 @@ import (
 )
 
 type settings struct {
-	queue, again, table, dlq, bin, state  string
+	queue, again, table, kinesis, dlq     string
+	bin, state                            string
 	timeout, sqsWindow, sqsWait           time.Duration
 	sqsBatch, streamBatch, sqsConcurrency int
 	retries                               int
@@ -46,6 +49,7 @@ func main() {
 	flag.StringVar(&s.queue, "queue", os.Getenv("RAW_QUEUE_URL"), "queue feeding sqs-invalidate (none: no SQS mapping) [RAW_QUEUE_URL]")
 	flag.StringVar(&s.again, "again-queue", os.Getenv("SECOND_DELETE_QUEUE_URL"), "delay queue of second deletes, feeding sqs-invalidate too (none: no mapping) [SECOND_DELETE_QUEUE_URL]")
 	flag.StringVar(&s.table, "table", os.Getenv("TABLE_NAME"), "table whose stream feeds stream-invalidate (none: no stream mapping) [TABLE_NAME]")
+	flag.StringVar(&s.kinesis, "kinesis", os.Getenv("CDC_STREAM_NAME"), "Kinesis stream feeding kinesis-invalidate, with the stream's settings (none: no Kinesis mapping) [CDC_STREAM_NAME]")
 	flag.StringVar(&s.dlq, "on-failure", os.Getenv("FAILURE_QUEUE_URL"), "on-failure destination of the stream mapping [FAILURE_QUEUE_URL]")
 	flag.StringVar(&s.bin, "bin", "bin", "directory of the built functions (make build)")
 	flag.StringVar(&s.state, "state", filepath.Join(os.Getenv("LOCAL_STATE"), "esm"), "directory of the stream checkpoints, kept across restarts [LOCAL_STATE/esm]")
@@ -74,7 +78,7 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 	if err != nil {
 		return err
 	}
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	mappings := 0
 	opts := rie.Options{Output: os.Stdout, Timeout: s.timeout}
 	// An emulator takes one invoke at a time: Lambda invokes several SQS
@@ -125,10 +129,31 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 		go func() { errs <- m.Run(ctx) }()
 		mappings++
 	}
-	if mappings == 0 {
-		return errors.New("nothing to drive: give -queue or -table")
+	if s.kinesis != "" {
+		desc, err := kinesis.NewFromConfig(cfg).DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(s.kinesis)})
+		if err != nil {
+			return err
+		}
+		checkpoints, err := esm.LoadCheckpoints(filepath.Join(s.state, "kinesis-checkpoints.json"))
+		if err != nil {
+			return err
+		}
+		fn, err := rie.Start(filepath.Join(s.bin, "kinesis-invalidate", "bootstrap"), opts)
+		if err != nil {
+			return err
+		}
+		defer fn.Stop()
+		m := &esm.KinesisMapping{Client: kinesis.NewFromConfig(cfg), StreamARN: aws.ToString(desc.StreamDescriptionSummary.StreamARN), Region: cfg.Region, Settings: esm.Settings{
+			Function: fn, BatchSize: int32(s.streamBatch), Latest: s.latest, MaxRetryAttempts: s.retries, MaxRecordAge: s.maxAge,
+			NoBisect: !s.bisect, Checkpoints: checkpoints, OnFailure: sqs.NewFromConfig(cfg), DLQURL: s.dlq, Logger: log,
+		}}
+		go func() { errs <- m.Run(ctx) }()
+		mappings++
 	}
-	log.Info("driver started", "queue", s.queue, "again_queue", s.again, "table", s.table)
+	if mappings == 0 {
+		return errors.New("nothing to drive: give -queue, -table or -kinesis")
+	}
+	log.Info("driver started", "queue", s.queue, "again_queue", s.again, "table", s.table, "kinesis", s.kinesis)
 	for range mappings {
 		if err := <-errs; err != nil {
 			return err

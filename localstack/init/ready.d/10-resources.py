@@ -27,6 +27,7 @@ sqs = session.client("sqs", endpoint_url=endpoint)
 secrets = session.client("secretsmanager", endpoint_url=endpoint)
 # DynamoDB may have an endpoint of its own (localstack/env.sh, MOTO_DYNAMODB_PORT).
 dynamodb = session.client("dynamodb", endpoint_url=env("AWS_ENDPOINT_URL_DYNAMODB") or endpoint)
+kinesis = session.client("kinesis", endpoint_url=endpoint)
 
 topic = env("TOPIC_NAME") or "cache-changes"
 queue = env("QUEUE_NAME") or "cache-invalidation"
@@ -37,6 +38,7 @@ again = env("SECOND_DELETE_QUEUE_NAME") or "cache-invalidation-again"
 inspect = env("INSPECT_QUEUE_NAME") or "cache-invalidation-inspect"
 window = env("FAILOVER_WINDOW_QUEUE_NAME") or "cache-invalidation-window"
 table = env("TABLE_NAME") or "Products"
+cdc_stream = env("CDC_STREAM_NAME") or "cache-invalidation-cdc"
 secret = env("WORKER_PASSWORD_SECRET_NAME") or "invalidator-worker-password"
 # As template.yaml: QueueMaxReceiveCount, and 6 x the function timeout.
 max_receive_count = env("MAX_RECEIVE_COUNT") or "1000"
@@ -145,6 +147,19 @@ except ClientError as e:
 dynamodb.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 1})
 stream_arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
 
+# The commit log's stream: the PostgreSQL stand-in writes Debezium's
+# records on it, the Kinesis function reads them (template.yaml's
+# KinesisStreamArn names a team's own). One shard: the stand-in keeps the
+# commit order on one partition key.
+try:
+    kinesis.describe_stream_summary(StreamName=cdc_stream)
+except ClientError as e:
+    if e.response["Error"]["Code"] != "ResourceNotFoundException":
+        raise
+    kinesis.create_stream(StreamName=cdc_stream, ShardCount=1)
+kinesis.get_waiter("stream_exists").wait(StreamName=cdc_stream, WaiterConfig={"Delay": 1})
+cdc_arn = kinesis.describe_stream_summary(StreamName=cdc_stream)["StreamDescriptionSummary"]["StreamARN"]
+
 print(f"""resources ready:
   topic       {topic_arn}
   queue       {urls[queue]} (DLQ {dlq} after {max_receive_count} receives)
@@ -155,4 +170,5 @@ print(f"""resources ready:
   inspect     {inspect_url} (a copy of each change for invalidator inspect, kept 60 s)
   failures    {failures_url} (records parked by the worker, and what the stream and SNS paths give up on)
   table       {table}, stream {stream_arn}
+  kinesis     {cdc_arn} (the commit log's changes, from PostgreSQL)
   secret      {secret} (the worker's cache password, which the functions read)""", flush=True)
