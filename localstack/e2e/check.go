@@ -174,13 +174,13 @@ func (l *load) stale(ctx context.Context) (r staleCounts, err error) {
 		return err == nil && v.Version < source.Version, nil
 	}
 	for i := range entities {
-		for _, entity := range []string{"product", "user"} {
+		for _, entity := range []string{"product", "user", "order"} {
 			id := l.id(entity, i)
 			var source item
 			if entity == "product" {
 				source, err = l.sourceProduct(ctx, id)
 			} else {
-				source = l.sourceUser(id)
+				source = l.sourceRecorded(entity, id)
 			}
 			if err != nil {
 				return r, err
@@ -299,19 +299,19 @@ func (r results) print(faults []faultResult, drained bool, drain, took time.Dura
 	line("lost", lost)
 	line("poison_sent", r.poisonSent)
 	line("poison_unparked", r.poisonUnparked)
-	for _, path := range []string{pathStream, pathPoller, pathSQS} {
-		name := strings.TrimSuffix(path, "-invalidate")
+	for _, path := range paths {
+		name := pathName(path)
 		line("lost_"+name, r.lost[path])
 		line("lag_p50_ms_"+name, percentile(r.lag[path], 0.5).Milliseconds())
 		line("lag_p99_ms_"+name, percentile(r.lag[path], 0.99).Milliseconds())
-		if path != pathStream {
+		if path == pathPoller || path == pathSQS {
 			line("max_receives_"+name, r.maxReceives[path])
 		}
 	}
 	recoveries, longOutage, unrecovered := map[string]time.Duration{}, map[string]time.Duration{}, []string{}
 	for _, f := range faults {
 		for _, p := range f.probes {
-			name := "recovery_ms_" + f.name + "_" + strings.TrimSuffix(p.path, "-invalidate")
+			name := "recovery_ms_" + f.name + "_" + pathName(p.path)
 			line(name, p.took.Milliseconds())
 			switch {
 			case p.err != nil:

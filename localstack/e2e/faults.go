@@ -39,6 +39,14 @@ func (s *stack) faults(p plan, l *load) []fault {
 			wait.For(ctx, p.restart)
 			return s.driver.start()
 		}, 0},
+		// Debezium's crash: killed between reading the slot and
+		// confirming it, or anywhere else, it reads again what it had not
+		// confirmed.
+		{"commitlog-killed-restarted", func(ctx context.Context) error {
+			s.commitlog.signal(syscall.SIGKILL)
+			wait.For(ctx, p.restart)
+			return s.commitlog.start()
+		}, 0},
 		{"poller-stopped-restarted", func(ctx context.Context) error {
 			s.poller.signal(syscall.SIGTERM)
 			wait.For(ctx, p.restart)

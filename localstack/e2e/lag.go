@@ -21,7 +21,7 @@ type lagFault struct {
 }
 
 func writeLag(path string, start time.Time, r results, faults []faultResult) error {
-	f := lagFile{Paths: []string{pathStream, pathPoller, pathSQS}, Points: map[string][][2]float64{}}
+	f := lagFile{Paths: paths, Points: map[string][][2]float64{}}
 	for _, p := range f.Paths {
 		for i, d := range r.lag[p] {
 			f.Points[p] = append(f.Points[p], [2]float64{r.lagAt[p][i].Sub(start).Seconds(), float64(d.Microseconds()) / 1000})

@@ -100,7 +100,7 @@ func (l *load) sourceList(ctx context.Context, def listDef) (list, error) {
 	s := list{Entity: def.entity, Category: def.category}
 	if def.entity == "user" {
 		for _, id := range def.ids {
-			s.Items = append(s.Items, l.sourceUser(id))
+			s.Items = append(s.Items, l.sourceRecorded("user", id))
 		}
 		return s, nil
 	}

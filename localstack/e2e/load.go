@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,10 +29,23 @@ import (
 
 // The paths a change takes, by the function that invalidates it there.
 const (
-	pathStream = "stream-invalidate" // a Products write, through the table's stream
-	pathPoller = "poller"            // an SNS publish, through cache-invalidation
-	pathSQS    = "sqs-invalidate"    // the same publish, through cache-invalidation-raw
+	pathStream = "stream-invalidate"  // a Products write, through the table's stream
+	pathPoller = "poller"             // an SNS publish, through cache-invalidation
+	pathSQS    = "sqs-invalidate"     // the same publish, through cache-invalidation-raw
+	pathCDC    = "kinesis-invalidate" // an orders row in PostgreSQL, through its commit log: the slot, the stand-in, Kinesis
 )
+
+// paths are every path, in the order the run's lines print them.
+var paths = []string{pathStream, pathPoller, pathSQS, pathCDC}
+
+// pathName is a path's name in the run's lines: its function's, less
+// -invalidate; the commit log's, cdc.
+func pathName(path string) string {
+	if path == pathCDC {
+		return "cdc"
+	}
+	return strings.TrimSuffix(path, "-invalidate")
+}
 
 const entities = 40 // products and users each
 
@@ -119,11 +136,16 @@ func newLoad(ctx context.Context, e env, prefix string, poison bool) (*load, err
 		}
 		l.record("product", id, 1, time.Time{})
 		l.record("user", l.id("user", i), 1, time.Time{})
+		if err := sql(ctx, upsertOrder(l.id("order", i), 1)); err != nil {
+			return nil, fmt.Errorf("the orders table: %w", err)
+		}
+		l.record("order", l.id("order", i), 1, time.Time{})
 	}
 	return l, nil
 }
 
-// id is the ID of the n-th entity of a kind: p-1, or u-1 for users.
+// id is the ID of the n-th entity of a kind: p-1, u-1 for users, o-1 for
+// orders.
 func (l *load) id(entity string, n int) string { return l.prefix + entity[:1] + "-" + strconv.Itoa(n) }
 
 func (l *load) putProduct(ctx context.Context, id string, version int64, category bool) error {
@@ -146,13 +168,17 @@ func (l *load) start(ctx context.Context) {
 	l.startWriters()
 	for range 3 {
 		l.readers.Go(func() { l.read(l.readCtx, "product", l.cachedProduct) })
-		l.readers.Go(func() { l.read(l.readCtx, "user", l.cachedUser) })
+		l.readers.Go(func() { l.read(l.readCtx, "user", l.cachedRecorded("user")) })
 		l.readers.Go(func() { l.read(l.readCtx, "product", l.naiveProduct) })
-		l.readers.Go(func() { l.read(l.readCtx, "user", l.naiveUser) })
+		l.readers.Go(func() { l.read(l.readCtx, "user", l.naiveRecorded("user")) })
 		l.readers.Go(func() { l.read(l.readCtx, "product", l.replicaRead("product")) })
 		l.readers.Go(func() { l.read(l.readCtx, "user", l.replicaRead("user")) })
 		l.readers.Go(func() { l.readLists(l.readCtx) })
 	}
+	// Orders, fewer: their path is one, not two.
+	l.readers.Go(func() { l.read(l.readCtx, "order", l.cachedRecorded("order")) })
+	l.readers.Go(func() { l.read(l.readCtx, "order", l.naiveRecorded("order")) })
+	l.readers.Go(func() { l.read(l.readCtx, "order", l.replicaRead("order")) })
 	if l.near != nil {
 		l.near.readers(l)
 	}
@@ -164,6 +190,7 @@ func (l *load) startWriters() {
 	for range max(1, int(math.Ceil(l.rate/40))) {
 		l.writers.Go(func() { l.write(l.writeCtx, l.writeProduct) })
 		l.writers.Go(func() { l.write(l.writeCtx, l.writeUser) })
+		l.writers.Go(func() { l.write(l.writeCtx, l.writeOrder) })
 	}
 }
 
@@ -348,5 +375,45 @@ func (l *load) writeUser(ctx context.Context, poison int) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	l.wrote(change{marker: "e2e:mark:user:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathPoller, pathSQS}, at: at, answered: time.Now()})
+	return nil
+}
+
+// writeOrder changes an order in PostgreSQL; the Kinesis function hears of
+// it from the commit log. No poison on this path: the hostile suite sends
+// the Kinesis function its bad records.
+func (l *load) writeOrder(ctx context.Context, _ int) error {
+	id := l.id("order", rand.N(entities))
+	v := l.next("order", id)
+	at := time.Now()
+	l.begin("order", id, v, at)
+	// Committed, the change is in the log; a write that failed may have
+	// committed: it insists, as writeUser does.
+	for {
+		err := sql(context.WithoutCancel(ctx), upsertOrder(id, v))
+		if err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	answered := time.Now()
+	l.finish("order", id, v)
+	l.wrote(change{marker: "e2e:mark:order:" + id + ":" + strconv.FormatInt(v, 10), paths: []string{pathCDC}, at: at, answered: answered})
+	return nil
+}
+
+func upsertOrder(id string, version int64) string {
+	return "INSERT INTO orders VALUES ('" + id + "', " + strconv.FormatInt(version, 10) + ") ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version"
+}
+
+// sql runs statements in the stack's PostgreSQL (PG* from env.sh), each
+// in its own transaction.
+func sql(ctx context.Context, statements ...string) error {
+	args := []string{"-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"}
+	for _, s := range statements {
+		args = append(args, "-c", s)
+	}
+	if out, err := exec.CommandContext(ctx, "psql", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("psql: %w: %s", err, bytes.TrimSpace(out))
+	}
 	return nil
 }

@@ -131,7 +131,7 @@ func (n *nearReaders) readers(l *load) {
 			})
 			l.readers.Go(func() {
 				l.read(l.readCtx, "user", func(ctx context.Context, id string) error {
-					return readThrough(ctx, &l.wt, p.kind, p.users, "cache:user:"+id, l.loadUser(id))
+					return readThrough(ctx, &l.wt, p.kind, p.users, "cache:user:"+id, l.loadRecorded("user", id))
 				})
 			})
 		}

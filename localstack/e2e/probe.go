@@ -33,6 +33,7 @@ func (l *load) probe(ctx context.Context, fault string) []probeResult {
 		pathStream: {"cache:product:probe-" + n, func(ctx context.Context) error { return l.putProduct(ctx, "probe-"+n, 1, true) }},
 		pathPoller: {"cache:probe:poller-" + n, func(ctx context.Context) error { return l.send(ctx, l.env.queueURL, "poller-"+n) }},
 		pathSQS:    {"cache:probe:sqs-" + n, func(ctx context.Context) error { return l.send(ctx, l.env.rawQueue, "sqs-"+n) }},
+		pathCDC:    {"cache:order:probe-" + n, func(ctx context.Context) error { return sql(ctx, upsertOrder("probe-"+n, 1)) }},
 	}
 	results := make(chan probeResult, len(paths))
 	for path, p := range paths {
@@ -84,8 +85,8 @@ const raceDrain = 2 * time.Minute
 
 // drain waits until the queues are empty, second deletes included, and a
 // change sent through the stream last is invalidated — the stream is done
-// with all before it; then until the second deletes that change brought
-// are done too.
+// with all before it —, and one through the commit log; then until the
+// second deletes those changes brought are done too.
 //
 // It returns how long it took. The workers, stopped, hand back what they
 // received and had not started, so that a drain after a restart takes
@@ -109,6 +110,9 @@ func (l *load) drain(ctx context.Context, limit time.Duration) (time.Duration, b
 		return time.Since(start), false
 	}
 	_, err := l.timeInvalidation(ctx, "cache:product:drained", func(ctx context.Context) error { return l.putProduct(ctx, "drained", 1, true) })
+	if err == nil {
+		_, err = l.timeInvalidation(ctx, "cache:order:drained", func(ctx context.Context) error { return sql(ctx, upsertOrder("drained", 1)) })
+	}
 	wait.For(ctx, time.Second) // for the function to send the second delete after its first
 	ok := err == nil && empty()
 	return time.Since(start), ok

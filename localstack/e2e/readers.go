@@ -88,10 +88,13 @@ func (l *load) sourceProduct(ctx context.Context, id string) (item, error) {
 	return item{ID: id, Version: v}, err
 }
 
-func (l *load) sourceUser(id string) item {
+// sourceRecorded is a user or an order as the load recorded it: their
+// source is the load's own, their changes told by a message (users) or
+// read from PostgreSQL's commit log (orders).
+func (l *load) sourceRecorded(entity, id string) item {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return item{ID: id, Version: l.versions["user:"+id]}
+	return item{ID: id, Version: l.versions[entity+":"+id]}
 }
 
 func (l *load) loadProduct(id string) func(context.Context) (item, error) {
@@ -102,9 +105,9 @@ func (l *load) loadProduct(id string) func(context.Context) (item, error) {
 	}
 }
 
-func (l *load) loadUser(id string) func(context.Context) (item, error) {
+func (l *load) loadRecorded(entity, id string) func(context.Context) (item, error) {
 	return func(ctx context.Context) (item, error) {
-		it := l.sourceUser(id)
+		it := l.sourceRecorded(entity, id)
 		slowly(ctx)
 		return it, nil
 	}
@@ -114,16 +117,20 @@ func (l *load) cachedProduct(ctx context.Context, id string) error {
 	return readThrough(ctx, &l.wt, kindPlain, l.products, "cache:product:"+id, l.loadProduct(id))
 }
 
-func (l *load) cachedUser(ctx context.Context, id string) error {
-	return readThrough(ctx, &l.wt, kindPlain, l.users, "cache:user:"+id, l.loadUser(id))
+func (l *load) cachedRecorded(entity string) func(ctx context.Context, id string) error {
+	return func(ctx context.Context, id string) error {
+		return readThrough(ctx, &l.wt, kindPlain, l.users, "cache:"+entity+":"+id, l.loadRecorded(entity, id))
+	}
 }
 
 func (l *load) naiveProduct(ctx context.Context, id string) error {
 	return l.naive(ctx, "naive:product:"+id, l.loadProduct(id))
 }
 
-func (l *load) naiveUser(ctx context.Context, id string) error {
-	return l.naive(ctx, "naive:user:"+id, l.loadUser(id))
+func (l *load) naiveRecorded(entity string) func(ctx context.Context, id string) error {
+	return func(ctx context.Context, id string) error {
+		return l.naive(ctx, "naive:"+entity+":"+id, l.loadRecorded(entity, id))
+	}
 }
 
 // naive is the usual cache-aside recipe: GET; on a miss read the source,

@@ -5,7 +5,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -34,8 +33,8 @@ func (r results) backlog(f faultResult, path string) time.Duration {
 func (r results) printBacklogs(faults []faultResult, line func(string, any)) (backlogs map[string]time.Duration, live map[string]float64) {
 	backlogs, live = map[string]time.Duration{}, map[string]float64{}
 	for _, f := range faults {
-		for _, path := range []string{pathStream, pathPoller, pathSQS} {
-			name := "backlog_ms_" + f.name + "_" + strings.TrimSuffix(path, "-invalidate")
+		for _, path := range paths {
+			name := "backlog_ms_" + f.name + "_" + pathName(path)
 			b := r.backlog(f, path)
 			line(name, b.Milliseconds())
 			if f.name != "driver-killed-restarted" {

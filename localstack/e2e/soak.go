@@ -199,8 +199,8 @@ func runSoak(ctx context.Context, e env, s *stack, p soakPlan, lim limits) (bool
 		}
 		return ds
 	}
-	for _, path := range []string{pathStream, pathPoller, pathSQS} {
-		name := strings.TrimSuffix(path, "-invalidate")
+	for _, path := range paths {
+		name := pathName(path)
 		steady := window(start.Add(soakWarmup), steadyEnd, path)
 		line("lag_p50_ms_"+name, percentile(lags(path, steady), 0.5).Milliseconds())
 		line("lag_p99_ms_"+name, percentile(lags(path, steady), 0.99).Milliseconds())
@@ -237,9 +237,9 @@ func runSoak(ctx context.Context, e env, s *stack, p soakPlan, lim limits) (bool
 	for i, rate := range steps {
 		from := steadyEnd.Add(time.Duration(i) * p.ramp)
 		under := true
-		for _, path := range []string{pathStream, pathPoller, pathSQS} {
+		for _, path := range paths {
 			p99 := percentile(lags(path, window(from, from.Add(p.ramp), path)), 0.99)
-			line(fmt.Sprintf("ramp_%g_lag_p99_ms_%s", rate, strings.TrimSuffix(path, "-invalidate")), p99.Milliseconds())
+			line(fmt.Sprintf("ramp_%g_lag_p99_ms_%s", rate, pathName(path)), p99.Milliseconds())
 			under = under && p99 <= goals.soakLag
 		}
 		if !under {

@@ -33,6 +33,7 @@ type env struct {
 	againQueue                   string // of second deletes
 	windowQueue                  string // the failover window
 	inspectQueue                 string // the inspector's copy of the topic
+	cdcStream                    string // the commit log's Kinesis stream
 	cachePorts                   []int
 	shard                        *shard             // behind one endpoint, for the failovers; nil: none
 	endpoint                     string             // the shard's
@@ -43,9 +44,9 @@ type env struct {
 func loadEnv() (env, error) {
 	e := env{root: os.Getenv("INVALIDATOR_ROOT"), state: os.Getenv("LOCAL_STATE"), topicARN: os.Getenv("TOPIC_ARN"),
 		queueURL: os.Getenv("QUEUE_URL"), rawQueue: os.Getenv("RAW_QUEUE_URL"), failureQueue: os.Getenv("FAILURE_QUEUE_URL"),
-		dlq: os.Getenv("DLQ_URL"), table: os.Getenv("TABLE_NAME"), againQueue: os.Getenv("SECOND_DELETE_QUEUE_URL"), windowQueue: os.Getenv("WINDOW_QUEUE_URL"), inspectQueue: os.Getenv("INSPECT_QUEUE_URL"), workerUser: os.Getenv("WORKER_USERNAME"),
+		dlq: os.Getenv("DLQ_URL"), table: os.Getenv("TABLE_NAME"), againQueue: os.Getenv("SECOND_DELETE_QUEUE_URL"), windowQueue: os.Getenv("WINDOW_QUEUE_URL"), inspectQueue: os.Getenv("INSPECT_QUEUE_URL"), cdcStream: os.Getenv("CDC_STREAM_NAME"), workerUser: os.Getenv("WORKER_USERNAME"),
 		ca: os.Getenv("CACHE_CA_FILE")}
-	for _, v := range []string{e.root, e.state, e.topicARN, e.queueURL, e.rawQueue, e.failureQueue, e.dlq, e.table, e.workerUser, e.againQueue, e.windowQueue, e.inspectQueue} {
+	for _, v := range []string{e.root, e.state, e.topicARN, e.queueURL, e.rawQueue, e.failureQueue, e.dlq, e.table, e.workerUser, e.againQueue, e.windowQueue, e.inspectQueue, e.cdcStream} {
 		if v == "" {
 			return e, errors.New("the e2e stack's environment is missing: run make e2e")
 		}
@@ -77,17 +78,19 @@ entities:
   user: ["cache:user:{id}", "naive:user:{id}", "replica:user:{id}", "e2e:mark:user:{id}:{version}"]
 tables:
   TABLE: ["cache:product:{key.id}", "naive:product:{key.id}", "replica:product:{key.id}", "e2e:mark:product:{key.id}:{new.version}", "cache:category:{item.category}"]
+  public.orders: ["cache:order:{key.id}", "naive:order:{key.id}", "replica:order:{key.id}", "e2e:mark:order:{key.id}:{new.version}"]
 tags:
   entities: {user: ["user:{id}"]}
   tables: {TABLE: ["product:{key.id}", "category:{item.category}"]}
 `
 
 // stack is the worker under test: the poller, and the driver running the
-// SQS and stream functions under the emulator.
+// SQS, stream and Kinesis functions under the emulator; and the commit
+// log's stand-in, which feeds the Kinesis stream from PostgreSQL.
 type stack struct {
-	env            env
-	poller, driver *proc
-	shard          *shard
+	env                       env
+	poller, driver, commitlog *proc
+	shard                     *shard
 }
 
 // newStack starts the worker, its second deletes secondDelete after the
@@ -103,9 +106,14 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return nil, err
 	}
-	driverBin := filepath.Join(e.state, "bin", "driver")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", driverBin, "./localstack/driver").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build the driver: %v\n%s", err, out)
+	driverBin, commitlogBin := filepath.Join(e.state, "bin", "driver"), filepath.Join(e.state, "bin", "commitlog")
+	for pkg, out := range map[string]string{"./localstack/driver": driverBin, "./localstack/commitlog": commitlogBin} {
+		if msg, err := exec.CommandContext(ctx, "go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build %s: %v\n%s", pkg, err, msg)
+		}
+	}
+	if err := sql(ctx, "CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY, version bigint)"); err != nil {
+		return nil, fmt.Errorf("the orders table: %w", err)
 	}
 	health, err := freePort()
 	if err != nil {
@@ -139,13 +147,17 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 		// 5 s, as the poller's: the run stops and restarts the driver.
 		driver: &proc{name: "driver", path: driverBin, log: filepath.Join(logs, "driver.log"), env: worker,
 			args: []string{"-bin", bin, "-state", filepath.Join(e.state, "esm"), "-timeout", "10s", "-sqs-wait-time", "5s", "-sqs-concurrency", strconv.Itoa(sqsConcurrency),
-				"-queue", e.rawQueue, "-table", e.table, "-on-failure", e.failureQueue},
+				"-queue", e.rawQueue, "-table", e.table, "-kinesis", e.cdcStream, "-on-failure", e.failureQueue},
 			// Its mappings and their functions' processes are up.
 			ready: func(from int64) bool {
 				return logged(filepath.Join(logs, "driver.log"), from, `"msg":"driver started"`)
 			}},
+		commitlog: &proc{name: "commitlog", path: commitlogBin, log: filepath.Join(logs, "commitlog.log"), args: []string{"-stream", e.cdcStream},
+			ready: func(from int64) bool {
+				return logged(filepath.Join(logs, "commitlog.log"), from, `"msg":"reading the commit log"`)
+			}},
 	}
-	for _, p := range []*proc{s.poller, s.driver} {
+	for _, p := range []*proc{s.poller, s.driver, s.commitlog} {
 		if err := p.start(); err != nil {
 			s.stop()
 			return nil, err
@@ -172,9 +184,11 @@ func (s *stack) stop() {
 	s.driver.signal(syscall.SIGTERM)
 }
 
-// close stops the worker and the shard's endpoint.
+// close stops the worker, the commit log's stand-in and the shard's
+// endpoint.
 func (s *stack) close() {
 	s.stop()
+	s.commitlog.signal(syscall.SIGTERM)
 	if s.shard != nil {
 		s.shard.endpoint.Close()
 	}
