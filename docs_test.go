@@ -205,10 +205,11 @@ func TestPackageCommentsNameTheirPackage(t *testing.T) {
 // The budget a newcomer reads in minutes: bench/README.md, which make
 // bench-record fills, and the reference pages with it (131,000 since the
 // fleet's ECPU budget, after cuts of as much elsewhere; 133,100 since the
-// commit log's page, 2 KB).
+// commit log's page, 2 KB; 133,400 since its local stand-in, make e2e's
+// path and Kafka, 1.2 KB, after cuts of 950 bytes).
 const (
 	benchReadmeMaxBytes = 20_000
-	docsMaxBytes        = 133_100
+	docsMaxBytes        = 133_400
 )
 
 // docsSize is the bytes of bench/README.md, and of docs/*.md with bench/*.md

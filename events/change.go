@@ -27,15 +27,19 @@ const (
 	// rows a commit log's reader wrote (AWS DMS, Debezium) or DynamoDB's
 	// own records (Kinesis Data Streams for DynamoDB).
 	SourceKinesis Source = "kinesis"
+	// A Kafka topic (Amazon MSK, a self-managed cluster): its records'
+	// values hold what a Kinesis record's data does, but DynamoDB's.
+	SourceKafka Source = "kafka"
 	// Rows from a database's commit log, as AWS DMS and Debezium write
 	// them: Table is schema.table, the images the row after and before.
 	SourceDMS      Source = "dms"
 	SourceDebezium Source = "debezium"
 )
 
-// Stream says whether records from s come in their shard's order, which
-// a record that fails for now holds: Lambda retries the shard from it.
-func (s Source) Stream() bool { return s == SourceDynamoDB || s == SourceKinesis }
+// Stream says whether records from s come in their shard's (a Kafka
+// partition's) order, which a record that fails for now holds: Lambda
+// retries the shard from it.
+func (s Source) Stream() bool { return s == SourceDynamoDB || s == SourceKinesis || s == SourceKafka }
 
 // Rows says whether changes from s are rows of a table — a DynamoDB item
 // or a database's row — that the rules' tables plan, by the row's images.

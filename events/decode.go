@@ -23,6 +23,8 @@ func Decode(source Source, raw []byte, keep Attributes) (d Delivery, changes []C
 		changes, err = DecodeSNS(rec)
 	case SourceKinesis:
 		d, changes, err = decodeKinesis(raw, keep)
+	case SourceKafka:
+		d, changes, err = decodeKafka(raw, keep)
 	case SourceDynamoDB:
 		var c Change
 		if d.ID, c, err = DecodeDynamoDBJSON(raw, keep); err == nil {

@@ -37,6 +37,20 @@ func outcome(id string, changes []Change, err error) decoded {
 }
 
 func TestGolden(t *testing.T) {
+	// each decodes every record of an event from source, as Decode does.
+	each := func(source Source) func(t *testing.T, data []byte) []decoded {
+		return func(t *testing.T, data []byte) (out []decoded) {
+			raws, err := SplitRecords(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, raw := range raws {
+				d, changes, err := Decode(source, raw, nil)
+				out = append(out, outcome(d.ID, changes, err))
+			}
+			return out
+		}
+	}
 	decoders := map[string]func(t *testing.T, data []byte) []decoded{
 		"sqs": func(t *testing.T, data []byte) (out []decoded) {
 			raws, err := SplitRecords(data)
@@ -58,17 +72,8 @@ func TestGolden(t *testing.T) {
 			}
 			return out
 		},
-		"kinesis": func(t *testing.T, data []byte) (out []decoded) {
-			raws, err := SplitRecords(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, raw := range raws {
-				d, changes, err := Decode(SourceKinesis, raw, nil)
-				out = append(out, outcome(d.ID, changes, err))
-			}
-			return out
-		},
+		"kinesis": each(SourceKinesis),
+		"kafka":   each(SourceKafka),
 		"dynamodb": func(t *testing.T, data []byte) (out []decoded) {
 			raws, err := SplitRecords(data)
 			if err != nil {

@@ -3,9 +3,9 @@ package events
 import "github.com/invalidator-go/invalidator/internal/jsonscan"
 
 // WithoutImages returns a raw stream record with its item images emptied,
-// or a Kinesis record with its data, the rest byte for byte: what parking
-// keeps of one too large for a message, which its stream still holds
-// whole.
+// a Kinesis record without its data or a Kafka record without its value,
+// the rest byte for byte: what parking keeps of one too large for a
+// message, which its stream still holds whole.
 func WithoutImages(raw []byte) ([]byte, error) {
 	type cut struct {
 		from, to int
@@ -15,6 +15,9 @@ func WithoutImages(raw []byte) ([]byte, error) {
 	err := jsonscan.Walk(raw, func(key []byte, i int) (int, error) {
 		if string(key) != "dynamodb" && string(key) != "kinesis" || i >= len(raw) || raw[i] != '{' {
 			_, end, err := jsonscan.ValueAt(raw, i)
+			if string(key) == "value" && err == nil {
+				cuts = append(cuts, cut{i, end, "null"})
+			}
 			return end, err
 		}
 		return jsonscan.WalkAt(raw, i, func(key []byte, i int) (int, error) {

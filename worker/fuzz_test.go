@@ -76,3 +76,9 @@ func FuzzKinesisFrontEnd(f *testing.F) {
 		return named(w.Lambda(ctx, events.SourceKinesis, payload))
 	})
 }
+
+func FuzzKafkaFrontEnd(f *testing.F) {
+	fuzzFrontEnd(f, "kafka*.json", func(w *Worker, ctx context.Context, payload []byte) ([]string, error) {
+		return named(w.Lambda(ctx, events.SourceKafka, payload))
+	})
+}

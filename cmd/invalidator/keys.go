@@ -32,7 +32,7 @@ Reads an event from FILE, or standard input, and prints for each record the
 keys and the tags the worker's rules plan for it, or why it fails — touching
 nothing; with --members, the entries each tag holds now, which its
 invalidation would delete. The event may be a Lambda payload (SQS, SNS,
-DynamoDB Streams, Kinesis), one SQS message, an SNS envelope, an EventBridge
+DynamoDB Streams, Kinesis, Kafka), one SQS message, an SNS envelope, an EventBridge
 event, a change message, or a row as AWS DMS or Debezium writes it. The exit
 status is 1 when a record fails.
 

@@ -150,6 +150,13 @@ func kinesisRecord(seq, body string) string {
 		"eventSourceARN", `"arn:aws:kinesis:us-east-1:123456789012:stream/commit-log"`)
 }
 
+// kafkaRecord is a record of a Kafka event, at offset on partition 0 of
+// topic hostile, whose value is body.
+func kafkaRecord(offset int, body string) string {
+	return obj("topic", `"hostile"`, "partition", "0", "offset", strconv.Itoa(offset), "timestamp", strconv.FormatInt(time.Now().UnixMilli(), 10),
+		"timestampType", `"CREATE_TIME"`, "key", `null`, "value", str(base64.StdEncoding.EncodeToString([]byte(body))), "headers", "[]")
+}
+
 func streamPayload(records []string) []byte {
 	return []byte(`{"Records":[` + strings.Join(records, ",") + `]}`)
 }

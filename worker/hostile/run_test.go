@@ -30,7 +30,7 @@ import (
 
 // frontEnds are the ways records reach the worker, in the order a row
 // runs through them.
-var frontEnds = []string{"sqs-function", "sns-function", "stream-function", "kinesis-function", "poller"}
+var frontEnds = []string{"sqs-function", "sns-function", "stream-function", "kinesis-function", "kafka-function", "poller"}
 
 // timeout is each invoke's, the template's FunctionTimeout: a front end
 // answers before it. Batches are as the template's event sources make
@@ -109,9 +109,13 @@ func (r *row) inputs(fe, ns string) (in []input, goodKey string) {
 		return append(in, input{id: seq, raw: streamRecord(seq, modify(ns+"good", "labels", attrSS([]string{ns + "good"}))), good: true}),
 			"cache:product:" + ns + "good"
 	}
-	if fe == "kinesis-function" { // the messages as a commit log's reader or a producer puts them on a Kinesis stream
+	if fe == "kinesis-function" || fe == "kafka-function" { // the messages as a commit log's reader or a producer puts them on a stream or topic
 		for i, body := range append(r.messages(ns), goodBody) {
 			seq := fmt.Sprintf("%021d", (i+1)*100)
+			if fe == "kafka-function" {
+				in = append(in, input{id: "hostile-0@" + strconv.Itoa(i), raw: kafkaRecord(i, body)})
+				continue
+			}
 			in = append(in, input{id: seq, raw: kinesisRecord(seq, body)})
 		}
 		in[len(in)-1].good = true
@@ -201,6 +205,8 @@ func runOne(t *testing.T, e func(ns string, watch []string) *env, r *row, fe str
 		retried, err = streamFunction(w, in, &out, lambda.DynamoDB)
 	case "kinesis-function":
 		retried, err = streamFunction(w, in, &out, lambda.Kinesis)
+	case "kafka-function":
+		retried, err = kafkaFunction(w, in, &out)
 	case "poller":
 		retried, err = runPoller(w, env, in, names, &out)
 	}
@@ -453,6 +459,32 @@ func streamFunction[R any](w *worker.Worker, in []input, out *outcome, handle fu
 			}
 		}
 		return retry, nil // the shard stops there until it is retried
+	}
+	return retry, nil
+}
+
+// kafkaFunction runs the Kafka front end a batch at a time, until one
+// fails: Lambda retries that batch whole, and its partition stops there.
+func kafkaFunction(w *worker.Worker, in []input, out *outcome) (map[string]string, error) {
+	retry := map[string]string{}
+	for _, batch := range chunks(in, streamBatch) {
+		raws := make([]string, len(batch))
+		for i := range batch {
+			raws[i] = batch[i].raw
+		}
+		payload := []byte(`{"eventSource":"aws:kafka","records":{"hostile-0":[` + strings.Join(raws, ",") + `]}}`)
+		err := invoke(func(ctx context.Context) error { _, err := lambda.Kafka(w, ctx, payload); return err })
+		out.Invokes++
+		var failed lambda.RecordsFailed
+		switch {
+		case errors.As(err, &failed):
+			for _, i := range batch {
+				retry[i.id] = "the invoke failed, for Lambda to retry the batch: " + truncate(err.Error())
+			}
+			return retry, nil
+		case err != nil:
+			return nil, fmt.Errorf("the invoke failed: %w", err)
+		}
 	}
 	return retry, nil
 }

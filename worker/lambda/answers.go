@@ -49,6 +49,20 @@ func failures[F any](o worker.Outcome, failure func(id string) F) []F {
 	return out
 }
 
+// Kafka answers an invoke of a Kafka event source (Amazon MSK, a
+// self-managed cluster): it fails when a record is to be retried, so that
+// Lambda retries the batch, each partition in order; records before it
+// that failed for good are parked again then. Not a partial batch
+// response: one that Lambda ignores (ReportBatchItemFailures off on the
+// mapping) would pass the batch with its failures.
+func Kafka(w *worker.Worker, ctx context.Context, payload []byte) (struct{}, error) {
+	rep, err := w.Lambda(ctx, events.SourceKafka, payload)
+	if err != nil {
+		return struct{}{}, err
+	}
+	return struct{}{}, retried(rep, "record")
+}
+
 // SNS answers an SNS-triggered invoke: it fails when its message is to be
 // retried (RecordsFailed), so that the asynchronous invoke is retried. An
 // asynchronous invoke's result goes nowhere: it is empty.
@@ -57,16 +71,22 @@ func SNS(w *worker.Worker, ctx context.Context, payload []byte) (struct{}, error
 	if err != nil {
 		return struct{}{}, err
 	}
+	return struct{}{}, retried(rep, "message")
+}
+
+// retried is the error of an invoke whose records are to be retried, each
+// a what named by its ID; nil when there are none.
+func retried(o worker.Outcome, what string) error {
 	var failed RecordsFailed
-	for _, r := range rep.Records {
+	for _, r := range o.Records {
 		if r.Fate == worker.Retry {
-			failed = append(failed, "message "+r.ID+": "+r.Err.Error())
+			failed = append(failed, what+" "+r.ID+": "+r.Err.Error())
 		}
 	}
 	if failed != nil {
-		return struct{}{}, failed
+		return failed
 	}
-	return struct{}{}, nil
+	return nil
 }
 
 // RecordsFailed is the error of an invoke whose records are to be retried,

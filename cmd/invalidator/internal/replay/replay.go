@@ -217,6 +217,8 @@ func (r *Replayer) parked(ctx context.Context, p failurequeue.Record) ([]invalid
 		return nil, fmt.Errorf("parked record from an unknown source %q", p.Source)
 	case p.Content == failurequeue.RecordWithoutImages && p.Source == events.SourceKinesis:
 		return nil, errors.New("a Kinesis record parked without its data, too large for a message: replay does not read Kinesis yet; read it at its stream and sequence number (the record's coordinates) while the stream keeps it")
+	case p.Content == failurequeue.RecordWithoutImages && p.Source == events.SourceKafka:
+		return nil, errors.New("a Kafka record parked without its value, too large for a message: replay does not read Kafka; read it at its topic, partition and offset (its ID) while the topic keeps it")
 	case p.Content == failurequeue.RecordWithoutImages:
 		return r.streamRecord(ctx, p.Data)
 	case p.Content == failurequeue.WholeRecord:
