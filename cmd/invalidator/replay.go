@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/cmd/invalidator/internal/replay"
@@ -46,7 +47,8 @@ Reads every message of the queue and invalidates its changes as the worker
 would: with its rules, within its ECPU budget, each key's second delete and
 failover re-delete scheduled. It takes records the worker parked (as they
 came), the coordinates of stream records a mapping gave up on (read again
-from the stream, which keeps them 24 h), SNS invokes Lambda gave up on, and
+from the DynamoDB or Kinesis stream, which keeps them 24 h by default), SNS
+invokes Lambda gave up on, and
 plain change messages (a DLQ's, an SNS subscription's dead letters). A
 message whose keys are all deleted is deleted; one that fails again stays,
 visible, and the exit status is 1. With --dry-run it prints what each
@@ -218,7 +220,7 @@ func (rp *replaying) replayer(ctx context.Context, stderr io.Writer) (*replay.Re
 	again, window := w.cfg.Again(client)
 	// Its failures are replay's output, not the worker's logs and metrics.
 	opts := worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, SecondDelete: again, Window: window}
-	return &replay.Replayer{SQS: client, Streams: dynamodbstreams.NewFromConfig(w.aws), QueueURL: rp.queue,
+	return &replay.Replayer{SQS: client, Streams: dynamodbstreams.NewFromConfig(w.aws), Kinesis: kinesis.NewFromConfig(w.aws), QueueURL: rp.queue,
 		Worker: worker.New(invalidate.New(cache, iopts), opts),
 	}, closeCache, nil
 }

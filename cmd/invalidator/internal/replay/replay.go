@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -38,10 +40,18 @@ type Streams interface {
 	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
 }
 
+// Kinesis is what a Replayer needs of Kinesis Data Streams;
+// *kinesis.Client has it.
+type Kinesis interface {
+	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, opts ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
+}
+
 // Replayer replays the messages of one queue.
 type Replayer struct {
 	SQS     SQS
 	Streams Streams
+	Kinesis Kinesis
 	// Worker plans each message's keys with its rules and deletes them as
 	// it deletes a batch's: within its ECPU budget, then scheduled to be
 	// deleted again (second delete, failover schedule, window). It parks
@@ -176,6 +186,7 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 	}
 	var envelope struct {
 		Stream  *lambdaStreamBatch `json:"DDBStreamBatchInfo"`
+		Kinesis *lambdaStreamBatch `json:"KinesisBatchInfo"`
 		Payload json.RawMessage    `json:"requestPayload"`
 	}
 	_ = json.Unmarshal(body, &envelope)
@@ -183,6 +194,9 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 	case envelope.Stream != nil:
 		o.Kind, o.Source = KindStreamRange, events.SourceDynamoDB
 		return r.streamRange(ctx, *envelope.Stream)
+	case envelope.Kinesis != nil:
+		o.Kind, o.Source = KindStreamRange, events.SourceKinesis
+		return r.kinesisRange(ctx, *envelope.Kinesis)
 	case envelope.Payload != nil:
 		o.Kind, o.Source = KindAsyncInvoke, events.SourceSNS
 		raws, err := events.SplitRecords(envelope.Payload)
@@ -216,7 +230,7 @@ func (r *Replayer) parked(ctx context.Context, p failurequeue.Record) ([]invalid
 	case p.Source != events.SourceSQS && p.Source != events.SourceSNS && !p.Source.Stream():
 		return nil, fmt.Errorf("parked record from an unknown source %q", p.Source)
 	case p.Content == failurequeue.RecordWithoutImages && p.Source == events.SourceKinesis:
-		return nil, errors.New("a Kinesis record parked without its data, too large for a message: replay does not read Kinesis yet; read it at its stream and sequence number (the record's coordinates) while the stream keeps it")
+		return r.kinesisRecord(ctx, p.Data)
 	case p.Content == failurequeue.RecordWithoutImages && p.Source == events.SourceKafka:
 		return nil, errors.New("a Kafka record parked without its value, too large for a message: replay does not read Kafka; read it at its topic, partition and offset (its ID) while the topic keeps it")
 	case p.Content == failurequeue.RecordWithoutImages:
@@ -286,6 +300,65 @@ func (r *Replayer) streamRecord(ctx context.Context, content []byte) ([]invalida
 		}
 	}
 	return nil, fmt.Errorf("no shard of %s holds record %s any more: past the stream's 24 h", arn, seq)
+}
+
+// kinesisRange reads a range of records again from their Kinesis stream,
+// as its mapping delivered them, and decodes them as the Kinesis function
+// does.
+func (r *Replayer) kinesisRange(ctx context.Context, b lambdaStreamBatch) ([]invalidate.Record, error) {
+	if r.Kinesis == nil {
+		return nil, errors.New("no Kinesis client to read the range with")
+	}
+	fail := func(err error) ([]invalidate.Record, error) {
+		return nil, fmt.Errorf("reading %s shard %s from %s to %s (the stream keeps records its retention, 24 h by default): %w", b.StreamARN, b.ShardID, b.Start, b.End, err)
+	}
+	it, err := r.Kinesis.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamARN: aws.String(b.StreamARN), ShardId: aws.String(b.ShardID),
+		ShardIteratorType: kinesistypes.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(b.Start)})
+	if err != nil {
+		return fail(err)
+	}
+	var records []invalidate.Record
+	for iterator := it.ShardIterator; iterator != nil; {
+		out, err := r.Kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{StreamARN: aws.String(b.StreamARN), ShardIterator: iterator})
+		if err != nil {
+			return fail(err)
+		}
+		for _, rec := range out.Records {
+			seq := aws.ToString(rec.SequenceNumber)
+			if later := len(seq) > len(b.End) || len(seq) == len(b.End) && seq > b.End; later {
+				return records, nil
+			}
+			raw, _ := json.Marshal(map[string]any{"eventSource": "aws:kinesis", "eventSourceARN": b.StreamARN, "eventID": b.ShardID + ":" + seq,
+				"kinesis": map[string]any{"sequenceNumber": seq, "partitionKey": aws.ToString(rec.PartitionKey), "data": rec.Data,
+					"approximateArrivalTimestamp": float64(aws.ToTime(rec.ApproximateArrivalTimestamp).UnixMilli()) / 1000}})
+			records = append(records, r.decode(events.SourceKinesis, raw))
+		}
+		if len(out.Records) == 0 && aws.ToInt64(out.MillisBehindLatest) == 0 {
+			break // the shard's end, for now
+		}
+		iterator = out.NextShardIterator
+	}
+	if len(records) == 0 {
+		return fail(errors.New("no record left: past the stream's retention"))
+	}
+	return records, nil
+}
+
+// kinesisRecord reads one Kinesis record, parked without its data, again
+// from its stream, at its shard (in its eventID) and sequence number.
+func (r *Replayer) kinesisRecord(ctx context.Context, content []byte) ([]invalidate.Record, error) {
+	var rec struct {
+		EventID   string `json:"eventID"`
+		StreamARN string `json:"eventSourceARN"`
+		Kinesis   struct {
+			SequenceNumber string `json:"sequenceNumber"`
+		} `json:"kinesis"`
+	}
+	if err := json.Unmarshal(content, &rec); err != nil || rec.StreamARN == "" || rec.Kinesis.SequenceNumber == "" {
+		return nil, errors.New("a Kinesis record parked without its data names no stream (eventSourceARN) or place in it (kinesis.sequenceNumber)")
+	}
+	shard, _, _ := strings.Cut(rec.EventID, ":")
+	return r.kinesisRange(ctx, lambdaStreamBatch{ShardID: shard, Start: rec.Kinesis.SequenceNumber, End: rec.Kinesis.SequenceNumber, StreamARN: rec.StreamARN})
 }
 
 // plan plans the records' keys and tags as the worker would; any failure

@@ -16,6 +16,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/events"
@@ -259,4 +260,67 @@ func parkedAs(source events.Source, function, id, reason string, raw []byte, at 
 	d, _, _ := events.Decode(source, raw, events.Attributes{})
 	d.ID = id
 	return failurequeue.New(source, function, d, reason, raw, at)
+}
+
+// TestReplayReadsKinesis: what the Kinesis path leaves in the failure
+// queue — its mapping's coordinates of a batch given up on, and a record
+// parked without its data — is read again from the stream and its keys
+// deleted; a range the stream no longer holds fails, saying so.
+func TestReplayReadsKinesis(t *testing.T) {
+	cache := testenv.Cache(t)
+	ns := rand.Text()
+	key := func(what string) string { return "cache:replay:" + ns + what }
+	k := awsenv.Kinesis(t)
+	arn := awsenv.KinesisStream(t, 1)
+	var seqs []string
+	var shard string
+	for _, what := range []string{"first", "second", "third"} {
+		out, err := k.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamARN: aws.String(arn), PartitionKey: aws.String("p"),
+			Data: []byte(`{"entity":"replay","id":"` + ns + what + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs, shard = append(seqs, aws.ToString(out.SequenceNumber)), aws.ToString(out.ShardId)
+	}
+	parked, _ := json.Marshal(map[string]any{"eventSource": "aws:kinesis", "eventSourceARN": arn, "eventID": shard + ":" + seqs[2],
+		"kinesis": map[string]any{"sequenceNumber": seqs[2], "partitionKey": "p", "data": ""}})
+	rec := failurequeue.Record{Source: events.SourceKinesis, ID: seqs[2], Reason: "too large", Content: failurequeue.RecordWithoutImages, Data: parked}
+	in, err := rec.Message(failurequeue.MaxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(start, end string) queues.Outgoing {
+		return queues.Outgoing{Body: `{"requestContext":{"condition":"RetryAttemptsExhausted"},"KinesisBatchInfo":{"shardId":"` + shard +
+			`","startSequenceNumber":"` + start + `","endSequenceNumber":"` + end + `","streamArn":"` + arn + `","batchSize":2}}`}
+	}
+	q := testQueue(t)
+	for _, m := range []queues.Outgoing{batch(seqs[0], seqs[1]), in} {
+		if err := queues.Send(t.Context(), awsenv.SQS(t), q, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := []string{key("first"), key("second"), key("third")}
+	for _, k := range keys {
+		if err := cache.Do(t.Context(), cache.B().Set().Key(k).Value("stale").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Replayer{SQS: awsenv.SQS(t), Kinesis: k, QueueURL: q, Worker: quietWorker(invalidate.New(invalidate.Valkey(cache), invalidate.Options{}), worker.Options{})}
+	var outcomes []Outcome
+	if replayed, failed, err := r.Run(t.Context(), func(o Outcome) { outcomes = append(outcomes, o) }); err != nil || replayed != 2 || failed != 0 {
+		t.Fatalf("replayed %d, failed %d, %v; want 2 and none: %+v", replayed, failed, err, outcomes)
+	}
+	for _, o := range outcomes {
+		if o.Source != events.SourceKinesis || o.Kind == KindStreamRange && o.Records != 2 || o.Kind == KindParked && o.Records != 1 {
+			t.Errorf("%+v: want the range's 2 records, or the parked one, from Kinesis", o)
+		}
+	}
+	for _, k := range keys {
+		if n, err := cache.Do(t.Context(), cache.B().Exists().Key(k).Build()).AsInt64(); err != nil || n != 0 {
+			t.Errorf("%s is still cached (%v)", k, err)
+		}
+	}
+	if _, err := r.kinesisRange(t.Context(), lambdaStreamBatch{ShardID: shard, Start: "4" + seqs[2][1:] + "0", End: "4" + seqs[2][1:] + "0", StreamARN: arn}); err == nil {
+		t.Errorf("a range past the stream's records was read: want it failed")
+	}
 }
