@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/invalidator-go/invalidator/internal/own"
+	"github.com/invalidator-go/invalidator/localstack/serverinfo"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/worker"
 	"github.com/invalidator-go/invalidator/worker/failurequeue"
@@ -148,6 +149,9 @@ func TestEveryBatchSourceReportsItemFailures(t *testing.T) {
 				types := ev.get("Properties", "FunctionResponseTypes").items()
 				if len(types) != 1 || types[0].Value != "ReportBatchItemFailures" {
 					t.Errorf("%s: %s event without ReportBatchItemFailures: a failed record would fail its whole batch", name, typ)
+				}
+				if m := ev.get("Properties", "MetricsConfig", "Metrics").items(); len(m) != 1 || m[0].Value != "EventCount" {
+					t.Errorf("%s: %s mapping without MetricsConfig EventCount: its polled, filtered and dropped events are not counted", name, typ)
 				}
 			}
 			if typ := ev.get("Type").value(); typ == "DynamoDB" || typ == "Kinesis" {
@@ -884,4 +888,22 @@ func offAtDefaults(tpl, r node) bool {
 	}
 	d := tpl.get("Parameters", eq[0].Value, "Default")
 	return d.ok() && d.Value == ""
+}
+
+// TestANewCacheRunsTheTestedEngine: the cache the template creates pins
+// its Valkey major version, and its default is the one the local stack
+// runs, which CI and make e2e test.
+func TestANewCacheRunsTheTestedEngine(t *testing.T) {
+	tpl := loadTemplate(t)
+	if got := tpl.get("Resources", "ServerlessCache", "Properties", "MajorEngineVersion").text(); got != "!Ref CacheMajorEngineVersion\n" {
+		t.Fatalf("ServerlessCache's MajorEngineVersion is %q: want the CacheMajorEngineVersion parameter, not AWS's default of the day", got)
+	}
+	def := tpl.get("Parameters", "CacheMajorEngineVersion", "Default").value()
+	server, err := serverinfo.Of(t.Context(), testenv.Cache(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, version, _ := strings.Cut(server, " "); name != "valkey" || !strings.HasPrefix(version, def+".") {
+		t.Errorf("CacheMajorEngineVersion defaults to %s, and the stack runs %s: a new cache would run an engine no test ran", def, server)
+	}
 }
