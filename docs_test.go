@@ -205,11 +205,12 @@ func TestPackageCommentsNameTheirPackage(t *testing.T) {
 // The budget a newcomer reads in minutes: bench/README.md, which make
 // bench-record fills, and the reference pages with it (131,000 since the
 // fleet's ECPU budget, after cuts of as much elsewhere; 133,100 since the
-// commit log's page, 2 KB; 133,400 since its local stand-in, make e2e's
-// path and Kafka, 1.2 KB, after cuts of 950 bytes).
+// commit log's page, 2 KB; 133,700 since its local stand-in, make e2e's
+// path, Kafka and the front ends' table's new rows, 2.1 KB, after cuts of
+// 1.6 KB).
 const (
 	benchReadmeMaxBytes = 20_000
-	docsMaxBytes        = 133_400
+	docsMaxBytes        = 133_700
 )
 
 // docsSize is the bytes of bench/README.md, and of docs/*.md with bench/*.md

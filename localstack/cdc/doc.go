@@ -8,6 +8,9 @@
 // bytes: decimal.handling.mode=string or double are closer); a delete's row
 // before holds the replica identity's columns alone (Debezium adds the
 // others as null); an update's row before is sent when the replica identity
-// is FULL, as Debezium sends it, and not when only a key changed; there is
-// no snapshot (op r), no transaction metadata and no schema wrapper.
+// is FULL, as Debezium sends it, and not when only a key changed; a row
+// whose key changed is one update, where Debezium sends a delete, a
+// tombstone and a create (the rules' {key.} reads both rows of an update:
+// the same keys); there is no snapshot (op r), no transaction metadata and
+// no schema wrapper.
 package cdc
