@@ -82,8 +82,8 @@ func (s *stack) faults(p plan, l *load) []fault {
 			return s.cacheUp(ctx)
 		}, 0},
 		{"slots-migrated", func(ctx context.Context) error {
-			// Redirects (MOVED, ASK) while 2,000 slots and their keys move.
-			return s.reshard(ctx, ports[0], ports[1], 2000)
+			// Redirects (MOVED, ASK) while slots and their keys move.
+			return s.reshard(ctx, ports[0], ports[1], p.reshard)
 		}, 0},
 		// The cache over its ECPU limit: the shard behind the endpoint
 		// answers the throttling reply above 50 commands a second, the

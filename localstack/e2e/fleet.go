@@ -52,9 +52,11 @@ type fleetRun struct {
 	endpointRefused int
 }
 
-// measureFleet runs the fleet for d: unshared; shared; shared with
-// first deletes in the line as the rest are, without their reserve.
-func measureFleet(ctx context.Context, env env, s *stack, d time.Duration) ([]fleetRun, error) {
+// measureFleet runs the fleet for p.fleet: shared; with p.fleetReferences
+// also unshared, as every process asked before the fleet's budget, and
+// shared with first deletes in the line as the rest are, without their
+// reserve.
+func measureFleet(ctx context.Context, env env, s *stack, p plan) ([]fleetRun, error) {
 	if s.shard == nil {
 		return nil, errors.New("no endpoint to count at: CACHE_REPLICAS is unset")
 	}
@@ -72,8 +74,12 @@ func measureFleet(ctx context.Context, env env, s *stack, d time.Duration) ([]fl
 		return nil, err
 	}
 	var runs []fleetRun
-	for _, shared := range []struct{ on, reserve bool }{{false, true}, {true, true}, {true, false}} {
-		r, err := f.run(ctx, shared.on, shared.reserve, d)
+	kinds := []struct{ on, reserve bool }{{true, true}}
+	if p.fleetReferences {
+		kinds = []struct{ on, reserve bool }{{false, true}, {true, true}, {true, false}}
+	}
+	for _, shared := range kinds {
+		r, err := f.run(ctx, shared.on, shared.reserve, p.fleet)
 		if err != nil {
 			return runs, err
 		}

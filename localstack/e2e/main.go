@@ -36,7 +36,9 @@ type plan struct {
 	warmup, steady, nodeDown, freeze, cacheDown, restart, race, throttle time.Duration
 	failovers                                                            []failoverPlan
 	bigChanges                                                           int           // the budget-exceeded fault's message
+	reshard                                                              int           // the slots slots-migrated moves
 	fleet                                                                time.Duration // each run of the fleet's budget
+	fleetReferences                                                      bool          // the fleet unshared, and without the reserve, beside it
 }
 
 // failoverPlan is a failover with the replica lag behind its master, the
@@ -58,9 +60,9 @@ func (f failoverPlan) delay(secondDelete time.Duration) time.Duration {
 // the connections dropped or, invisible, moved.
 var (
 	full = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second, race: 30 * time.Second, throttle: 10 * time.Second,
-		failovers: []failoverPlan{{time.Second, true, false}, {time.Second, false, false}, {6 * time.Second, true, false}, {6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 10_000, fleet: 40 * time.Second}
+		failovers: []failoverPlan{{time.Second, true, false}, {time.Second, false, false}, {6 * time.Second, true, false}, {6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 10_000, reshard: 2000, fleet: 40 * time.Second, fleetReferences: true}
 	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second, race: 10 * time.Second, throttle: 5 * time.Second,
-		failovers: []failoverPlan{{6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 3_000, fleet: 20 * time.Second}
+		failovers: []failoverPlan{{6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 3_000, reshard: 500, fleet: 20 * time.Second}
 )
 
 func main() {
@@ -230,7 +232,7 @@ func run(ctx context.Context, env env, s *stack, p plan, lim limits, bin string,
 			return false, fmt.Errorf("replica reads: %w", err)
 		}
 	}
-	if r.fleet, err = measureFleet(ctx, env, s, p.fleet); err != nil {
+	if r.fleet, err = measureFleet(ctx, env, s, p); err != nil {
 		return false, fmt.Errorf("the fleet's budget: %w", err)
 	}
 	for _, in := range inspectors {
@@ -275,7 +277,7 @@ func runRace(ctx context.Context, env env, s *stack, d, delay time.Duration, sta
 
 // runFleet measures the fleet's budget alone (-fleet).
 func runFleet(ctx context.Context, env env, s *stack, p plan, lim limits) (bool, error) {
-	runs, err := measureFleet(ctx, env, s, p.fleet)
+	runs, err := measureFleet(ctx, env, s, p)
 	if err != nil {
 		return false, err
 	}
