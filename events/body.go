@@ -125,6 +125,7 @@ type fields struct {
 	data, metadata, beforeImage field
 	before, after, source       field
 	schema, payload             field
+	recordType                  field   // Aurora DSQL's: full, or a part of one split across records
 	msgBuf                      *[]byte // from messageBuffers, until release
 }
 
@@ -199,6 +200,8 @@ func collect(raw []byte) (f fields, err error) {
 			f.schema = field{value, kind}
 		case "payload":
 			f.payload = field{value, kind}
+		case "type":
+			f.recordType = field{value, kind}
 		}
 		return end, nil
 	})

@@ -34,6 +34,9 @@ const (
 	// them: Table is schema.table, the images the row after and before.
 	SourceDMS      Source = "dms"
 	SourceDebezium Source = "debezium"
+	// Aurora DSQL's change stream: Debezium's envelope with a type, no row
+	// before an update, only the key before a delete.
+	SourceDSQL Source = "dsql"
 )
 
 // Stream says whether records from s come in their shard's (a Kafka
@@ -44,7 +47,14 @@ func (s Source) Stream() bool { return s == SourceDynamoDB || s == SourceKinesis
 // Rows says whether changes from s are rows of a table — a DynamoDB item
 // or a database's row — that the rules' tables plan, by the row's images.
 func (s Source) Rows() bool {
-	return s == SourceDynamoDB || s == SourceDMS || s == SourceDebezium
+	return s == SourceDynamoDB || s.CommitLog()
+}
+
+// CommitLog says whether changes from s are a database's rows read from its
+// commit log (AWS DMS, Debezium, Aurora DSQL): rows whose images hold what
+// the database sent, a key often alone before a change.
+func (s Source) CommitLog() bool {
+	return s == SourceDMS || s == SourceDebezium || s == SourceDSQL
 }
 
 // Change is one change to one entity: the unit that cache keys are planned

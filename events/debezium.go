@@ -37,7 +37,17 @@ func decodeDebeziumWrapped(f *fields, env envelope, out []Change) ([]Change, err
 // message) change no row and append nothing; t (a TRUNCATE) names no row,
 // so no key can be planned from it: it fails. An unchanged TOASTed column
 // the row after lacks is taken from the row before (REPLICA IDENTITY FULL).
+// A record with a type is Aurora DSQL's: "full", or a part of a record too
+// large for Kinesis, which fails, whole or not; an op it does not know is
+// an upsert of the row after, as AWS advises.
 func decodeDebezium(f *fields, env envelope, out []Change) ([]Change, error) {
+	source := SourceDebezium
+	if f.recordType.raw != nil {
+		source = SourceDSQL
+		if kind, err := jsonscan.Text(f.recordType.raw); f.recordType.kind != jsonscan.String || err != nil || kind != "full" {
+			return out, invalid("an Aurora DSQL record of type " + truncate(f.recordType.raw) + ", not full: a part of a record split across Kinesis records, which the worker does not join; its keys are planned from no part")
+		}
+	}
 	if f.op.kind != jsonscan.String {
 		return out, invalid("a Debezium op must be a string, not " + f.op.kind.String())
 	}
@@ -87,7 +97,10 @@ func decodeDebezium(f *fields, env envelope, out []Change) ([]Change, error) {
 	case "t":
 		return out, invalid("a TRUNCATE of " + truncate([]byte(table)) + " names no row: no key can be planned from it")
 	default:
-		return out, invalid("a Debezium op must be c, u, d, r, t or m, not " + strconv.Quote(truncate([]byte(opText))))
+		if source != SourceDSQL {
+			return out, invalid("a Debezium op must be c, u, d, r, t or m, not " + strconv.Quote(truncate([]byte(opText))))
+		}
+		op = OpUpdate // an upsert: the row after
 	}
 	var before, after Image
 	if f.before.raw != nil {
@@ -106,7 +119,7 @@ func decodeDebezium(f *fields, env envelope, out []Change) ([]Change, error) {
 	case op == OpDelete && before == nil:
 		return out, invalid("a Debezium delete needs the row deleted (before)")
 	}
-	c := rowChange(SourceDebezium, table, op, after, before)
+	c := rowChange(source, table, op, after, before)
 	c.OccurredAt = cmp.Or(at, env.occurredAt)
 	return append(out, c), nil
 }

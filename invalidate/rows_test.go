@@ -27,8 +27,8 @@ func cdcChange(t *testing.T, name string) events.Change {
 	return changes[0]
 }
 
-// TestRowsArePlannedByTheirTable: a database's rows, from DMS and
-// Debezium, are planned by the rules' tables as DynamoDB items are; an
+// TestRowsArePlannedByTheirTable: a database's rows, from DMS, Debezium
+// and Aurora DSQL, are planned by the rules' tables as DynamoDB items are; an
 // {item.} placeholder over a row whose old value the source did not send
 // fails, saying what to turn on, rather than invalidate the new value
 // alone.
@@ -38,6 +38,7 @@ tables:
   public.profile: ["cache:profile:{key.id}", "cache:color:{item.color}"]
   inventory.customers: ["cache:customer:{key.id}", "cache:bio:{new.biography}"]
   public.foo: ["cache:foo:{key.id}", "cache:foo-name:{item.name}"]
+  public.order_items: ["cache:order:{key.order_id}:{key.item_id}", "cache:quantity:{item.quantity}"]
 `)
 	for _, tc := range []struct {
 		record string
@@ -51,6 +52,9 @@ tables:
 		{"dms-update-before-image", []string{"cache:foo:45", "cache:foo:46"}, "BeforeImageSettings"}, // the key changed: both
 		{"dms-delete-pg", []string{"cache:foo:45"}, "REPLICA IDENTITY FULL"},
 		{"dms-insert", nil, "give its table a rule"},
+		{"dsql-cdc-insert", []string{"cache:order:1001:42", "cache:quantity:5"}, ""},
+		{"dsql-cdc-unknown-op", []string{"cache:order:1001:42"}, "Aurora DSQL sends no row before an update"}, // an upsert
+		{"dsql-cdc-delete", []string{"cache:order:1001:42"}, "Aurora DSQL"},
 	} {
 		c := cdcChange(t, tc.record)
 		keys, err := r.Keys(&c, nil)

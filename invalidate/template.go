@@ -307,7 +307,7 @@ func (t *template) scalar(seg *segment, c *events.Change) (string, error) {
 		}
 		return strconv.FormatInt(c.Version, 10), nil
 	}
-	if v == "" && seg.src == srcID && (c.Source == events.SourceDMS || c.Source == events.SourceDebezium) {
+	if v == "" && seg.src == srcID && c.Source.CommitLog() {
 		return "", &planError{Template: t.raw, Reason: "a database's row has no {id}: give its table a rule under tables"}
 	}
 	if v == "" {
@@ -321,7 +321,7 @@ func (t *template) scalar(seg *segment, c *events.Change) (string, error) {
 func (seg *segment) images(c *events.Change) []events.Image {
 	switch seg.src {
 	case srcKey:
-		if c.Source == events.SourceDMS || c.Source == events.SourceDebezium {
+		if c.Source.CommitLog() {
 			return []events.Image{c.OldImage, c.NewImage} // a key an update changed, both
 		}
 		return []events.Image{c.ItemKey}
@@ -352,6 +352,8 @@ func imageHint(source events.Source) string {
 		return "the DMS task sends the row before an update with BeforeImageSettings: FieldName before-image, ColumnFilter all; PostgreSQL sends its old values with the table's REPLICA IDENTITY FULL"
 	case events.SourceDebezium:
 		return "PostgreSQL sends the old values of a row with the table's REPLICA IDENTITY FULL"
+	case events.SourceDSQL:
+		return "Aurora DSQL sends no row before an update and only the key before a delete: plan its tables from {new.} and {key.}"
 	default:
 		return "is the stream NEW_AND_OLD_IMAGES?"
 	}
@@ -392,7 +394,7 @@ func distinctValues(seg *segment, c *events.Change, limit int) imageRead {
 	// A database's row before an update carries only its key unless told
 	// otherwise: an {item.} placeholder must not quietly read the row after
 	// alone.
-	if seg.src == srcItem && c.Op == events.OpUpdate && (c.Source == events.SourceDMS || c.Source == events.SourceDebezium) {
+	if seg.src == srcItem && c.Op == events.OpUpdate && c.Source.CommitLog() {
 		if _, ok := c.OldImage.Lookup(seg.path); !ok {
 			return imageRead{reason: "placeholder " + seg.text + ": the row before the update does not carry it (" + imageHint(c.Source) + ")"}
 		}
@@ -411,7 +413,7 @@ func distinctValues(seg *segment, c *events.Change, limit int) imageRead {
 		}
 		found = true
 		texts, err := av.Text()
-		if err != nil && av.Type == events.TypeNull && (c.Source == events.SourceDMS || c.Source == events.SourceDebezium) {
+		if err != nil && av.Type == events.TypeNull && c.Source.CommitLog() {
 			return imageRead{values: values, reason: "placeholder " + seg.text + ": " + err.Error() + " (if the column is not: " + imageHint(c.Source) + ")"}
 		}
 		if err != nil {
@@ -440,7 +442,7 @@ func distinctValues(seg *segment, c *events.Change, limit int) imageRead {
 	switch {
 	case !present:
 		return imageRead{reason: "placeholder " + seg.text + ": the record carries no such image (" + imageHint(c.Source) + ")"}
-	case !found && (c.Source == events.SourceDMS || c.Source == events.SourceDebezium):
+	case !found && c.Source.CommitLog():
 		return imageRead{reason: "placeholder " + seg.text + " is missing from the row (" + imageHint(c.Source) + ")"}
 	case !found:
 		return imageRead{reason: "placeholder " + seg.text + " is missing from the item"}
