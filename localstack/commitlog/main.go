@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/invalidator-go/invalidator/localstack/cdc"
 	"github.com/invalidator-go/invalidator/worker"
@@ -70,21 +71,42 @@ type pump struct {
 	log                    *slog.Logger
 }
 
-// once puts what the slot has on the stream, one by one (PutRecords would
-// not keep their order), and confirms it.
+// once puts what the slot has on the stream and confirms it. A PutRecords
+// request keeps its order on a shard, one request a turn of the loop (a
+// PutRecord a change fell seconds behind make soak-short's rate). Kinesis may refuse some records of a request
+// (throttled) and take those after them: they are put again from the first
+// refused on, so each change's last copy follows every change committed
+// before it.
 func (p pump) once(ctx context.Context) (int, error) {
 	events, upto, err := cdc.Read(ctx, p.psql, p.slot, p.database, 500)
 	if err != nil || upto == "" {
 		return 0, err
 	}
-	var after *string
-	for _, ev := range events {
-		out, err := p.kinesis.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(p.stream), Data: ev,
-			PartitionKey: aws.String(p.slot), SequenceNumberForOrdering: after})
+	for rest := events; len(rest) > 0; {
+		batch := request(rest)
+		entries := make([]types.PutRecordsRequestEntry, len(batch))
+		for i, ev := range batch {
+			entries[i] = types.PutRecordsRequestEntry{Data: ev, PartitionKey: aws.String(p.slot)}
+		}
+		out, err := p.kinesis.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(p.stream), Records: entries})
 		if err != nil {
 			return 0, err
 		}
-		after = out.SequenceNumber
+		put := len(batch)
+		for i, r := range out.Records {
+			if r.ErrorCode != nil {
+				put = i
+				p.log.Warn("the stream refused a change: putting it again", "error", aws.ToString(r.ErrorCode)+": "+aws.ToString(r.ErrorMessage))
+				break
+			}
+		}
+		if rest = rest[put:]; put < len(batch) {
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 	}
 	if err := cdc.Confirm(ctx, p.psql, p.slot, upto); err != nil {
 		return 0, err
@@ -93,6 +115,19 @@ func (p pump) once(ctx context.Context) (int, error) {
 		p.log.Info("changes put on the stream", "changes", len(events), "lsn", upto)
 	}
 	return len(events), nil
+}
+
+// request is the head of events one PutRecords request carries: at most
+// 500 records and 5 MiB of data and partition keys.
+func request(events [][]byte) [][]byte {
+	const maxRecords, maxBytes = 500, 5 << 20
+	size := 0
+	for i, ev := range events {
+		if size += len(ev) + 64; i == maxRecords || (size > maxBytes && i > 0) {
+			return events[:i]
+		}
+	}
+	return events
 }
 
 func envOr(name, fallback string) string {
