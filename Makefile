@@ -5,13 +5,16 @@ SHELL := bash
 ENV := . localstack/env.sh
 LAMBDAS := $(filter-out poller,$(notdir $(patsubst %/,%,$(wildcard functions/*/))))
 
-.PHONY: help setup up down local quick-try test fuzz-short build image bench bench-record e2e e2e-record e2e-short e2e-fleet soak soak-short lint
+.PHONY: help setup valkey up down local quick-try test fuzz-short build image bench bench-record e2e e2e-record e2e-short e2e-fleet soak soak-short lint
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-setup: ## install what is missing: Go, valkey-server (redis-server as a fallback), moto, AWS CLI, cfn-lint, the Lambda emulator
+setup: ## install what is missing: Go, Valkey 9 (built once per machine) and 8, PostgreSQL, moto, AWS CLI, cfn-lint, the Lambda emulator
 	bash localstack/setup.sh
+
+valkey: ## build Valkey 9 from Debian's source package into VALKEY_HOME (~/.cache/invalidator/valkey-9), once per machine; make setup does
+	bash -c '. localstack/lib.sh && ensure_valkey'
 
 up: setup ## start the local stack (moto + TLS cluster) and create its resources; idempotent
 	bash localstack/up.sh

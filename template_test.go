@@ -899,6 +899,9 @@ func TestANewCacheRunsTheTestedEngine(t *testing.T) {
 		t.Fatalf("ServerlessCache's MajorEngineVersion is %q: want the CacheMajorEngineVersion parameter, not AWS's default of the day", got)
 	}
 	def := tpl.get("Parameters", "CacheMajorEngineVersion", "Default").value()
+	if named := os.Getenv("CACHE_SERVER"); named != "" && named != "valkey" {
+		t.Skipf("CACHE_SERVER=%s: the stack runs an engine other than the default, by name", named)
+	}
 	server, err := serverinfo.Of(t.Context(), testenv.Cache(t))
 	if err != nil {
 		t.Fatal(err)

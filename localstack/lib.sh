@@ -48,61 +48,110 @@ pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 # --- tools ------------------------------------------------------------------
 
-# Valkey is what ElastiCache Serverless runs; redis-server 7.0 (Debian 12's
-# own) is only a fallback where no Valkey package can be installed, or, with
-# CACHE_SERVER=redis, a comparison run by hand.
+# The stack runs Valkey 9, what ElastiCache Serverless runs today, built by
+# make setup into VALKEY_HOME (ensure_valkey). By name only, never as a
+# fallback: CACHE_SERVER=valkey8 runs it on the valkey-server package (8.0,
+# bookworm-backports), CACHE_SERVER=redis on redis-server (a comparison).
+VALKEY_HOME=${VALKEY_HOME:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/invalidator/valkey-9}
 cache_server_bin() {
-  case "${CACHE_SERVER:-}" in
+  case "${CACHE_SERVER:-valkey}" in
     redis) command -v redis-server ;;
-    *) command -v valkey-server || command -v redis-server ;;
+    valkey8) command -v valkey-server ;;
+    valkey) [ -x "$VALKEY_HOME/valkey-server" ] && echo "$VALKEY_HOME/valkey-server" ;;
+    *) return 1 ;;
   esac
 }
 cache_cli_bin() {
-  case "${CACHE_SERVER:-}" in
+  case "${CACHE_SERVER:-valkey}" in
     redis) command -v redis-cli ;;
-    *) command -v valkey-cli || command -v redis-cli ;;
+    valkey8) command -v valkey-cli ;;
+    valkey) [ -x "$VALKEY_HOME/valkey-cli" ] && echo "$VALKEY_HOME/valkey-cli" ;;
+    *) return 1 ;;
+  esac
+}
+
+# need_cache_server fails, saying what to do, when the engine CACHE_SERVER
+# names is not installed.
+need_cache_server() {
+  cache_server_bin >/dev/null && cache_cli_bin >/dev/null && return
+  case "${CACHE_SERVER:-valkey}" in
+    valkey) die "no Valkey 9 in $VALKEY_HOME: run make setup (it builds it once per machine), or name another engine: CACHE_SERVER=valkey8" ;;
+    valkey8 | redis) die "CACHE_SERVER=$CACHE_SERVER: no such server installed (make setup installs valkey8's)" ;;
+    *) die "CACHE_SERVER=$CACHE_SERVER: unknown; valkey (9, the default), valkey8 or redis" ;;
   esac
 }
 
 # debian_codename prints the release name (bookworm, trixie, ...) or nothing.
 debian_codename() { (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}"); }
 
-# add_backports adds <codename>-backports from the mirror the machine already
-# uses for <codename>, once.
+# debian_mirror prints the Debian mirror the machine already uses.
+debian_mirror() {
+  local mirror
+  mirror=$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -1)
+  [ -n "$mirror" ] || mirror=$(grep -hoE '^deb +[^ ]+' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -v security | head -1)
+  echo "${mirror:-http://deb.debian.org/debian}"
+}
+
+# add_backports adds <codename>-backports from the machine's mirror, once.
 add_backports() {
   local codename=$1 list=/etc/apt/sources.list.d/invalidator-backports.sources mirror
   [ -f "$list" ] && return
-  mirror=$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -1)
-  [ -n "$mirror" ] || mirror=$(grep -hoE '^deb +[^ ]+' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -v security | head -1)
-  [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+  mirror=$(debian_mirror)
   say "adding ${codename}-backports from $mirror (for valkey-server)"
   printf 'Types: deb\nURIs: %s\nSuites: %s-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
     "$mirror" "$codename" | as_root tee "$list" >/dev/null
 }
 
-# ensure_cache_server installs valkey-server and valkey-tools even where
-# redis-server is installed: the distribution's own where it has them,
-# bookworm-backports on Debian 12; redis-server only when neither works.
+# ensure_cache_server installs the valkey-server package (8.0, from
+# bookworm-backports on Debian 12): the engine CACHE_SERVER=valkey8 names,
+# and the valkey-cli make e2e's faults run.
 ensure_cache_server() {
   command -v valkey-server >/dev/null && command -v valkey-cli >/dev/null && return
-  if command -v apt-get >/dev/null; then
-    local codename
-    codename=$(debian_codename)
-    [ "$codename" = bookworm ] && add_backports "$codename"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || true
-    if [ "$codename" = bookworm ]; then
-      apt_install -t "${codename}-backports" valkey-server valkey-tools && return
-    elif apt-cache show valkey-server >/dev/null 2>&1; then
-      apt_install valkey-server valkey-tools && return
-    fi
+  command -v apt-get >/dev/null || die "no valkey-server and no apt-get: install Valkey's server and valkey-cli by hand"
+  local codename
+  codename=$(debian_codename)
+  [ "$codename" = bookworm ] && add_backports "$codename"
+  if [ "$codename" = bookworm ]; then
+    apt_install -t "${codename}-backports" valkey-server valkey-tools
+  else
+    apt_install valkey-server valkey-tools
   fi
-  cache_server_bin >/dev/null && cache_cli_bin >/dev/null && {
-    say "no Valkey package here: the stack runs on $("$(cache_server_bin)" --version | cut -d' ' -f1-3), a fallback"
+}
+
+# ensure_valkey builds Valkey 9 from Debian's source package into
+# VALKEY_HOME, outside the clone, unless it is there: a second setup, or
+# another clone on the machine, builds nothing. Debian 12 has no binary
+# package of it and a later release's do not install here, so the source
+# comes from unstable through a deb-src-only entry of its own; the version
+# pinned, else unstable's 9.x, said.
+VALKEY_SOURCE_VERSION=9.1.2-1
+ensure_valkey() {
+  if [ -x "$VALKEY_HOME/valkey-server" ] && "$VALKEY_HOME/valkey-server" --version | grep -q ' v=9\.'; then
     return
-  }
-  say "no Valkey package here: falling back to Debian's redis-server"
-  apt_install redis-server redis-tools
-  cache_server_bin >/dev/null || die "neither valkey-server nor redis-server could be installed"
+  fi
+  command -v apt-get >/dev/null || die "Valkey 9 is built from Debian's source package: no apt-get here; CACHE_SERVER=valkey8 runs the stack on an installed valkey-server 8"
+  local list=/etc/apt/sources.list.d/invalidator-valkey-src.sources src began=$SECONDS dir
+  [ -f "$list" ] || printf 'Types: deb-src\nURIs: %s\nSuites: sid\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$(debian_mirror)" | as_root tee "$list" >/dev/null
+  as_root apt-get update -qq -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0 >/dev/null ||
+    die "could not read Debian unstable's source index for Valkey 9"
+  command -v make >/dev/null && command -v g++ >/dev/null && command -v pkg-config >/dev/null && [ -f /usr/include/openssl/ssl.h ] ||
+    apt_install make g++ pkg-config libssl-dev
+  src=$(mktemp -d)
+  if ! (cd "$src" && apt-get source -qq --download-only "valkey=$VALKEY_SOURCE_VERSION" >/dev/null 2>&1); then
+    say "Valkey $VALKEY_SOURCE_VERSION is gone from unstable: building its current one"
+    (cd "$src" && apt-get source -qq --download-only valkey >/dev/null 2>&1) || die "could not download Valkey's source package"
+  fi
+  tar -xzf "$src"/valkey_*.orig.tar.gz -C "$src"
+  dir=$(dirname "$(ls -d "$src"/*/src/Makefile)")
+  say "building Valkey $(sed -n 's/^Version: //p' "$src"/valkey_*.dsc) from Debian's source package into $VALKEY_HOME, once per machine"
+  make -C "$dir" -j"$(nproc)" BUILD_TLS=yes USE_SYSTEMD=no valkey-server valkey-cli >"$src/build.log" 2>&1 ||
+    { tail -20 "$src/build.log" >&2; die "building Valkey failed; the log: $src/build.log"; }
+  "$dir/valkey-server" --version | grep -q ' v=9\.' || die "unstable's Valkey is no longer 9.x: $("$dir/valkey-server" --version)"
+  mkdir -p "$VALKEY_HOME"
+  cp "$dir/valkey-server" "$dir/valkey-cli" "$VALKEY_HOME/"
+  rm -rf "$src"
+  say "built $("$VALKEY_HOME/valkey-server" --version | cut -d' ' -f1-3) in $((SECONDS - began)) s"
 }
 
 # ensure_postgres installs Debian's PostgreSQL 15 with wal2json: the local

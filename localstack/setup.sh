@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the build, the tests and the local stack need and is missing.
 # Idempotent: on a machine that has everything it only checks.
-#   Go (the version go.mod names), gcc (go test -race), valkey-server and
-#   valkey-cli (redis-server only where no Valkey package exists), openssl, curl, moto, the AWS CLI, cfn-lint, and the Lambda
+#   Go (the version go.mod names), gcc (go test -race), Valkey 9 (built once
+#   per machine, outside the clone) and the valkey-server package (8.0), PostgreSQL 15,
+#   openssl, curl, moto, the AWS CLI, cfn-lint, and the Lambda
 #   Runtime Interface Emulator (built from source at RIE_VERSION into
 #   .local/bin: a dev tool, so not in go.mod, where services that import our
 #   packages would inherit its dependencies).
@@ -49,6 +50,8 @@ go_ok || install_go
 command -v gcc >/dev/null || apt_install gcc libc6-dev
 ensure_openssl
 ensure_cache_server
+[ "${CACHE_SERVER:-valkey}" = valkey ] && ensure_valkey
+need_cache_server
 ensure_moto
 ensure_postgres
 python_tool aws awscli
@@ -75,6 +78,6 @@ for module in . bench cmd/image; do
   (cd "$module" && go mod download all && go list -deps -test ./... >/dev/null)
 done
 install_rie
-record_tools go gofmt "$(basename "$(cache_server_bin)")" "$(basename "$(cache_cli_bin)")" openssl curl aws cfn-lint psql \
+record_tools go gofmt valkey-cli openssl curl aws cfn-lint psql \
   $(read -ra moto <<<"$(moto_cmd)" && basename "${moto[0]}")
 say "setup: $(go version | cut -d' ' -f3), $("$(cache_server_bin)" --version | cut -d' ' -f1-3), moto $(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null || echo '(version unknown)'), PostgreSQL $(/usr/lib/postgresql/15/bin/postgres --version | cut -d' ' -f3) with wal2json, $(aws --version 2>&1 | cut -d' ' -f1), cfn-lint $(cfn-lint --version | cut -d' ' -f2)"

@@ -180,7 +180,7 @@ cluster_ok() {
 }
 
 start_cache() {
-  ensure_cache_server
+  need_cache_server
   write_certs
   local port first=${CACHE_PORTS%% *} nodes=()
   for port in $CACHE_PORTS; do nodes+=("127.0.0.1:$port"); done
@@ -206,7 +206,7 @@ start_cache() {
   add_replicas
   wait_until 30 cluster_ok ||
     die "the cluster did not reach cluster_state:ok; run localstack/down.sh, then up.sh again"
-  say "cache: $(basename "$(cache_server_bin)") cluster ok on ${nodes[*]} (TLS, user $CACHE_USERNAME)"
+  say "cache: $("$(cache_server_bin)" --version | cut -d' ' -f1-3) cluster ok on ${nodes[*]} (TLS, user $CACHE_USERNAME)"
 }
 
 # add_replicas joins each replica of CACHE_REPLICAS that knows no cluster yet
