@@ -32,7 +32,7 @@ func main() {
 	var (
 		bin      = flag.String("bin", "bin", "directory of the built functions (make build)")
 		coldRuns = flag.Int("cold-starts", 101, "cold-start pairs (hello, sqs-invalidate) measured; the median counts")
-		only     = flag.String("only", "", "comma-separated groups to run (coldstart, decode, throughput, memory, reads, near, fleet, tags, budget, hostile, cost); all when empty")
+		only     = flag.String("only", "", "comma-separated groups to run (coldstart, decode, throughput, memory, reads, near, fleet, tags, budget, lock, hostile, cost); all when empty")
 		costCell = flag.String("cost-cell", "", "the one cell of the cost group to run, e.g. sqs_b10_sd; its tables are not written")
 		outDir   = flag.String("out", "../.local/bench", "where to write this run's results: latest.md, cost.md (the cost group's tables) and throughput.svg")
 		readme   = flag.Bool("readme", false, "also write them into README.md's sections and throughput.svg here, the tracked ones (make bench-record)")
@@ -83,6 +83,9 @@ func main() {
 	}
 	if run("budget") {
 		budgetGroup(ctx, s)
+	}
+	if run("lock") {
+		lockGroup(ctx, s)
 	}
 	if run("hostile") {
 		hostileGroup(ctx)

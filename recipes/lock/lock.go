@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/invalidator-go/invalidator/internal/native"
 )
 
 var (
@@ -46,18 +48,26 @@ func TryLock(ctx context.Context, client valkey.Client, key string, ttl time.Dur
 	return &Lock{client: client, key: key, token: token}, nil
 }
 
-// releaseScript deletes the lock only while it holds our token.
+// releaseScript deletes the lock only while it holds our token: DELIFEQ,
+// where the engine has it (native).
 var releaseScript = valkey.NewLuaScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
 
-// extendScript resets the lock's lifetime only while it holds our token.
+// extendScript resets the lock's lifetime only while it holds our token:
+// SET … IFEQ … PX, where the engine has it.
 var extendScript = valkey.NewLuaScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0`)
 
 // Release gives the lock up; ErrLockLost when it was no longer ours.
 func (l *Lock) Release(ctx context.Context) error {
+	if native.Has(ctx, l.client) {
+		n, err := l.client.Do(ctx, l.client.B().Delifeq().Key(l.key).Value(l.token).Build()).AsInt64()
+		if !native.Refused(err) {
+			return l.ours(n, err)
+		}
+	}
 	return l.ours(releaseScript.Exec(ctx, l.client, []string{l.key}, []string{l.token}).AsInt64())
 }
 
@@ -66,6 +76,15 @@ func (l *Lock) Release(ctx context.Context) error {
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return errShortTTL // PEXPIRE 0 would delete the lock and report success
+	}
+	if native.Has(ctx, l.client) {
+		err := l.client.Do(ctx, l.client.B().Set().Key(l.key).Value(l.token).Ifeq(l.token).Px(ttl).Build()).Error()
+		switch {
+		case valkey.IsValkeyNil(err):
+			return ErrLockLost
+		case !native.Refused(err):
+			return err
+		}
 	}
 	return l.ours(extendScript.Exec(ctx, l.client, []string{l.key}, []string{l.token, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64())
 }
