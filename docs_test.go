@@ -207,10 +207,11 @@ func TestPackageCommentsNameTheirPackage(t *testing.T) {
 // fleet's ECPU budget, after cuts of as much elsewhere; 133,100 since the
 // commit log's page, 2 KB; 133,700 since its local stand-in, make e2e's
 // path, Kafka and the front ends' table's new rows, 2.1 KB, after cuts of
-// 1.6 KB).
+// 1.6 KB); 133,900 since Valkey 9 in the stack and the lock's own
+// commands, 1 KB, after cuts of 0.8 KB).
 const (
 	benchReadmeMaxBytes = 20_000
-	docsMaxBytes        = 133_700
+	docsMaxBytes        = 133_900
 )
 
 // docsSize is the bytes of bench/README.md, and of docs/*.md with bench/*.md
@@ -241,8 +242,8 @@ func docsSize(t *testing.T) (bench, total int64) {
 }
 
 // TestDocsSize: bench/README.md stays the latest figures and the analyses
-// that still decide, at most 20,000 bytes, and docs/*.md with bench/*.md at
-// most 130,000 together. History goes to git, not to the pages.
+// that still decide, at most benchReadmeMaxBytes, and docs/*.md with bench/*.md at
+// most docsMaxBytes together. History goes to git, not to the pages.
 func TestDocsSize(t *testing.T) {
 	bench, total := docsSize(t)
 	if bench > benchReadmeMaxBytes {

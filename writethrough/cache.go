@@ -100,7 +100,8 @@ func New[V any](client valkey.Client, opts Options[V]) *Cache[V] {
 // fillScript sets KEYS[1] to ARGV[2] with a lifetime of ARGV[3] ms, but only
 // while the key still holds the entry stamped ARGV[1]: the loader's lease,
 // or the value an early refresh or a renewal started from. An invalidation
-// in between deletes that entry, and the fill is dropped.
+// in between deletes that entry, and the fill is dropped. Valkey 9's
+// SET … IFEQ cannot stand in: it compares whole values, this the stamp.
 var fillScript = tagset.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur or string.match(cur, '^wt1|%a|([^|]*)|') ~= ARGV[1] then return 0 end
