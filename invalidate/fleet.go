@@ -47,10 +47,12 @@ func (b valkeyBudget) Take(ctx context.Context, want float64, first bool, place 
 // budget's wait, from its place in the line: a fleet waiting for its turn
 // asks about once per grant, not each process every time a grant frees.
 // While the fleet wants more than its budget (a take refused within
-// contended), a process asks for what its waiters need, at least a chunk:
-// at most mostChunk of a second's budget or grantFloor ECPUs (a turn in
-// the line costs two takes of about an ECPU each), unless one command
-// needs more, since a grant that runs ahead holds the fleet's first
+// contended), a process asks for what its waiters need, at least a chunk
+// unless its last grant lapsed mostly unspent (what lapses is lost to the
+// processes in line behind it: a trickle granted chunks starves a big
+// sender), at most mostChunk of a second's budget or grantFloor ECPUs (a
+// turn in the line costs two takes of about an ECPU each), unless one
+// command needs more, since a grant that runs ahead holds the fleet's first
 // deletes back. At its turn it is granted what its place holds, so that a
 // grant the line did not expect puts no one behind it out of turn, and it
 // keeps a grant as long as its own pace needs to spend it.
@@ -81,6 +83,8 @@ type fleetShare struct {
 	have     float64   // granted, not spent yet; below 0, owed
 	until    time.Time // when what is had is gone
 	recent   float64   // ECPUs spent, decaying over holdFor
+	last     float64   // the last grant
+	lapsed   bool      // whether over half of the last grant lapsed unspent
 	asking   bool
 	retry    time.Time // when a refused process may ask again
 	place    int64     // its place in the line, to ask again with
@@ -147,7 +151,10 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 	case place != 0:
 		want = max(f.reserved, cost+owed) // more than its place holds only for a larger command come first
 	case now.Sub(f.refused) < contended:
-		want = max(want, min(p.pending+owed, max(p.budget*mostChunk, grantFloor)), p.budget*chunk)
+		want = max(want, min(p.pending+owed, max(p.budget*mostChunk, grantFloor)))
+		if !f.lapsed {
+			want = max(want, p.budget*chunk)
+		}
 	}
 	f.asking = true
 	go func() {
@@ -181,12 +188,13 @@ func (p *pacer) ask(first bool, cost float64) time.Duration {
 			}
 			f.down = false
 			f.have, f.until = f.have+got, later(f.until, now.Add(hold+time.Duration(got/p.budget*float64(time.Second))))
+			f.last = got
 			if !first {
 				f.place = 0
 			}
 		default:
 			if f.place == 0 {
-				f.reserved = max(want, p.budget*fleetbudget.Turn.Seconds())
+				f.reserved = want
 			}
 			f.place, f.retry, f.refused = next, now.Add(wait), now
 		}

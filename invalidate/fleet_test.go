@@ -330,3 +330,40 @@ func TestATrickleOfFirstDeletesTakesOnceASecond(t *testing.T) {
 		}
 	})
 }
+
+// TestATrickleDoesNotStarveABigTag: one process pages a tag of 20,000
+// entries at the fleet's budget while fifteen others each invalidate a
+// tagged record every 50 ms, a few percent of the budget together: the
+// big tag takes about what it would alone. A process that asked for more
+// than it spends, in the line, would be granted what lapses unspent, and
+// the big one behind it waited (3.5 × as long with a tenth of a second's
+// budget a turn).
+func TestATrickleDoesNotStarveABigTag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const trickles, perSecond, big = 15, 10_000, 20_000
+		s := &sends{start: time.Now(), at: map[string]time.Duration{}}
+		invs, caches, _ := fleet(1+trickles, perSecond, s, nil)
+		entries(caches[0], "cache:tag:big", big)
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for i, inv := range invs[1:] {
+			wg.Go(func() {
+				for n := 0; ctx.Err() == nil; n++ {
+					inv.Invalidate(ctx, invalidate.Decoded([]invalidate.Record{tagged("trickle", fmt.Sprintf("t%d-%d", i, n))}))
+					time.Sleep(50 * time.Millisecond)
+				}
+			})
+		}
+		time.Sleep(time.Second) // the trickles in the line first
+		start := time.Now()
+		if err := invs[0].Invalidate(t.Context(), invalidate.Decoded([]invalidate.Record{tagged("big", "big")})).Results[0].Err; err != nil {
+			t.Fatal(err)
+		}
+		took, alone := time.Since(start), time.Duration(big/perSecond)*time.Second
+		cancel()
+		wg.Wait()
+		if took > alone*3/2 {
+			t.Errorf("a tag of %d entries took %v beside %d trickles at %d ECPUs a second: over 1.5 × %v", big, took, trickles, perSecond, alone)
+		}
+	})
+}

@@ -75,8 +75,9 @@ func (p *pacer) refill() {
 		if f.down {
 			ceiling = f.fallback
 		}
-		if now.After(f.until) {
-			f.have = min(f.have, 0) // a grant not spent in its time is gone; a debt stays
+		if !f.until.IsZero() && now.After(f.until) {
+			f.lapsed = f.have > f.last/2
+			f.have, f.until = min(f.have, 0), time.Time{} // a grant not spent in its time is gone; a debt stays
 		}
 		f.recent *= math.Exp(-dt / holdFor.Seconds())
 	}

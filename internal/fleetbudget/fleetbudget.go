@@ -30,20 +30,17 @@ const Pattern = prefix + "*"
 // How far ahead of the cache's clock grants may run: what the fleet may
 // spend at once beyond its rate. Queue bounds how far ahead a refused take
 // is told to come back: takes that never came back hold the line that long
-// at most. A place in the line holds at least Turn of the budget: a turn
-// costs two takes of about an ECPU each, and a process joins the line with
-// what it needs now, often a page's small read, though it has more to send.
+// at most.
 const (
 	Ahead   = 100 * time.Millisecond
 	Reserve = 400 * time.Millisecond
 	Queue   = 10 * time.Minute
-	Turn    = 100 * time.Millisecond
 )
 
 // takeScript grants ARGV[2] ECPUs of a budget of ARGV[1] ECPUs a second
 // kept at KEYS[1], to first deletes when ARGV[3] is 1; ARGV[4] to [6] are
 // Ahead, Reserve and Queue in ms, ARGV[7] the take's place in the line, or
-// 0, ARGV[8] Turn in ms. The hash holds 't', the theoretical arrival time, and 'q', where the
+// 0. The hash holds 't', the theoretical arrival time, and 'q', where the
 // line of refused takes ends, in ms of the cache's clock. While there is a
 // line, a take without a place joins it: no process that was just granted
 // goes before one that waits. A take with a place keeps it, told to come
@@ -60,7 +57,7 @@ var takeScript = tagset.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local rate, want, first = tonumber(ARGV[1]) / 1000, tonumber(ARGV[2]), ARGV[3] == '1'
-local ahead, reserve, queue, place, turn = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local ahead, reserve, queue, place = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local tat = math.max(tonumber(redis.call('HGET', KEYS[1], 't')) or now, now)
 local lead, takes = tat - now, want / rate
 if not first then
@@ -71,7 +68,7 @@ if not first then
     fits = lead <= 2 * ahead
   elseif q > tat then fits = false end
   if not fits then
-    redis.call('HSET', KEYS[1], 'q', string.format('%.3f', q + math.max(takes, turn)))
+    redis.call('HSET', KEYS[1], 'q', string.format('%.3f', q + takes))
     return {0, math.ceil(math.max(q - ahead - now, 1)), math.max(math.floor(q), 1)}
   end
 end
@@ -99,7 +96,7 @@ func Take(ctx context.Context, c Client, key string, perSecond, want float64, fi
 	}
 	reply, err := takeScript.Each(ctx, c, []string{key}, func(int) []string {
 		return []string{strconv.FormatFloat(perSecond, 'f', 3, 64), strconv.FormatFloat(want, 'f', 3, 64), f,
-			ms(Ahead), ms(reserve), ms(Queue), strconv.FormatInt(place, 10), ms(Turn)}
+			ms(Ahead), ms(reserve), ms(Queue), strconv.FormatInt(place, 10)}
 	})[0].AsIntSlice()
 	if err != nil {
 		return 0, 0, 0, err

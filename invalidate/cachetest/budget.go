@@ -50,7 +50,7 @@ func (b *Budget) Take(_ context.Context, want float64, first bool, place int64) 
 			fits = false
 		}
 		if !fits {
-			b.q = q.Add(max(takes, fleetbudget.Turn))
+			b.q = q.Add(takes)
 			return 0, max(q.Add(-fleetbudget.Ahead).Sub(now), time.Millisecond), max(q.UnixMilli(), 1), nil
 		}
 	}
@@ -89,7 +89,7 @@ func (b *Budget) Counts() (calls int, granted float64) {
 // the others ran ahead, and told to wait its turn beyond the reserve;
 // others are refused unless they end within Ahead, with the wait until
 // they may ask again from their place in the line, or a new place when
-// the fleet ran ahead meanwhile, a place holding at least Turn;
+// the fleet ran ahead meanwhile;
 // and what is granted within a time is the rate's, plus what may go at
 // once.
 func BudgetContract(t *testing.T, budget func(t *testing.T) invalidate.Budget, perSecond float64) {
@@ -143,20 +143,15 @@ func BudgetContract(t *testing.T, budget func(t *testing.T) invalidate.Budget, p
 		var granted float64
 		var place int64
 		start := time.Now()
-		turn := perSecond * fleetbudget.Turn.Seconds()
 		for time.Since(start) < d {
-			ask := want
-			if place != 0 {
-				ask = max(want, turn) // what its place holds
-			}
-			got, wait, next, err := b.Take(t.Context(), ask, false, place)
+			got, wait, next, err := b.Take(t.Context(), want, false, place)
 			if err != nil {
 				t.Fatal(err)
 			}
 			granted, place = granted+got, next
 			time.Sleep(max(wait, time.Millisecond))
 		}
-		most := perSecond*(time.Since(start)+fleetbudget.Ahead).Seconds() + turn
+		most := perSecond*(time.Since(start)+fleetbudget.Ahead).Seconds() + want
 		if granted > most || granted < perSecond*d.Seconds()*0.8 {
 			t.Fatalf("%g ECPUs granted in %v at %g a second, want at most %g and near the rate", granted, time.Since(start), perSecond, math.Round(most))
 		}
