@@ -251,8 +251,15 @@ start_postgres() {
       "${as[@]}" "$bin/initdb" -D "$PG_DIR/data" -A trust -U "$PGUSER" -E UTF8 >"$PG_DIR/initdb.log" 2>&1 ||
         die "initdb failed; see $PG_DIR/initdb.log"
     fi
+    # PostgreSQL 15.20 lets only the plugins listed in
+    # output_plugin_libraries decode a slot; earlier servers refuse to
+    # start when the setting is named. (grep -c: -q would close the pipe
+    # early, a failure under pipefail.)
+    local plugins=""
+    "$bin/postgres" --describe-config | grep -c '^output_plugin_libraries' >/dev/null &&
+      plugins="-c output_plugin_libraries=pgoutput,test_decoding,wal2json"
     "${as[@]}" "$bin/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w start -o \
-      "-p $PGPORT -k $PG_DIR -c listen_addresses=$PGHOST -c wal_level=logical -c max_replication_slots=4 -c fsync=off" >/dev/null ||
+      "-p $PGPORT -k $PG_DIR -c listen_addresses=$PGHOST -c wal_level=logical -c max_replication_slots=4 -c fsync=off $plugins" >/dev/null ||
       die "PostgreSQL did not start on port $PGPORT; see $PG_DIR/server.log"
     mkdir -p "$RUN_DIR"
     head -1 "$PG_DIR/data/postmaster.pid" >"$RUN_DIR/postgres.pid"

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"net"
 	"os"
 	"os/exec"
@@ -55,11 +56,22 @@ func StartPostgres(t testing.TB) *Postgres {
 	l.Close()
 	p.run(t, filepath.Join(PostgresBin, "initdb"), "-D", filepath.Join(p.dir, "data"), "-A", "trust", "-U", "postgres", "-E", "UTF8")
 	p.run(t, filepath.Join(PostgresBin, "pg_ctl"), "-D", filepath.Join(p.dir, "data"), "-l", filepath.Join(p.dir, "log"), "-w", "start", "-o",
-		"-p "+strconv.Itoa(p.Port)+" -k "+p.dir+" -c listen_addresses=127.0.0.1 -c wal_level=logical -c max_replication_slots=4 -c fsync=off")
+		"-p "+strconv.Itoa(p.Port)+" -k "+p.dir+" -c listen_addresses=127.0.0.1 -c wal_level=logical -c max_replication_slots=4 -c fsync=off"+pluginsAllowed())
 	t.Cleanup(func() {
 		_ = p.command(filepath.Join(PostgresBin, "pg_ctl"), "-D", filepath.Join(p.dir, "data"), "-m", "immediate", "stop").Run()
 	})
 	return p
+}
+
+// pluginsAllowed is the setting that lets wal2json decode a slot on
+// PostgreSQL 15.20 and later (output_plugin_libraries, as up.sh sets it),
+// or nothing for an earlier server, which refuses to start when it is named.
+func pluginsAllowed() string {
+	out, err := exec.Command(filepath.Join(PostgresBin, "postgres"), "--describe-config").Output()
+	if err != nil || !bytes.Contains(append([]byte("\n"), out...), []byte("\noutput_plugin_libraries\t")) {
+		return ""
+	}
+	return " -c output_plugin_libraries=pgoutput,test_decoding,wal2json"
 }
 
 // PSQL is the psql command that reaches the server, as its superuser,
