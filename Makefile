@@ -139,8 +139,8 @@ E2E_PLOT ?= .local/e2e/lag.svg
 
 e2e: setup build ## the pipeline under faults, on a stack of its own; prints E2E <name> <value>, fails on a stale or lost invalidation; draws its lag into .local/e2e/lag.svg
 	rm -f .local/e2e/lag.json
-	$(STACK_UNSET) && export $(E2E_ENV) && $(ENV) && bash localstack/up.sh >/dev/null && \
-	  { status=0; go run ./localstack/e2e $(E2E_FLAGS) || status=$$?; bash localstack/down.sh >/dev/null; \
+	$(STACK_UNSET) && export $(E2E_ENV) && $(ENV) && \
+	  { status=0; { bash localstack/up.sh >/dev/null && go run ./localstack/e2e $(E2E_FLAGS); } || status=$$?; bash localstack/down.sh >/dev/null; \
 	    if [ -f .local/e2e/lag.json ]; then (cd bench && go run ./cmd/e2eplot -in ../.local/e2e/lag.json -out ../$(E2E_PLOT)); fi; \
 	    exit $$status; }
 
