@@ -2,6 +2,7 @@ package esm
 
 import (
 	"context"
+	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,16 +21,25 @@ type KinesisMapping struct {
 
 // Run reads the stream's shards until ctx ends.
 func (m *KinesisMapping) Run(ctx context.Context) error {
-	return run(ctx, m.Settings, kinesisShards{m.Client, m.StreamARN, m.Region})
+	// A Kinesis stream's ARN is its name's: a stream deleted and made again
+	// (a new stack, a restarted moto) has the same one, and sequence
+	// numbers that start over, so the checkpoints know it by its ARN and
+	// when it was made, else they would skip its first records.
+	out, err := m.Client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamARN: aws.String(m.StreamARN)})
+	if err != nil {
+		return stopped(ctx, err)
+	}
+	made := aws.ToTime(out.StreamDescriptionSummary.StreamCreationTimestamp)
+	return run(ctx, m.Settings, kinesisShards{m.Client, m.StreamARN, m.Region, m.StreamARN + " " + made.UTC().Format(time.RFC3339Nano)})
 }
 
 // kinesisShards are a Kinesis data stream's.
 type kinesisShards struct {
-	client         *kinesis.Client
-	stream, region string
+	client             *kinesis.Client
+	stream, region, as string
 }
 
-func (k kinesisShards) arn() string { return k.stream }
+func (k kinesisShards) id() string { return k.as }
 
 func (k kinesisShards) list(ctx context.Context) ([]string, error) {
 	var ids []string

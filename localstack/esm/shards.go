@@ -84,7 +84,9 @@ type shardRecord struct {
 // Kinesis's: its shards, their records, and the Lambda event and failure
 // record Lambda makes of them.
 type shards interface {
-	arn() string
+	// id is what the checkpoints know the stream by: one stream's, never
+	// another made later under the same name.
+	id() string
 	list(ctx context.Context) ([]string, error)
 	iterator(ctx context.Context, shard string, from position, seq string) (*string, error)
 	page(ctx context.Context, iterator *string, limit int32) ([]shardRecord, *string, error)
@@ -120,7 +122,7 @@ func run(ctx context.Context, set Settings, s shards) error {
 // record, after a backoff.
 func readShard(ctx context.Context, m *Settings, s shards, shardID string) error {
 	log := logger(m.Logger).With("mapping", "stream", "shard", shardID)
-	from, after := trimHorizon, m.Checkpoints.Get(s.arn(), shardID)
+	from, after := trimHorizon, m.Checkpoints.Get(s.id(), shardID)
 	switch {
 	case after != "":
 		from = afterSequence
@@ -207,7 +209,7 @@ func spent(m *Settings, r shardRecord, attempts int) string {
 }
 
 func checkpoint(m *Settings, s shards, log *slog.Logger, shardID string, r shardRecord) {
-	if err := m.Checkpoints.Set(s.arn(), shardID, r.seq); err != nil {
+	if err := m.Checkpoints.Set(s.id(), shardID, r.seq); err != nil {
 		log.Warn("cannot save the checkpoint", "error", err.Error())
 	}
 }

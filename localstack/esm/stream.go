@@ -30,7 +30,8 @@ type dynamoDBShards struct {
 	stream string
 }
 
-func (d dynamoDBShards) arn() string { return d.stream }
+// id is the stream's ARN, which names the moment it was made.
+func (d dynamoDBShards) id() string { return d.stream }
 
 func (d dynamoDBShards) list(ctx context.Context) ([]string, error) {
 	desc, err := d.client.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(d.stream)})
