@@ -1,6 +1,7 @@
 package functions
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/invalidator-go/invalidator/localstack/cdc"
 	"github.com/invalidator-go/invalidator/localstack/esm"
@@ -114,7 +116,12 @@ func TestAnUpdateInPostgresReachesTheKinesisFunction(t *testing.T) {
 		"TRUNCATE orders",
 		"UPDATE orders SET status = 'paid' WHERE id = 7", // nothing: truncated
 	)
-	read, _, err := cdc.Read(t.Context(), pg.PSQL(), "invalidator", "postgres", 0)
+	db, err := pgx.Connect(t.Context(), pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	read, _, err := cdc.Read(t.Context(), db, "invalidator", "postgres", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // change is one row's change as wal2json's format version 2 writes it.
@@ -26,35 +25,35 @@ type column struct {
 	Value json.RawMessage `json:"value"`
 }
 
-// Read reads up to limit changes waiting in slot, a wal2json slot, through
-// psql (the command and its connection options, printing rows bare, as
-// psql -At): each as a Debezium change event, in commit order, nothing for
+// Read reads up to limit changes waiting in slot, a wal2json slot, over
+// db: each as a Debezium change event, in commit order, nothing for
 // what changes no row, and the LSN that confirms them (Confirm), "" when
 // none. Until confirmed they are read again, as a Debezium connector reads
 // again from its last committed offset: a reader stopped between reading
 // and confirming loses nothing, and sends some twice. limit 0: no limit;
 // PostgreSQL ends a read at a transaction's end, whatever the limit.
-func Read(ctx context.Context, psql []string, slot string, database string, limit int) (events [][]byte, upto string, err error) {
-	n := "NULL"
+func Read(ctx context.Context, db *pgx.Conn, slot string, database string, limit int) (events [][]byte, upto string, err error) {
+	var n *int // NULL: no limit
 	if limit > 0 {
-		n = strconv.Itoa(limit)
+		n = &limit
 	}
-	query := "SELECT lsn, data FROM pg_logical_slot_peek_changes('" + strings.ReplaceAll(slot, "'", "''") + "', NULL, " + n +
-		", 'format-version', '2', 'include-timestamp', '1', 'include-transaction', 'true')"
-	out, err := run(ctx, psql, query)
+	rows, err := db.Query(ctx, "SELECT lsn::text, data FROM pg_logical_slot_peek_changes($1, NULL, $2, "+
+		"'format-version', '2', 'include-timestamp', '1', 'include-transaction', 'true')", slot, n)
 	if err != nil {
 		return nil, "", fmt.Errorf("reading slot %s: %w", slot, err)
 	}
+	defer rows.Close()
 	var pending [][]byte // of a transaction not seen to end: read again
-	for line := range bytes.Lines(out) {
-		lsn, data, ok := bytes.Cut(bytes.TrimSpace(line), []byte("|"))
-		if !ok {
-			continue
+	for rows.Next() {
+		var lsn string
+		var data []byte
+		if err := rows.Scan(&lsn, &data); err != nil {
+			return nil, "", fmt.Errorf("reading slot %s: %w", slot, err)
 		}
 		if bytes.HasPrefix(data, []byte(`{"action":"C"`)) {
 			// A commit's LSN is its record's end: confirmed, the
 			// transaction is not read again.
-			events, upto, pending = append(events, pending...), string(lsn), nil
+			events, upto, pending = append(events, pending...), lsn, nil
 			continue
 		}
 		event, err := Debezium(data, database)
@@ -65,27 +64,19 @@ func Read(ctx context.Context, psql []string, slot string, database string, limi
 			pending = append(pending, event)
 		}
 	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("reading slot %s: %w", slot, err)
+	}
 	return events, upto, nil
 }
 
 // Confirm tells slot that its changes up to lsn (Read's) are handled: they
 // are not read again, and PostgreSQL may drop their WAL.
-func Confirm(ctx context.Context, psql []string, slot, lsn string) error {
-	if _, err := run(ctx, psql, "SELECT pg_replication_slot_advance('"+strings.ReplaceAll(slot, "'", "''")+"', '"+strings.ReplaceAll(lsn, "'", "''")+"')"); err != nil {
+func Confirm(ctx context.Context, db *pgx.Conn, slot, lsn string) error {
+	if _, err := db.Exec(ctx, "SELECT pg_replication_slot_advance($1, $2::pg_lsn)", slot, lsn); err != nil {
 		return fmt.Errorf("confirming slot %s to %s: %w", slot, lsn, err)
 	}
 	return nil
-}
-
-func run(ctx context.Context, psql []string, query string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, psql[0], append(psql[1:], "-c", query)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	return out, nil
 }
 
 // Debezium is the Debezium change event of a wal2json change (format

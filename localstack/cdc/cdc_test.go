@@ -1,10 +1,13 @@
 package cdc
 
 import (
+	"context"
 	"encoding/base64"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
@@ -31,18 +34,23 @@ func TestAnUpdateInPostgresPlansItsKeys(t *testing.T) {
 		"DELETE FROM orders WHERE id = 7",
 		"TRUNCATE products",
 	)
-	read, upto, err := Read(t.Context(), pg.PSQL(), "invalidator", "postgres", 0)
+	db, err := pgx.Connect(t.Context(), pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	read, upto, err := Read(t.Context(), db, "invalidator", "postgres", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Unconfirmed, a reader that stopped reads them again; confirmed, never.
-	if again, at, err := Read(t.Context(), pg.PSQL(), "invalidator", "postgres", 0); err != nil || len(again) != len(read) || at != upto {
+	if again, at, err := Read(t.Context(), db, "invalidator", "postgres", 0); err != nil || len(again) != len(read) || at != upto {
 		t.Fatalf("read again before confirming: %d changes to %s (%v); want the %d to %s", len(again), at, err, len(read), upto)
 	}
-	if err := Confirm(t.Context(), pg.PSQL(), "invalidator", upto); err != nil {
+	if err := Confirm(t.Context(), db, "invalidator", upto); err != nil {
 		t.Fatal(err)
 	}
-	if again, _, err := Read(t.Context(), pg.PSQL(), "invalidator", "postgres", 0); err != nil || len(again) != 0 {
+	if again, _, err := Read(t.Context(), db, "invalidator", "postgres", 0); err != nil || len(again) != 0 {
 		t.Fatalf("read again once confirmed: %d changes (%v); want none", len(again), err)
 	}
 	rules, err := invalidate.ParseRules([]byte(`tables:

@@ -3,8 +3,9 @@
 // (localstack/cdc) and puts each row's change on a Kinesis stream in moto,
 // in commit order, then confirms them to the slot. Stopped or killed
 // between a commit and its put, it reads the change again when started:
-// at least once, as Debezium after a crash. psql reaches the database by
-// the PG* variables (localstack/env.sh sets them).
+// at least once, as Debezium after a crash. It reaches the database by
+// the PG* variables, as psql does (localstack/env.sh sets them), over one
+// connection, made again when it breaks.
 //
 // Where it differs from Debezium Server: every change goes to one
 // partition key, the slot's name (Debezium's is the row's key), so that
@@ -25,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/invalidator-go/invalidator/localstack/cdc"
 	"github.com/invalidator-go/invalidator/worker"
@@ -48,12 +50,14 @@ func main() {
 		log.Error("commitlog stopped", "error", err.Error())
 		os.Exit(1)
 	}
-	p := pump{kinesis.NewFromConfig(cfg), []string{"psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"}, *slot, *stream, *database, log}
+	p := pump{kinesis: kinesis.NewFromConfig(cfg), slot: *slot, stream: *stream, database: *database, log: log}
+	defer p.close()
 	log.Info("reading the commit log", "slot", *slot, "stream", *stream)
 	for ctx.Err() == nil {
 		n, err := p.once(ctx)
 		if err != nil && ctx.Err() == nil {
 			log.Warn("the commit log: retrying", "error", err.Error())
+			p.close() // a broken connection is made again
 		}
 		if n == 0 || err != nil {
 			select {
@@ -66,9 +70,16 @@ func main() {
 
 type pump struct {
 	kinesis                *kinesis.Client
-	psql                   []string
+	db                     *pgx.Conn // nil until connected
 	slot, stream, database string
 	log                    *slog.Logger
+}
+
+func (p *pump) close() {
+	if p.db != nil {
+		_ = p.db.Close(context.Background())
+		p.db = nil
+	}
 }
 
 // once puts what the slot has on the stream and confirms it. A PutRecords
@@ -77,8 +88,15 @@ type pump struct {
 // (throttled) and take those after them: they are put again from the first
 // refused on, so each change's last copy follows every change committed
 // before it.
-func (p pump) once(ctx context.Context) (int, error) {
-	events, upto, err := cdc.Read(ctx, p.psql, p.slot, p.database, 500)
+func (p *pump) once(ctx context.Context) (int, error) {
+	if p.db == nil {
+		db, err := pgx.Connect(ctx, "")
+		if err != nil {
+			return 0, err
+		}
+		p.db = db
+	}
+	events, upto, err := cdc.Read(ctx, p.db, p.slot, p.database, 500)
 	if err != nil || upto == "" {
 		return 0, err
 	}
@@ -108,7 +126,7 @@ func (p pump) once(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	if err := cdc.Confirm(ctx, p.psql, p.slot, upto); err != nil {
+	if err := cdc.Confirm(ctx, p.db, p.slot, upto); err != nil {
 		return 0, err
 	}
 	if len(events) > 0 {

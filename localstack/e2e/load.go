@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,7 +134,7 @@ func newLoad(ctx context.Context, e env, prefix string, poison bool) (*load, err
 		}
 		l.record("product", id, 1, time.Time{})
 		l.record("user", l.id("user", i), 1, time.Time{})
-		if err := sql(ctx, upsertOrder(l.id("order", i), 1)); err != nil {
+		if err := l.env.sql(ctx, upsertOrder(l.id("order", i), 1)); err != nil {
 			return nil, fmt.Errorf("the orders table: %w", err)
 		}
 		l.record("order", l.id("order", i), 1, time.Time{})
@@ -391,7 +389,7 @@ func (l *load) writeOrder(ctx context.Context, _ int) error {
 	// Committed, the change is in the log; a write that failed may have
 	// committed: it insists, as writeUser does.
 	for {
-		err := sql(context.WithoutCancel(ctx), upsertOrder(id, v))
+		err := l.env.sql(context.WithoutCancel(ctx), upsertOrder(id, v))
 		if err == nil {
 			break
 		}
@@ -407,15 +405,8 @@ func upsertOrder(id string, version int64) string {
 	return "INSERT INTO orders VALUES ('" + id + "', " + strconv.FormatInt(version, 10) + ") ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version"
 }
 
-// sql runs statements in the stack's PostgreSQL (PG* from env.sh), each
-// in its own transaction.
-func sql(ctx context.Context, statements ...string) error {
-	args := []string{"-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"}
-	for _, s := range statements {
-		args = append(args, "-c", s)
-	}
-	if out, err := exec.CommandContext(ctx, "psql", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("psql: %w: %s", err, bytes.TrimSpace(out))
-	}
-	return nil
+// sql runs a statement in the stack's PostgreSQL, in its own transaction.
+func (e env) sql(ctx context.Context, statement string) error {
+	_, err := e.db.Exec(ctx, statement)
+	return err
 }

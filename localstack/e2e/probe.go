@@ -33,7 +33,7 @@ func (l *load) probe(ctx context.Context, fault string) []probeResult {
 		pathStream: {"cache:product:probe-" + n, func(ctx context.Context) error { return l.putProduct(ctx, "probe-"+n, 1, true) }},
 		pathPoller: {"cache:probe:poller-" + n, func(ctx context.Context) error { return l.send(ctx, l.env.queueURL, "poller-"+n) }},
 		pathSQS:    {"cache:probe:sqs-" + n, func(ctx context.Context) error { return l.send(ctx, l.env.rawQueue, "sqs-"+n) }},
-		pathCDC:    {"cache:order:probe-" + n, func(ctx context.Context) error { return sql(ctx, upsertOrder("probe-"+n, 1)) }},
+		pathCDC:    {"cache:order:probe-" + n, func(ctx context.Context) error { return l.env.sql(ctx, upsertOrder("probe-"+n, 1)) }},
 	}
 	results := make(chan probeResult, len(paths))
 	for path, p := range paths {
@@ -111,7 +111,7 @@ func (l *load) drain(ctx context.Context, limit time.Duration) (time.Duration, b
 	}
 	_, err := l.timeInvalidation(ctx, "cache:product:drained", func(ctx context.Context) error { return l.putProduct(ctx, "drained", 1, true) })
 	if err == nil {
-		_, err = l.timeInvalidation(ctx, "cache:order:drained", func(ctx context.Context) error { return sql(ctx, upsertOrder("drained", 1)) })
+		_, err = l.timeInvalidation(ctx, "cache:order:drained", func(ctx context.Context) error { return l.env.sql(ctx, upsertOrder("drained", 1)) })
 	}
 	wait.For(ctx, time.Second) // for the function to send the second delete after its first
 	ok := err == nil && empty()

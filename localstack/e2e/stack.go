@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/invalidator-go/invalidator/elasticache"
 	"github.com/invalidator-go/invalidator/localstack/endpoint"
 )
@@ -39,6 +41,7 @@ type env struct {
 	endpoint                     string             // the shard's
 	cache                        elasticache.Config // the ACL user of readers and checks
 	workerUser, ca               string
+	db                           *pgxpool.Pool // the stack's PostgreSQL, by the PG* variables
 }
 
 func loadEnv() (env, error) {
@@ -65,7 +68,10 @@ func loadEnv() (env, error) {
 	if e.shard, e.endpoint, err = parseShard(os.Getenv("CACHE_REPLICAS"), os.Getenv("CACHE_ANNOUNCE")); err != nil {
 		return e, err
 	}
-	e.cache, err = elasticache.ConfigFromEnv(os.Getenv)
+	if e.cache, err = elasticache.ConfigFromEnv(os.Getenv); err != nil {
+		return e, err
+	}
+	e.db, err = pgxpool.New(context.Background(), "")
 	return e, err
 }
 
@@ -112,7 +118,7 @@ func newStack(ctx context.Context, e env, bin string, secondDelete time.Duration
 			return nil, fmt.Errorf("build %s: %v\n%s", pkg, err, msg)
 		}
 	}
-	if err := sql(ctx, "CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY, version bigint)"); err != nil {
+	if err := e.sql(ctx, "CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY, version bigint)"); err != nil {
 		return nil, fmt.Errorf("the orders table: %w", err)
 	}
 	health, err := freePort()

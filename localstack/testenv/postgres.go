@@ -74,6 +74,11 @@ func pluginsAllowed() string {
 	return " -c output_plugin_libraries=pgoutput,test_decoding,wal2json"
 }
 
+// URL reaches the server as its superuser, for a driver (pgx).
+func (p *Postgres) URL() string {
+	return "postgres://postgres@127.0.0.1:" + strconv.Itoa(p.Port) + "/postgres"
+}
+
 // PSQL is the psql command that reaches the server, as its superuser,
 // printing rows unaligned and bare.
 func (p *Postgres) PSQL() []string {
