@@ -60,7 +60,7 @@ func (f failoverPlan) delay(secondDelete time.Duration) time.Duration {
 // the connections dropped or, invisible, moved.
 var (
 	full = plan{warmup: 15 * time.Second, steady: 15 * time.Second, nodeDown: 5 * time.Second, freeze: 10 * time.Second, cacheDown: 60 * time.Second, restart: 2 * time.Second, race: 30 * time.Second, throttle: 10 * time.Second,
-		failovers: []failoverPlan{{time.Second, true, false}, {time.Second, false, false}, {6 * time.Second, true, false}, {6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 10_000, reshard: 2000, fleet: 40 * time.Second, fleetReferences: true}
+		failovers: []failoverPlan{{time.Second, true, false}, {time.Second, false, false}, {6 * time.Second, true, false}, {6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 5_000, reshard: 2000, fleet: 40 * time.Second, fleetReferences: true}
 	short = plan{warmup: 8 * time.Second, steady: 8 * time.Second, nodeDown: 3 * time.Second, freeze: 10 * time.Second, cacheDown: 20 * time.Second, restart: 2 * time.Second, race: 10 * time.Second, throttle: 5 * time.Second,
 		failovers: []failoverPlan{{6 * time.Second, false, false}, {6 * time.Second, false, true}}, bigChanges: 3_000, reshard: 500, fleet: 20 * time.Second}
 )
