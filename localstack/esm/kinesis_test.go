@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/invalidator-go/invalidator/localstack/esm"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
@@ -74,15 +73,7 @@ func TestAStreamMadeAgainIsReadFromItsStart(t *testing.T) {
 	if _, err := k.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(1)}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		desc, err := k.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
-		if err == nil && desc.StreamDescriptionSummary.StreamStatus == kinesistypes.StreamStatusActive {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream %s not active after 10 s: %v", name, err)
-		}
-	}
+	awsenv.KinesisActive(t, name)
 	put(arn, 2)
 	read(arn, 2)
 }

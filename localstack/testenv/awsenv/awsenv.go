@@ -116,6 +116,14 @@ func KinesisStream(t testing.TB, shards int32) string {
 	t.Cleanup(func() {
 		_, _ = k.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(name), EnforceConsumerDeletion: aws.Bool(true)})
 	})
+	return KinesisActive(t, name)
+}
+
+// KinesisActive waits up to 10 s for the stream named name to be active,
+// and returns its ARN.
+func KinesisActive(t testing.TB, name string) string {
+	t.Helper()
+	k := Kinesis(t)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		desc, err := k.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
 		if err == nil && desc.StreamDescriptionSummary.StreamStatus == kinesistypes.StreamStatusActive {
