@@ -169,6 +169,11 @@ cluster_field() { # PORT FIELD -> value from CLUSTER INFO
   cache_cli "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n "s/^$2://p"
 }
 
+# cluster_ok: every master says ok with every slot and node, and no node
+# still flags another failed. A master back from a fault stays flagged for
+# twice cluster-node-timeout after it was, cluster_state ok meanwhile (full
+# coverage is off), and a client mapping the cluster from CLUSTER SHARDS
+# skips it (valkey-go, on Valkey 8 and later): the cluster is not whole.
 cluster_ok() {
   local port n
   n=$(($(wc -w <<<"$CACHE_PORTS") + $(wc -w <<<"${CACHE_REPLICAS:-}")))
@@ -176,6 +181,9 @@ cluster_ok() {
     [ "$(cluster_field "$port" cluster_state)" = ok ] || return 1
     [ "$(cluster_field "$port" cluster_slots_assigned)" = 16384 ] || return 1
     [ "$(cluster_field "$port" cluster_known_nodes)" = "$n" ] || return 1
+  done
+  for port in $CACHE_PORTS $(replica_ports); do
+    cache_cli "$port" cluster nodes 2>/dev/null | awk 'NF < 3 || $3 ~ /(^|,)fail\??(,|$)/ { bad = 1 } END { exit bad || NR == 0 }' || return 1
   done
 }
 

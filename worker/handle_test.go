@@ -366,6 +366,30 @@ func TestAKeyThatKeepsFailingHoldsBackOnlyItsRecord(t *testing.T) {
 	}
 }
 
+// TestAStreamBatchWaitsForTheCacheWithinItsInvoke: the keys of a stream
+// batch (and an SNS one) are retried until its deadline — the shard waits
+// for its first failed record anyway, and Lambda pauses before it tries it
+// again —; an SQS batch's, for RetryFor.
+func TestAStreamBatchWaitsForTheCacheWithinItsInvoke(t *testing.T) {
+	for source, fate := range map[events.Source]Fate{events.SourceSQS: Retry,
+		events.SourceDynamoDB: Done, events.SourceKinesis: Done, events.SourceKafka: Done, events.SourceSNS: Done} {
+		t.Run(string(source), func(t *testing.T) {
+			back := time.Now().Add(300 * time.Millisecond)
+			w := testWorker(func(string, int) error {
+				if time.Now().Before(back) {
+					return cachetest.ErrRefused
+				}
+				return nil
+			}, &queuestest.SQS{})
+			w.opts.RetryFor = 50 * time.Millisecond
+			out := w.Handle(deadlineIn(t, 10*time.Second), source, userRecords("1"), nil)
+			if len(out.Records) != 1 || out.Records[0].Fate != fate {
+				t.Fatalf("%+v: want the record's fate %v, the cache back after 300 ms", out.Records, fate)
+			}
+		})
+	}
+}
+
 // answer is what a front end answers: the records to retry, each once.
 type answer struct{ Retry []retried }
 

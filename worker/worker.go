@@ -29,12 +29,14 @@ type Options struct {
 	// Namespace is the CloudWatch namespace of the metrics. Default
 	// "Invalidator".
 	Namespace string
-	// RetryFor is how long the keys of an SQS or stream batch that fail for
-	// now are retried before their records go back to their source, which
-	// tries them again soon: the records behind them wait no longer, and a
-	// node that is down holds back only its own keys. An SNS batch's keys
-	// are retried until its deadline, since its invoke comes back minutes
-	// later. Default 1 s.
+	// RetryFor is how long the keys of an SQS batch that fail for now are
+	// retried before their records go back to their queue, which tries them
+	// again soon: the records behind them wait no longer, and a node that is
+	// down holds back only its own keys. The keys of any other batch are
+	// retried until its deadline: a stream's shard (DynamoDB, Kinesis,
+	// Kafka) waits for its first failed record whatever is answered, and
+	// Lambda pauses before it tries the shard again, while an SNS invoke
+	// comes back minutes later. Default 1 s.
 	RetryFor time.Duration
 	// DeadlineMargin is how long before the context's deadline a batch stops
 	// trying its keys, to park what failed for good, hand back what is
@@ -161,7 +163,7 @@ type record struct {
 // or it would be parked twice.
 func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalidate.Batch, delivered func(i int) (events.Delivery, []byte)) Outcome {
 	start := time.Now()
-	if source != events.SourceSNS {
+	if source == events.SourceSQS {
 		batch.RetryFor = w.opts.RetryFor
 	}
 	inTime, cancel := wait.BeforeDeadline(ctx, w.opts.DeadlineMargin)
