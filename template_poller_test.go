@@ -693,12 +693,7 @@ func TestTemplatePollerAlarms(t *testing.T) {
 // checks some properties only with the values their defaults give. Each
 // copy also moves one other choice the poller's resources depend on.
 func TestTemplateLintsWithThePollerOn(t *testing.T) {
-	if _, err := exec.LookPath("cfn-lint"); err != nil {
-		if testenv.InCI() {
-			t.Fatal("cfn-lint is not installed")
-		}
-		t.Skip("cfn-lint is not installed (pip install cfn-lint)")
-	}
+	needCfnLint(t)
 	on := map[string]string{"CreatePoller": "true", "PollerImageUri": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/invalidator-poller:v1"}
 	for name, defaults := range map[string]map[string]string{
 		"created cluster and endpoints": {},
@@ -709,14 +704,31 @@ func TestTemplateLintsWithThePollerOn(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			maps.Copy(defaults, on)
-			path := filepath.Join(t.TempDir(), "template.yaml")
-			if err := os.WriteFile(path, []byte(withDefaults(t, defaults)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := exec.Command("cfn-lint", path).CombinedOutput(); err != nil {
-				t.Errorf("cfn-lint with %v: %v\n%s", defaults, err, out)
-			}
+			lintWithDefaults(t, defaults)
 		})
+	}
+}
+
+func needCfnLint(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("cfn-lint"); err != nil {
+		if testenv.InCI() {
+			t.Fatal("cfn-lint is not installed")
+		}
+		t.Skip("cfn-lint is not installed (pip install cfn-lint)")
+	}
+}
+
+// lintWithDefaults runs cfn-lint on template.yaml with the given
+// parameters' defaults: cfn-lint takes no parameters.
+func lintWithDefaults(t *testing.T, defaults map[string]string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	if err := os.WriteFile(path, []byte(withDefaults(t, defaults)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cfn-lint", path).CombinedOutput(); err != nil {
+		t.Errorf("cfn-lint with %v: %v\n%s", defaults, err, out)
 	}
 }
 

@@ -225,7 +225,7 @@ func TestTemplateKinesisMirrorsTheStream(t *testing.T) {
 		t.Error("the Kinesis mapping without ReportBatchItemFailures: a failed record would fail its whole batch")
 	}
 	if d := p.get("DestinationConfig", "OnFailure", "Destination").text(); !strings.Contains(d, "FailureQueue") {
-		t.Errorf("the Kinesis mapping's OnFailure destination is %q, want the failure queue: given-up records would vanish", d)
+		t.Errorf("the Kinesis mapping's OnFailure destination is %q, want the failure queue (or the bucket): given-up records would vanish", d)
 	}
 	sp := stream.get("Properties", "Events", "Stream", "Properties")
 	for i, key := range sp.keys() {
@@ -909,4 +909,42 @@ func TestANewCacheRunsTheTestedEngine(t *testing.T) {
 	if name, version, _ := strings.Cut(server, " "); name != "valkey" || !strings.HasPrefix(version, def+".") {
 		t.Errorf("CacheMajorEngineVersion defaults to %s, and the stack runs %s: a new cache would run an engine no test ran", def, server)
 	}
+}
+
+// TestTemplateKeepsFailedBatchesInABucket: with FailedBatchBucketArn, both
+// stream mappings send a batch they give up on to the bucket, whole, and
+// their functions may write there; else the failure queue gets its
+// coordinates. No Type on the destination: SAM would grant the queue's
+// service on the bucket. cfn-lint passes with the bucket and a Kinesis
+// stream named.
+func TestTemplateKeepsFailedBatchesInABucket(t *testing.T) {
+	tpl := loadTemplate(t)
+	if c := tpl.get("Conditions", "HasFailedBatchBucket").text(); !strings.Contains(c, "FailedBatchBucketArn") {
+		t.Fatalf("HasFailedBatchBucket is %q: want it on when FailedBatchBucketArn names a bucket", c)
+	}
+	mappings := 0
+	for name, fn := range functions(t, tpl) {
+		for _, ev := range fn.get("Properties", "Events").values() {
+			if typ := ev.get("Type").value(); typ != "DynamoDB" && typ != "Kinesis" {
+				continue
+			}
+			mappings++
+			on := ev.get("Properties", "DestinationConfig", "OnFailure")
+			if d := on.get("Destination").text(); !strings.Contains(d, "HasFailedBatchBucket") || !strings.Contains(d, "FailedBatchBucketArn") || !strings.Contains(d, "FailureQueue") {
+				t.Errorf("%s: on failure to %q, want the bucket if named, else the failure queue", name, d)
+			}
+			if on.get("Type").ok() {
+				t.Errorf("%s: the on-failure destination has a Type: SAM grants that service's action on whichever ARN it is", name)
+			}
+			if p := fn.get("Properties", "Policies").text(); !strings.Contains(p, "s3:PutObject") || !strings.Contains(p, "FailedBatchBucketArn") {
+				t.Errorf("%s: no s3:PutObject on FailedBatchBucketArn: the mapping could not keep a failed batch", name)
+			}
+		}
+	}
+	if mappings != 2 {
+		t.Fatalf("%d stream mappings, want the stream's and Kinesis's", mappings)
+	}
+	needCfnLint(t)
+	lintWithDefaults(t, map[string]string{"FailedBatchBucketArn": "arn:aws:s3:::invalidator-failed-batches",
+		"KinesisStreamArn": "arn:aws:kinesis:eu-west-1:123456789012:stream/commit-log"})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,11 +12,13 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/cmd/invalidator/internal/replay"
@@ -34,6 +37,8 @@ func replayVerb(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&rp.defaultRules, "default-rules", false, "plan with the default rules, cache:{entity}:{id}, knowing them the worker's: without rules replay refuses to start")
 	fs.BoolVar(&rp.leftBehind, "left-behind", false, "--queue is an old queue a stack left behind, which nothing consumes any more (docs/deploy.md): refused then only as QUEUE_URL, RAW_QUEUE_URL, FAILOVER_WINDOW_QUEUE_URL or SECOND_DELETE_QUEUE_URL")
 	ecpu := fs.Float64("ecpu-per-second", 0, "the most ECPUs a second replay asks of the cache, 0 for no limit (default the worker's: CACHE_WORKER_ECPU_SHARE percent of CACHE_MAX_ECPU_PER_SECOND)")
+	fs.StringVar(&rp.s3, "s3", os.Getenv("FAILED_BATCH_S3_URI"), "s3://BUCKET/PREFIX: replay the objects there instead of a queue, the stream batches a mapping's S3 on-failure destination kept whole (template parameter FailedBatchBucketArn; PREFIX aws/lambda/ for all); left in place unless --delete [FAILED_BATCH_S3_URI]")
+	fs.BoolVar(&rp.delete, "delete", false, "with --s3, delete each object whose keys are all deleted")
 	keep := fs.Bool("keep", false, "leave replayed messages in the queue")
 	most := fs.Int("max", 0, "replay at most this many messages (default all)")
 	asJSON := fs.Bool("json", false, "one JSON object per message on stdout, then a summary object")
@@ -51,7 +56,9 @@ from the DynamoDB or Kinesis stream, which keeps them 24 h by default), SNS
 invokes Lambda gave up on, and
 plain change messages (a DLQ's, an SNS subscription's dead letters). A
 message whose keys are all deleted is deleted; one that fails again stays,
-visible, and the exit status is 1. With --dry-run it prints what each
+visible, and the exit status is 1. With --s3 it reads the objects a stream
+mapping's S3 on-failure destination wrote instead, each a batch with its
+records, and leaves them in place unless --delete. With --dry-run it prints what each
 message would invalidate, or why it would fail, and leaves every message in
 the queue, visible (exit status 0 once it read them all).
 
@@ -94,7 +101,7 @@ flags:
 		return 1
 	}
 	defer closeCache()
-	r.Keep, r.Max, r.DryRun, r.WaitFor = *keep, *most, rp.dryRun, *waitFor
+	r.Keep, r.Max, r.DryRun, r.WaitFor = *keep || rp.s3 != "" && !rp.delete, *most, rp.dryRun, *waitFor
 	began, read := time.Now(), ctx
 	if *waitFor > 0 {
 		var cancel context.CancelFunc
@@ -135,7 +142,7 @@ flags:
 		fmt.Fprintf(stderr, "replay --dry-run: %d message(s) read in %.1f s, %d would pass, %d would fail again; nothing touched\n",
 			replayed, time.Since(began).Seconds(), replayed-failed, failed)
 	case failed > 0:
-		fmt.Fprintf(stderr, "replay: %d message(s) read, %d done, %d failed again and left in %s\n", replayed, replayed-failed, failed, rp.queue)
+		fmt.Fprintf(stderr, "replay: %d message(s) read, %d done, %d failed again and left in %s\n", replayed, replayed-failed, failed, cmp.Or(rp.s3, rp.queue))
 	default:
 		fmt.Fprintf(stderr, "replay: %d message(s) read and done\n", replayed)
 	}
@@ -151,9 +158,9 @@ flags:
 
 // replaying is what replay's flags ask for.
 type replaying struct {
-	queue, endpoint, rules   string
-	defaultRules, leftBehind bool
-	dryRun                   bool
+	queue, s3, endpoint, rules string
+	defaultRules, leftBehind   bool
+	dryRun, delete             bool
 	// ecpu is --ecpu-per-second when given; nil for the worker's budget.
 	ecpu *float64
 }
@@ -164,8 +171,12 @@ func (rp *replaying) check(fs *flag.FlagSet) string {
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Sprintf("unexpected argument %q: everything is a flag", fs.Arg(0))
-	case rp.queue == "":
-		return "no queue: give --queue or FAILURE_QUEUE_URL"
+	case rp.queue == "" && rp.s3 == "":
+		return "no queue: give --queue or FAILURE_QUEUE_URL, or --s3 for a bucket's failed batches"
+	case rp.s3 != "" && !strings.HasPrefix(rp.s3, "s3://"):
+		return "--s3: want s3://BUCKET/PREFIX"
+	case rp.delete && rp.s3 == "":
+		return "--delete is for --s3's objects: a queue's replayed messages are deleted unless --keep"
 	case !rulesGiven(rp.rules) && !rp.defaultRules:
 		return "no rules: give the worker's (--rules, INVALIDATION_RULES_FILE or INVALIDATION_RULES), or --default-rules to plan cache:{entity}:{id}; nothing was read"
 	case rulesGiven(rp.rules) && rp.defaultRules:
@@ -194,8 +205,10 @@ func (rp *replaying) replayer(ctx context.Context, stderr io.Writer) (*replay.Re
 		return nil, nil, err
 	}
 	client := sqs.NewFromConfig(w.aws)
-	if err := own.Check(ctx, client, rp.queue, os.Getenv, rp.refused()); err != nil {
-		return nil, nil, fmt.Errorf("%w; replay consumes what it reads: give it the failure queue, a DLQ, or an old queue a stack left behind that no variable names (--left-behind)", err)
+	if rp.s3 == "" {
+		if err := own.Check(ctx, client, rp.queue, os.Getenv, rp.refused()); err != nil {
+			return nil, nil, fmt.Errorf("%w; replay consumes what it reads: give it the failure queue, a DLQ, or an old queue a stack left behind that no variable names (--left-behind)", err)
+		}
 	}
 	var cache invalidate.Cache
 	closeCache := func() {}
@@ -220,9 +233,16 @@ func (rp *replaying) replayer(ctx context.Context, stderr io.Writer) (*replay.Re
 	again, window := w.cfg.Again(client)
 	// Its failures are replay's output, not the worker's logs and metrics.
 	opts := worker.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, SecondDelete: again, Window: window}
-	return &replay.Replayer{SQS: client, Streams: dynamodbstreams.NewFromConfig(w.aws), Kinesis: kinesis.NewFromConfig(w.aws), QueueURL: rp.queue,
+	r := &replay.Replayer{SQS: client, Streams: dynamodbstreams.NewFromConfig(w.aws), Kinesis: kinesis.NewFromConfig(w.aws), QueueURL: rp.queue,
 		Worker: worker.New(invalidate.New(cache, iopts), opts),
-	}, closeCache, nil
+	}
+	if rp.s3 != "" {
+		r.Bucket, r.Prefix, _ = strings.Cut(strings.TrimPrefix(rp.s3, "s3://"), "/")
+		// An endpoint of one's own (LocalStack, moto) answers path-style
+		// requests, not a bucket's own host name.
+		r.S3 = s3.NewFromConfig(w.aws, func(o *s3.Options) { o.UsePathStyle = w.aws.BaseEndpoint != nil })
+	}
+	return r, closeCache, nil
 }
 
 // printPlanned prints a dry run's outcome: what the message would

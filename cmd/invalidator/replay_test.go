@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,9 +13,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/invalidator-go/invalidator/localstack/esm"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 )
@@ -242,5 +246,68 @@ func TestReplayDeletesAsTheWorker(t *testing.T) {
 				t.Errorf("%d keys scheduled to be deleted again, want the %d replayed", len(again), len(keys))
 			}
 		})
+	}
+}
+
+// refused is a stream function that fails every invoke.
+type refused struct{}
+
+func (refused) Invoke(context.Context, any) ([]byte, error) { return nil, errors.New("refused") }
+
+// TestReplayReadsWhatAMappingKept: a record the local Kinesis mapping gives
+// up on goes to its bucket whole, as Lambda's S3 destination keeps it;
+// replay --s3 deletes its keys and leaves the object, unless --delete.
+func TestReplayReadsWhatAMappingKept(t *testing.T) {
+	cache := testenv.Cache(t)
+	t.Setenv("INVALIDATION_RULES", rules)
+	t.Setenv("SECOND_DELETE_QUEUE_URL", "")
+	key := "cache:cli:" + strings.ToLower(rand.Text()[:10])
+	k, arn, bucket, c := awsenv.Kinesis(t), awsenv.KinesisStream(t, 1), awsenv.Bucket(t), awsenv.S3(t)
+	body, _ := json.Marshal(map[string][]string{"keys": {key}})
+	if _, err := k.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamARN: aws.String(arn), PartitionKey: aws.String("p"), Data: body}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	m := &esm.KinesisMapping{Client: k, StreamARN: arn, Region: "us-east-1", Settings: esm.Settings{Function: refused{}, MaxRetryAttempts: 1,
+		Backoff: 10 * time.Millisecond, OnFailure: esm.Bucket{Client: c, Name: bucket, Mapping: "kinesis-invalidate test"}}}
+	go func() { done <- m.Run(ctx) }()
+	objects := func() []string {
+		out, err := c.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, o := range out.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+		return keys
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(objects()) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	kept := objects()
+	if len(kept) != 1 || !strings.HasPrefix(kept[0], "aws/lambda/") {
+		t.Fatalf("objects %q: want the record given up on, under aws/lambda/", kept)
+	}
+	if err := cache.Do(t.Context(), cache.B().Set().Key(key).Value("stale").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"replay", "--s3", "s3://" + bucket + "/aws/lambda/", "--json"}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), `"kind":"stream-batch"`) {
+		t.Fatalf("replay --s3: exit %d, %q, %q: want the batch replayed from the records the object holds", code, stdout.String(), stderr.String())
+	}
+	if n, err := cache.Do(t.Context(), cache.B().Exists().Key(key).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("%s is still cached (%v)", key, err)
+	}
+	if left := objects(); len(left) != 1 {
+		t.Fatalf("objects %q after replay: want the one kept, left in place", left)
+	}
+	if code, stderr := replayCLI("--s3", "s3://"+bucket+"/aws/lambda/", "--delete"); code != 0 || len(objects()) != 0 {
+		t.Fatalf("replay --s3 --delete: exit %d, %q, objects %q left: want none", code, stderr, objects())
 	}
 }

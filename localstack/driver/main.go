@@ -7,7 +7,7 @@
 // stream function from a table's stream and the Kinesis function from a
 // Kinesis stream (the stream's settings for both), resumed from its checkpoints after
 // a restart, the coordinates of stream records given up on to an
-// on-failure queue. The functions inherit this process's environment
+// on-failure queue, or the records whole to a bucket. The functions inherit this process's environment
 // (CACHE_*, INVALIDATION_RULES, FAILURE_QUEUE_URL...).
 package main
 
@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/invalidator-go/invalidator/localstack/esm"
@@ -50,7 +52,7 @@ func main() {
 	flag.StringVar(&s.again, "again-queue", os.Getenv("SECOND_DELETE_QUEUE_URL"), "delay queue of second deletes, feeding sqs-invalidate too (none: no mapping) [SECOND_DELETE_QUEUE_URL]")
 	flag.StringVar(&s.table, "table", os.Getenv("TABLE_NAME"), "table whose stream feeds stream-invalidate (none: no stream mapping) [TABLE_NAME]")
 	flag.StringVar(&s.kinesis, "kinesis", os.Getenv("CDC_STREAM_NAME"), "Kinesis stream feeding kinesis-invalidate, with the stream's settings (none: no Kinesis mapping) [CDC_STREAM_NAME]")
-	flag.StringVar(&s.dlq, "on-failure", os.Getenv("FAILURE_QUEUE_URL"), "on-failure destination of the stream mapping [FAILURE_QUEUE_URL]")
+	flag.StringVar(&s.dlq, "on-failure", os.Getenv("FAILURE_QUEUE_URL"), "on-failure destination of the stream mappings: a queue's URL (the records' coordinates), or a bucket's ARN, arn:aws:s3:::NAME (the records whole) [FAILURE_QUEUE_URL]")
 	flag.StringVar(&s.bin, "bin", "bin", "directory of the built functions (make build)")
 	flag.StringVar(&s.state, "state", filepath.Join(os.Getenv("LOCAL_STATE"), "esm"), "directory of the stream checkpoints, kept across restarts [LOCAL_STATE/esm]")
 	flag.DurationVar(&s.timeout, "timeout", 30*time.Second, "function timeout (FunctionTimeout)")
@@ -124,7 +126,7 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 		defer fn.Stop()
 		m := &esm.StreamMapping{Client: dynamodbstreams.NewFromConfig(cfg), StreamARN: *desc.Table.LatestStreamArn, Settings: esm.Settings{
 			Function: fn, BatchSize: int32(s.streamBatch), Latest: s.latest, MaxRetryAttempts: s.retries, MaxRecordAge: s.maxAge,
-			NoBisect: !s.bisect, Checkpoints: checkpoints, OnFailure: sqs.NewFromConfig(cfg), DLQURL: s.dlq, Logger: log,
+			NoBisect: !s.bisect, Checkpoints: checkpoints, OnFailure: onFailure(cfg, s.dlq, "stream-invalidate "+s.table), Logger: log,
 		}}
 		go func() { errs <- m.Run(ctx) }()
 		mappings++
@@ -145,7 +147,7 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 		defer fn.Stop()
 		m := &esm.KinesisMapping{Client: kinesis.NewFromConfig(cfg), StreamARN: aws.ToString(desc.StreamDescriptionSummary.StreamARN), Region: cfg.Region, Settings: esm.Settings{
 			Function: fn, BatchSize: int32(s.streamBatch), Latest: s.latest, MaxRetryAttempts: s.retries, MaxRecordAge: s.maxAge,
-			NoBisect: !s.bisect, Checkpoints: checkpoints, OnFailure: sqs.NewFromConfig(cfg), DLQURL: s.dlq, Logger: log,
+			NoBisect: !s.bisect, Checkpoints: checkpoints, OnFailure: onFailure(cfg, s.dlq, "kinesis-invalidate "+s.kinesis), Logger: log,
 		}}
 		go func() { errs <- m.Run(ctx) }()
 		mappings++
@@ -160,4 +162,18 @@ func run(ctx context.Context, log *slog.Logger, s settings) error {
 		}
 	}
 	return nil
+}
+
+// onFailure is the destination a stream mapping named mapping gives its
+// records up to: a bucket by its ARN, else a queue by its URL; none for "".
+func onFailure(cfg aws.Config, dest, mapping string) esm.Destination {
+	switch bucket, ok := strings.CutPrefix(dest, "arn:aws:s3:::"); {
+	case dest == "":
+		return nil
+	case ok:
+		// moto answers the path-style requests, not a bucket's own host.
+		return esm.Bucket{Client: s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }), Name: bucket, Mapping: mapping}
+	default:
+		return esm.Queue{Client: sqs.NewFromConfig(cfg), URL: dest}
+	}
 }

@@ -10,7 +10,8 @@
 // function, keeps its checkpoint in a file, retries from the lowest failed
 // sequence number after a backoff (halving the batch when the invoke
 // itself failed), counts attempts per record, and gives a record up — its
-// coordinates to an on-failure queue — only past the retry and age limits.
+// coordinates to an on-failure queue, or it whole to a bucket — only past
+// the retry and age limits.
 // It is a dev and test tool, not part of the deployed worker.
 package esm
 

@@ -7,9 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/invalidator-go/invalidator/internal/wait"
 )
 
@@ -41,10 +38,10 @@ type Settings struct {
 	// Checkpoints keeps the position in each shard across restarts, as
 	// Lambda does. Default none: a new mapping each time.
 	Checkpoints *Checkpoints
-	// OnFailure, when set, receives the coordinates of each record given up
-	// on, as Lambda's on-failure destination does: not the record itself.
-	OnFailure *sqs.Client
-	DLQURL    string
+	// OnFailure, when set, keeps each record given up on, as Lambda's
+	// on-failure destination does: a Queue its coordinates, a Bucket the
+	// record too.
+	OnFailure Destination
 	Logger    *slog.Logger
 }
 
@@ -238,20 +235,24 @@ func deliver(ctx context.Context, m *Settings, s shards, log *slog.Logger, shard
 	return failed, err != nil
 }
 
-// giveUp sends the coordinates of a record given up on to the on-failure
-// destination, shaped like Lambda's stream failure records.
+// giveUp sends a record given up on to the on-failure destination, shaped
+// like Lambda's stream failure records, with the event that invoked it.
 func giveUp(ctx context.Context, m *Settings, s shards, log *slog.Logger, shardID string, r shardRecord, why string, attempts int) {
-	log.Warn("record given up: its coordinates go to the on-failure destination", "sequence", r.seq, "condition", why)
+	log.Warn("record given up: it goes to the on-failure destination", "sequence", r.seq, "condition", why)
 	if m.OnFailure == nil {
 		return
 	}
 	name, info := s.batchInfo(shardID, r)
-	body, _ := json.Marshal(map[string]any{
+	record := map[string]any{
 		"version": "1.0", "timestamp": time.Now().UTC().Format(time.RFC3339Nano),
 		"requestContext": map[string]any{"condition": why, "approximateInvokeCount": attempts},
 		name:             info,
-	})
-	if _, err := m.OnFailure.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(m.DLQURL), MessageBody: aws.String(string(body))}); err != nil {
+	}
+	event, err := json.Marshal(s.event(shardID, []shardRecord{r}))
+	if err == nil {
+		err = m.OnFailure.Keep(ctx, shardID, record, event)
+	}
+	if err != nil {
 		log.Error("cannot reach the on-failure destination", "error", err.Error())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -133,4 +135,31 @@ func KinesisActive(t testing.TB, name string) string {
 			t.Fatalf("stream %s not active after 10 s: %v", name, err)
 		}
 	}
+}
+
+// S3 returns an S3 client for moto, which answers path-style requests.
+func S3(t testing.TB) *s3.Client {
+	t.Helper()
+	return s3.NewFromConfig(AWS(t), func(o *s3.Options) { o.UsePathStyle = true })
+}
+
+// Bucket makes a bucket, emptied and deleted after the test, and returns
+// its name.
+func Bucket(t testing.TB) string {
+	t.Helper()
+	c := S3(t)
+	name := "invalidator-test-" + strings.ToLower(rand.Text()[:12])
+	if _, err := c.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if out, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(name)}); err == nil {
+			for _, o := range out.Contents {
+				_, _ = c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: o.Key})
+			}
+		}
+		_, _ = c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
+	})
+	return name
 }

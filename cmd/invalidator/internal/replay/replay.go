@@ -47,18 +47,25 @@ type Kinesis interface {
 	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
 }
 
-// Replayer replays the messages of one queue.
+// Replayer replays the messages of one queue, or the objects under a
+// bucket's prefix.
 type Replayer struct {
 	SQS     SQS
 	Streams Streams
 	Kinesis Kinesis
+	// S3, Bucket and Prefix, with Bucket set, replay the objects under
+	// Prefix instead of the queue: the batches a stream mapping's S3
+	// on-failure destination kept whole.
+	S3             S3
+	Bucket, Prefix string
 	// Worker plans each message's keys with its rules and deletes them as
 	// it deletes a batch's: within its ECPU budget, then scheduled to be
 	// deleted again (second delete, failover schedule, window). It parks
 	// nothing: a message that fails stays in the queue.
 	Worker   *worker.Worker
 	QueueURL string
-	// Keep leaves replayed messages in the queue instead of deleting them.
+	// Keep leaves replayed messages in the queue, or objects in the
+	// bucket, instead of deleting them.
 	Keep bool
 	// Max stops after this many messages. Default all.
 	Max int
@@ -77,6 +84,7 @@ type Replayer struct {
 const (
 	KindParked      = "parked"       // a record the worker parked, as it came
 	KindStreamRange = "stream-range" // a stream mapping's on-failure record: coordinates only
+	KindStreamBatch = "stream-batch" // a stream mapping's on-failure record with its event (an S3 destination's)
 	KindAsyncInvoke = "async-invoke" // Lambda's on-failure record of an asynchronous (SNS) invoke
 	KindChange      = "change"       // an SQS body: change message, SNS or EventBridge envelope
 )
@@ -104,13 +112,16 @@ type Planned struct {
 	Tags []string `json:"tags"`
 }
 
-// Run replays the queue's messages until none is left, or Max, and calls
-// report after each. Messages that fail again are made visible again at
-// the end, for the next run. It returns the outcomes' count and how many
-// failed; its error is the queue's.
+// Run replays the queue's messages (or the bucket's objects) until none is
+// left, or Max, and calls report after each. Messages that fail again are
+// made visible again at the end, for the next run. It returns the outcomes'
+// count and how many failed; its error is the queue's (the bucket's).
 func (r *Replayer) Run(ctx context.Context, report func(Outcome)) (replayed, failed int, err error) {
 	if r.Timeout <= 0 {
 		r.Timeout = 30 * time.Second
+	}
+	if r.Bucket != "" {
+		return r.runObjects(ctx, report)
 	}
 	var again []*string
 	defer func() {
@@ -161,17 +172,23 @@ func (r *Replayer) Run(ctx context.Context, report func(Outcome)) (replayed, fai
 func (r *Replayer) message(ctx context.Context, m types.Message) Outcome {
 	o := Outcome{MessageID: aws.ToString(m.MessageId)}
 	records, err := r.records(ctx, m, &o)
+	r.replay(ctx, records, err, &o)
+	return o
+}
+
+// replay plans (a dry run) or invalidates the records of a message or an
+// object, unless reading them failed with err.
+func (r *Replayer) replay(ctx context.Context, records []invalidate.Record, err error, o *Outcome) {
 	switch {
 	case err != nil:
 	case r.DryRun:
-		err = r.plan(records, &o)
+		err = r.plan(records, o)
 	default:
-		err = r.invalidate(ctx, cmp.Or(o.Source, events.SourceSQS), records, &o)
+		err = r.invalidate(ctx, cmp.Or(o.Source, events.SourceSQS), records, o)
 	}
 	if err != nil {
 		o.Error = err.Error()
 	}
-	return o
 }
 
 // records decodes a message into the records to invalidate.
@@ -184,36 +201,66 @@ func (r *Replayer) records(ctx context.Context, m types.Message, o *Outcome) ([]
 		}
 		return r.parked(ctx, p)
 	}
+	if records, ok, err := r.invocation(ctx, body, o); ok {
+		return records, err
+	}
+	o.Kind = KindChange
+	id := aws.ToString(m.MessageId)
+	changes, err := events.DecodeSQSBody(id, string(body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
+	return []invalidate.Record{{ID: id, Changes: changes, Err: err}}, nil
+}
+
+// invocation decodes Lambda's record of an invocation it gave up on into
+// the records to invalidate: a stream batch's, from the event an S3
+// destination keeps (payload) or read again from the stream at its
+// coordinates (a queue or a topic gets only those); an asynchronous
+// invoke's, from its event. ok is false for a body that is none of them.
+func (r *Replayer) invocation(ctx context.Context, body []byte, o *Outcome) (records []invalidate.Record, ok bool, err error) {
 	var envelope struct {
 		Stream  *lambdaStreamBatch `json:"DDBStreamBatchInfo"`
 		Kinesis *lambdaStreamBatch `json:"KinesisBatchInfo"`
+		Batch   *string            `json:"payload"`
 		Payload json.RawMessage    `json:"requestPayload"`
 	}
 	_ = json.Unmarshal(body, &envelope)
 	switch {
+	case envelope.Stream == nil && envelope.Kinesis == nil && envelope.Payload == nil:
+		return nil, false, nil
 	case envelope.Stream != nil:
-		o.Kind, o.Source = KindStreamRange, events.SourceDynamoDB
-		return r.streamRange(ctx, *envelope.Stream)
+		o.Source = events.SourceDynamoDB
 	case envelope.Kinesis != nil:
-		o.Kind, o.Source = KindStreamRange, events.SourceKinesis
-		return r.kinesisRange(ctx, *envelope.Kinesis)
-	case envelope.Payload != nil:
-		o.Kind, o.Source = KindAsyncInvoke, events.SourceSNS
-		raws, err := events.SplitRecords(envelope.Payload)
-		if err != nil {
-			return nil, err
-		}
-		records := make([]invalidate.Record, len(raws))
-		for i, raw := range raws {
-			records[i] = r.decode(events.SourceSNS, raw)
-		}
-		return records, nil
+		o.Source = events.SourceKinesis
 	default:
-		o.Kind = KindChange
-		id := aws.ToString(m.MessageId)
-		changes, err := events.DecodeSQSBody(id, string(body), m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)])
-		return []invalidate.Record{{ID: id, Changes: changes, Err: err}}, nil
+		o.Kind, o.Source = KindAsyncInvoke, events.SourceSNS
+		records, err := r.event(events.SourceSNS, envelope.Payload)
+		return records, true, err
 	}
+	switch {
+	case envelope.Batch != nil:
+		o.Kind = KindStreamBatch
+		records, err = r.event(o.Source, []byte(*envelope.Batch))
+	case envelope.Stream != nil:
+		o.Kind = KindStreamRange
+		records, err = r.streamRange(ctx, *envelope.Stream)
+	default:
+		o.Kind = KindStreamRange
+		records, err = r.kinesisRange(ctx, *envelope.Kinesis)
+	}
+	return records, true, err
+}
+
+// event decodes the records of a Lambda event from source, as its function
+// does.
+func (r *Replayer) event(source events.Source, payload []byte) ([]invalidate.Record, error) {
+	raws, err := events.SplitRecords(payload)
+	if err != nil {
+		return nil, fmt.Errorf("the invocation's event: %w", err)
+	}
+	records := make([]invalidate.Record, len(raws))
+	for i, raw := range raws {
+		records[i] = r.decode(source, raw)
+	}
+	return records, nil
 }
 
 // decode decodes a raw record of a Lambda event from source, as its
