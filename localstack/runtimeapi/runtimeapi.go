@@ -192,8 +192,13 @@ func (r *Runtime) answer(failed bool) http.HandlerFunc {
 			http.Error(w, "no such invoke", http.StatusBadRequest)
 			return
 		}
-		res := result{body: body, err: err}
-		if failed && err == nil {
+		res := result{body: body}
+		switch {
+		case err != nil:
+			// The process died writing its answer: Lambda reports the
+			// invoke as the exit's, not as a half-read answer.
+			res.err = &FunctionError{Type: "Runtime.ExitError", Message: fmt.Sprintf("the process exited answering its invoke: %v", err)}
+		case failed:
 			fe := &FunctionError{}
 			if json.Unmarshal(body, fe) != nil || fe.Type == "" {
 				fe.Type, fe.Message = "Unhandled", string(body)
@@ -205,13 +210,14 @@ func (r *Runtime) answer(failed bool) http.HandlerFunc {
 	}
 }
 
+// fail ends an invoke the process could not be handed: it died reading it.
 func (r *Runtime) fail(id string, err error) {
 	r.mu.Lock()
 	inv := r.held[id]
 	delete(r.held, id)
 	r.mu.Unlock()
 	if inv != nil {
-		inv.result <- result{err: err}
+		inv.result <- result{err: &FunctionError{Type: "Runtime.ExitError", Message: fmt.Sprintf("the process exited taking its invoke: %v", err)}}
 	}
 }
 
