@@ -36,6 +36,7 @@ func TestVerbsAndHelp(t *testing.T) {
 		{[]string{"replay", "--queue", "q", "--default-rules", "--ecpu-per-second", "-1"}, 2, "--ecpu-per-second"},
 		{[]string{"replay", "--queue", "q", "--default-rules", "--delete"}, 2, "--delete is for --s3"},
 		{[]string{"replay", "--s3", "bucket/prefix", "--default-rules"}, 2, "want s3://BUCKET/PREFIX"},
+		{[]string{"replay", "--s3", "s3:///prefix", "--default-rules"}, 2, "want s3://BUCKET/PREFIX"},
 		{[]string{"keys", "--help"}, 0, "usage: invalidator keys"},
 		{[]string{"keys", "no-such-file.json"}, 2, "no-such-file.json"},
 		{[]string{"cache", "--help"}, 0, "usage: invalidator cache"},

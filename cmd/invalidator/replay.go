@@ -173,7 +173,7 @@ func (rp *replaying) check(fs *flag.FlagSet) string {
 		return fmt.Sprintf("unexpected argument %q: everything is a flag", fs.Arg(0))
 	case rp.queue == "" && rp.s3 == "":
 		return "no queue: give --queue or FAILURE_QUEUE_URL, or --s3 for a bucket's failed batches"
-	case rp.s3 != "" && !strings.HasPrefix(rp.s3, "s3://"):
+	case rp.s3 != "" && !strings.HasPrefix(rp.s3, "s3://") || rp.s3 != "" && rp.bucket() == "":
 		return "--s3: want s3://BUCKET/PREFIX"
 	case rp.delete && rp.s3 == "":
 		return "--delete is for --s3's objects: a queue's replayed messages are deleted unless --keep"
@@ -185,6 +185,17 @@ func (rp *replaying) check(fs *flag.FlagSet) string {
 		return "--ecpu-per-second: want ECPUs a second, or 0 for no limit"
 	}
 	return ""
+}
+
+// bucket and prefix are --s3's.
+func (rp *replaying) bucket() string {
+	bucket, _, _ := strings.Cut(strings.TrimPrefix(rp.s3, "s3://"), "/")
+	return bucket
+}
+
+func (rp *replaying) prefix() string {
+	_, prefix, _ := strings.Cut(strings.TrimPrefix(rp.s3, "s3://"), "/")
+	return prefix
 }
 
 // refused is the queues replay leaves to the worker.
@@ -237,7 +248,7 @@ func (rp *replaying) replayer(ctx context.Context, stderr io.Writer) (*replay.Re
 		Worker: worker.New(invalidate.New(cache, iopts), opts),
 	}
 	if rp.s3 != "" {
-		r.Bucket, r.Prefix, _ = strings.Cut(strings.TrimPrefix(rp.s3, "s3://"), "/")
+		r.Bucket, r.Prefix = rp.bucket(), rp.prefix()
 		// An endpoint of one's own (LocalStack, moto) answers path-style
 		// requests, not a bucket's own host name.
 		r.S3 = s3.NewFromConfig(w.aws, func(o *s3.Options) { o.UsePathStyle = w.aws.BaseEndpoint != nil })
