@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/invalidator-go/invalidator/events"
@@ -148,9 +147,7 @@ type record struct {
 // Handle invalidates a batch from source before ctx's deadline less the
 // margin, and then, each a step of its own: announces what it deleted,
 // schedules it to be deleted again (second deletes, the failover schedule,
-// the window) and, beside that, deletes the window again after a sign of
-// a failover — both wait on queues, and the answer, with a stream's shard,
-// on the longer —, parks
+// the window), deletes the window again after a sign of a failover, parks
 // the records that failed for good, and hands the SQS messages to retry
 // back to their queue, to come back after a backoff that grows with their
 // receive count (with Queues; else after the queue's visibility timeout)
@@ -183,11 +180,8 @@ func (w *Worker) Handle(ctx context.Context, source events.Source, batch invalid
 	announceIn, cancelAnnounce := wait.BeforeDeadline(ctx, w.opts.DeadlineMargin/2)
 	defer cancelAnnounce()
 	announced := w.announce(announceIn, &out, start, batch.RetryFor)
-	var signed again
-	var beside sync.WaitGroup
-	beside.Go(func() { signed = w.afterSign(inTime) })
 	later := w.scheduleAgain(announceIn, &out)
-	beside.Wait()
+	signed := w.afterSign(inTime)
 	w.parkFailed(ctx, source, &out, delivered)
 	if source == events.SourceSQS && delivered != nil {
 		w.handBack(ctx, out, delivered)
