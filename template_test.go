@@ -857,7 +857,11 @@ func TestTheFleetsBudgetIsOnForTheWholeFleet(t *testing.T) {
 		for _, ev := range fn.get("Properties", "Events").values() {
 			switch ev.get("Type").value() {
 			case "SQS":
-				most := ev.get("Properties", "ScalingConfig", "MaximumConcurrency")
+				scaling := ev.get("Properties", "ScalingConfig")
+				if scaling.Tag == "!If" && len(scaling.items()) == 3 && scaling.items()[0].value() == "SqsProvisioned" {
+					scaling = scaling.items()[2] // standard mode, the default
+				}
+				most := scaling.get("MaximumConcurrency")
 				if !most.ok() {
 					t.Errorf("%s: an SQS mapping without MaximumConcurrency: its processes are not bounded", name)
 					continue
@@ -947,4 +951,27 @@ func TestTemplateKeepsFailedBatchesInABucket(t *testing.T) {
 	needCfnLint(t)
 	lintWithDefaults(t, map[string]string{"FailedBatchBucketArn": "arn:aws:s3:::invalidator-failed-batches",
 		"KinesisStreamArn": "arn:aws:kinesis:eu-west-1:123456789012:stream/commit-log"})
+}
+
+// TestTemplateOffersSqsProvisionedMode: the SQS mapping of changes takes
+// provisioned mode on a parameter, off by default, and then no maximum
+// concurrency, which Lambda refuses beside it; cfn-lint passes either way.
+func TestTemplateOffersSqsProvisionedMode(t *testing.T) {
+	tpl := loadTemplate(t)
+	if v := tpl.get("Parameters", "SqsProvisionedMinimum", "Default").value(); v != "0" {
+		t.Errorf("SqsProvisionedMinimum defaults to %q, want 0: standard mode", v)
+	}
+	if c := tpl.get("Conditions", "SqsProvisioned").text(); !strings.Contains(c, "SqsProvisionedMinimum") {
+		t.Fatalf("SqsProvisioned is %q: want it on when SqsProvisionedMinimum is not 0", c)
+	}
+	ev := tpl.get("Resources", "SqsInvalidateFunction", "Properties", "Events", "Queue", "Properties")
+	pollers, scaling := ev.get("ProvisionedPollerConfig").text(), ev.get("ScalingConfig").text()
+	if !strings.Contains(pollers, "SqsProvisioned") || !strings.Contains(pollers, "SqsProvisionedMinimum") || !strings.Contains(pollers, "SqsProvisionedMaximum") {
+		t.Errorf("the queue's mapping has ProvisionedPollerConfig %q: want the pollers when SqsProvisioned", pollers)
+	}
+	if !strings.Contains(scaling, "SqsProvisioned") || !strings.Contains(scaling, "AWS::NoValue") || !strings.Contains(scaling, "SqsMaximumConcurrency") {
+		t.Errorf("the queue's mapping has ScalingConfig %q: want none in provisioned mode, SqsMaximumConcurrency else", scaling)
+	}
+	needCfnLint(t)
+	lintWithDefaults(t, map[string]string{"SqsProvisionedMinimum": "2"})
 }
