@@ -111,7 +111,7 @@ func TestReDeletesAreAnnounced(t *testing.T) {
 	ch := &channel{}
 	w := announcingWorker(ch, &cachetest.Cache{}, io.Discard)
 	defer w.Close()
-	w.opts.Window = &Window{Client: &queuestest.SQS{}, URL: testQueueURL + "-window"}
+	w.opts.Window = &Window{Client: &queuestest.SQS{}, URLs: []string{testQueueURL + "-window"}}
 	w.opts.Window.Add(t.Context(), []string{"cache:user:7"}, nil)
 	w.signs.started([]string{"node:1"})
 	w.signs.connectedTo("node:1")

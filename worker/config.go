@@ -42,9 +42,10 @@ type Config struct {
 	FailoverRedeleteAfter time.Duration
 	// FailoverWindowQueueURL is FAILOVER_WINDOW_QUEUE_URL: the queue that
 	// keeps the fleet's last minute of deletes, read and deleted again when
-	// a process sees a sign of a failover (Window). Default none: a failover
-	// no client sees and one they all see are repaired alike, by the
-	// failover schedule.
+	// a process sees a sign of a failover (Window), or the queues of its
+	// slots, comma-separated, in the order they are taken. Default none: a
+	// failover no client sees and one they all see are repaired alike, by
+	// the failover schedule.
 	FailoverWindowQueueURL string
 	// AnnounceChannel is ANNOUNCE_CHANNEL: the pub/sub channel on which the
 	// keys of every delete are announced once it succeeded, for the
@@ -111,8 +112,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("FAILOVER_REDELETE_AFTER=%v: want whole seconds from 0 (off) to 15m, like 60s", c.FailoverRedeleteAfter)
 	}
 	if c.FailoverWindowQueueURL = env.String(getenv, "FAILOVER_WINDOW_QUEUE_URL"); c.FailoverWindowQueueURL != "" {
-		if err := checkQueueURL("FAILOVER_WINDOW_QUEUE_URL", c.FailoverWindowQueueURL); err != nil {
-			return c, err
+		for _, url := range strings.Split(c.FailoverWindowQueueURL, ",") {
+			if err := checkQueueURL("FAILOVER_WINDOW_QUEUE_URL", url); err != nil {
+				return c, err
+			}
 		}
 	}
 	again := c.SecondDeleteQueueURL != "" && c.deletesAgain()

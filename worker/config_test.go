@@ -29,6 +29,9 @@ func TestConfigFromEnv(t *testing.T) {
 		// Left set by an old deployment, a variable no longer read stops
 		// nothing.
 		{"no longer read", "REDELETE_MAX_KEYS", "1000000", ""},
+		{"a window", "FAILOVER_WINDOW_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/window", ""},
+		{"a window's slots", "FAILOVER_WINDOW_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/w1,https://sqs.us-east-1.amazonaws.com/1/w2", ""},
+		{"a window's slot not a URL", "FAILOVER_WINDOW_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/w1,w2", "FAILOVER_WINDOW_QUEUE_URL"},
 		{"announce channel", "ANNOUNCE_CHANNEL", "invalidator:near", ""},
 		{"announce channel pattern", "ANNOUNCE_CHANNEL", "invalidator:*", "ANNOUNCE_CHANNEL"},
 		{"announce channel with a space", "ANNOUNCE_CHANNEL", "near cache", "ANNOUNCE_CHANNEL"},

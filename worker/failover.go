@@ -40,7 +40,7 @@ func (w *Worker) afterSign(ctx context.Context) (n again) {
 	var retry, lost error
 	for {
 		read := time.Now()
-		msgs, fresh, err := w.opts.Window.read(ctx, p.seen)
+		msgs, done, err := w.opts.Window.read(ctx, p)
 		reading += time.Since(read)
 		messages += len(msgs)
 		var again []windowMessage
@@ -49,16 +49,17 @@ func (w *Worker) afterSign(ctx context.Context) (n again) {
 		}
 		if len(again) > 0 {
 			// Shown again within the turn, or, once it is over, windowHide
-			// after the read.
+			// after the read; the pass reads its slots again from the first.
 			retry = errors.Join(w.opts.Window.show(ctx, again), errRedeleteRetry)
 			for _, m := range again {
-				delete(p.seen, m.id) // for the pass to read it again
+				delete(p.seen, m.id)
 			}
+			p.back = 0
 		}
 		if err != nil {
 			retry = err
 		}
-		if retry != nil || fresh == 0 {
+		if retry != nil || done {
 			break
 		}
 		if len(p.seen) >= maxPassMessages {

@@ -29,7 +29,7 @@ const windowURL = testQueueURL + "-window"
 func windowWorker(cache invalidate.Cache, sqsFake *queuestest.SQS, logs io.Writer) *Worker {
 	inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	return New(inv, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard, DeadlineMargin: 100 * time.Millisecond,
-		Window: &Window{Client: sqsFake, URL: windowURL}})
+		Window: &Window{Client: sqsFake, URLs: []string{windowURL}}})
 }
 
 func userRecords(ids ...string) invalidate.Batch {
@@ -165,7 +165,7 @@ func TestAPassEndsWithinItsTurn(t *testing.T) {
 			const margin = time.Second
 			inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 			w := New(inv, Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, DeadlineMargin: margin,
-				Window: &Window{Client: slowWindow{sqsFake, 300 * time.Millisecond}, URL: windowURL}})
+				Window: &Window{Client: slowWindow{sqsFake, 300 * time.Millisecond}, URLs: []string{windowURL}}})
 			defer w.Close()
 			w.signs.started([]string{"node:1"})
 			w.signs.connectedTo("node:1")
@@ -183,6 +183,57 @@ func TestAPassEndsWithinItsTurn(t *testing.T) {
 			if cache.Attempts("cache:window:0") == 0 {
 				t.Error("the window was not read")
 			}
+		})
+	}
+}
+
+// TestAPassReadsTheNewestSlotFirst: the deletes a failover lost are the
+// window's newest. On a slow SQS that hands a queue out oldest first, the
+// batch that sees the sign reads two rounds in its turn: a minute of the
+// fleet's batches in one queue keeps them from it; in slots, it reads the
+// slot of the moment first, and them in its turn; the batches after go
+// on with the older slots.
+func TestAPassReadsTheNewestSlotFirst(t *testing.T) {
+	for _, slots := range []int{1, 4} {
+		t.Run(strconv.Itoa(slots)+" slots", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sqsFake := &queuestest.SQS{}
+				urls := make([]string, slots)
+				for i := range urls {
+					urls[i] = windowURL + "-" + strconv.Itoa(i+1)
+				}
+				window := &Window{Client: slowWindow{sqsFake, 300 * time.Millisecond}, URLs: urls}
+				for i := range 110 { // a batch every 0.5 s
+					if failed, _ := window.Add(t.Context(), []string{"cache:old:" + strconv.Itoa(i)}, nil); len(failed) > 0 {
+						t.Fatal("the window took no message")
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				window.Add(t.Context(), []string{"cache:lost"}, nil)
+				cache := &cachetest.Cache{}
+				inv := invalidate.New(cache, invalidate.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+				w := New(inv, Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, DeadlineMargin: time.Second, Window: window})
+				defer w.Close()
+				w.signs.started([]string{"node:1"})
+				w.signs.connectedTo("node:1")
+				w.signs.connectedTo("node:1")
+				w.Handle(deadlineIn(t, 10*time.Second), events.SourceSQS, userRecords("1"), nil)
+				again := cache.Attempts("cache:lost")
+				switch {
+				case slots == 1 && again != 0:
+					t.Fatal("one queue's pass reached the newest message in its first turn: the test no longer models a slow window")
+				case slots > 1 && again != 1:
+					t.Errorf("the newest message deleted again %d times in the sign's turn, want once: its slot is read first", again)
+				}
+				for range 10 { // the batches after go on with the pass
+					w.Handle(deadlineIn(t, 10*time.Second), events.SourceSQS, userRecords("2"), nil)
+				}
+				for _, key := range []string{"cache:old:0", "cache:old:109", "cache:lost"} {
+					if n := cache.Attempts(key); n != 1 {
+						t.Errorf("%s deleted again %d times by the pass, want once: it reads every slot, each message once", key, n)
+					}
+				}
+			})
 		})
 	}
 }

@@ -44,6 +44,10 @@ type pass struct {
 	followUp bool
 	due      time.Time
 	seen     map[string]bool // message IDs
+	// The slot it began in, once it has, and how many slots before it it
+	// has read to the end.
+	begun       bool
+	first, back int
 }
 
 // maxPassMessages is the most messages a pass reads: 5 MiB of their IDs.
