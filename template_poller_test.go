@@ -381,12 +381,13 @@ func TestTemplatePollerTaskRoleIsExactlyWhatThePollerDoes(t *testing.T) {
 	consumed := []string{"Queue", "QueueArn", "SecondDeleteQueue"}
 	// The failover window is read and shown again, never deleted from: its
 	// retention ends its messages.
-	read := []string{"FailoverWindowQueue", "Queue", "QueueArn", "SecondDeleteQueue"}
+	window := []string{"FailoverWindowQueue", "FailoverWindowQueue2", "FailoverWindowQueue3", "FailoverWindowQueue4"}
+	read := append(slices.Clone(window), "Queue", "QueueArn", "SecondDeleteQueue")
 	want := map[string][]string{
 		"sqs:ReceiveMessage":            read,
 		"sqs:DeleteMessage":             consumed,
 		"sqs:ChangeMessageVisibility":   read,
-		"sqs:SendMessage":               {"FailoverWindowQueue", "FailureQueue", "SecondDeleteQueue"},
+		"sqs:SendMessage":               append(slices.Clone(window), "FailureQueue", "SecondDeleteQueue"),
 		"elasticache:Connect":           {"CacheArn", "CacheName", "CacheUser", "CacheUserArn", "ServerlessCache"},
 		"secretsmanager:GetSecretValue": {"CachePasswordSecretArn"},
 	}

@@ -975,3 +975,43 @@ func TestTemplateOffersSqsProvisionedMode(t *testing.T) {
 	needCfnLint(t)
 	lintWithDefaults(t, map[string]string{"SqsProvisionedMinimum": "2"})
 }
+
+// TestTheWindowsSlotsMatch: the failover window's slots are queues that
+// keep a message 60 s, as many in the template as locally, and the
+// worker's FAILOVER_WINDOW_QUEUE_URL lists them all in their order, the
+// functions' and the poller's alike: a slot left out would never be read.
+func TestTheWindowsSlotsMatch(t *testing.T) {
+	tpl := loadTemplate(t)
+	var slots []string
+	res := tpl.get("Resources")
+	for _, name := range res.keys() {
+		if strings.HasPrefix(name, "FailoverWindowQueue") {
+			slots = append(slots, name)
+			if v := res.get(name, "Properties", "MessageRetentionPeriod").value(); v != "60" {
+				t.Errorf("%s keeps a message %s s, want 60: the slots' width is 60 s/(slots-1)", name, v)
+			}
+		}
+	}
+	if len(slots) < 2 {
+		t.Fatalf("the window is %v: want slots", slots)
+	}
+	want := "!Ref " + strings.Join(slots, ", !Ref ")
+	for _, env := range []node{tpl.get("Globals", "Function", "Environment", "Variables", "FAILOVER_WINDOW_QUEUE_URL"), tpl.get("Outputs", "FailoverWindowQueueUrl", "Value")} {
+		if got := env.text(); !strings.Contains(got, want) {
+			t.Errorf("FAILOVER_WINDOW_QUEUE_URL is %q, want the slots in order: %s", got, want)
+		}
+	}
+	if task := tpl.get("Resources", "PollerTaskDefinition").text(); !strings.Contains(task, want) {
+		t.Errorf("the poller's FAILOVER_WINDOW_QUEUE_URL does not list the slots in order: %s", want)
+	}
+	if local := strings.Split(localEnv(t)["WINDOW_QUEUE_URL"], ","); len(local) != len(slots) {
+		t.Errorf("the local window is %d slots (%v), the template's %d", len(local), local, len(slots))
+	}
+	resources, err := os.ReadFile("localstack/init/ready.d/10-resources.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(regexp.MustCompile(`for suffix in \(([^)]*)\)`).FindString(string(resources)), `"`) / 2; n != len(slots) {
+		t.Errorf("10-resources.py makes %d window slots, the template %d", n, len(slots))
+	}
+}

@@ -27,13 +27,17 @@ type Queue struct {
 	// Live says that the worker takes its messages; the others hold what
 	// it failed, for invalidator replay.
 	Live bool
+	// Slots says it is several queues, its variable their URLs
+	// comma-separated, the others named as the first with their number
+	// after it: cache-invalidation-window-2, -FailoverWindowQueue2-.
+	Slots bool
 }
 
 // Queues are the queues of the worker and of its failure path.
 var Queues = []Queue{
 	{Var: "QUEUE_URL", Name: "cache-invalidation", ID: "Queue", Live: true},
 	{Var: "RAW_QUEUE_URL", Name: "cache-invalidation-raw", Live: true},
-	{Var: "FAILOVER_WINDOW_QUEUE_URL", Name: "cache-invalidation-window", ID: "FailoverWindowQueue", Live: true},
+	{Var: "FAILOVER_WINDOW_QUEUE_URL", Name: "cache-invalidation-window", ID: "FailoverWindowQueue", Live: true, Slots: true},
 	{Var: "SECOND_DELETE_QUEUE_URL", Name: "cache-invalidation-again", ID: "SecondDeleteQueue", Live: true},
 	{Var: "DLQ_URL", Name: "cache-invalidation-dlq", ID: "DeadLetterQueue"},
 	{Var: "FAILURE_QUEUE_URL", Name: "cache-invalidation-failures", ID: "FailureQueue"},
@@ -82,16 +86,18 @@ func Check(ctx context.Context, client Attributes, queueURL string, getenv func(
 		if refuse != RefuseAll && !q.Live {
 			continue
 		}
-		if u := getenv(q.Var); u != "" && queuePath(u) == queuePath(queueURL) {
-			return refused("it is %s", q.Var)
+		for u := range strings.SplitSeq(getenv(q.Var), ",") {
+			if u != "" && queuePath(u) == queuePath(queueURL) {
+				return refused("it is %s", q.Var)
+			}
 		}
 		if refuse == RefuseLiveByVariable {
 			continue
 		}
-		if strings.HasSuffix(queue, q.Name) {
+		if strings.HasSuffix(queue, q.Name) || q.Slots && strings.HasSuffix(strings.TrimRight(queue, "0123456789"), q.Name+"-") {
 			return refused("its name ends in %s, as the local stack names %s", q.Name, q.Var)
 		}
-		if q.ID != "" && strings.Contains(queue, "-"+q.ID+"-") {
+		if q.ID != "" && (strings.Contains(queue, "-"+q.ID+"-") || q.Slots && slotOf(queue, q.ID)) {
 			return refused("its name holds -%s-, as CloudFormation names template.yaml's %s (%s)", q.ID, q.ID, q.Var)
 		}
 	}
@@ -117,6 +123,17 @@ func Check(ctx context.Context, client Attributes, queueURL string, getenv func(
 		return refused("it is the dead-letter queue of %s, as the worker's DLQ and failure queue are", sources.QueueUrls[0])
 	}
 	return nil
+}
+
+// slotOf says whether name holds -ID, a number, and a dash: a slot of
+// the queue after the first, as CloudFormation names it.
+func slotOf(name, id string) bool {
+	for _, rest := range strings.Split(name, "-"+id)[1:] {
+		if digits := len(rest) - len(strings.TrimLeft(rest, "0123456789")); digits > 0 && strings.HasPrefix(rest[digits:], "-") {
+			return true
+		}
+	}
+	return false
 }
 
 // queuePath is what names a queue in its URL, /ACCOUNT/NAME: SQS finds a

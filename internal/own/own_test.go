@@ -39,8 +39,9 @@ func (a attributes) ListDeadLetterSourceQueues(_ context.Context, in *sqs.ListDe
 // of a queue left behind only those the variables name.
 func TestCheckQueue(t *testing.T) {
 	const at = "https://sqs.us-east-1.amazonaws.com/123456789012/"
-	env := map[string]string{"QUEUE_URL": "http://127.0.0.1:4566/123456789012/live/", "FAILURE_QUEUE_URL": at + "parked"}
-	client := attributes{redriven: []string{"with-a-dlq", "stack-Queue-OLD"}, dlqs: []string{"a-dlq"}}
+	env := map[string]string{"QUEUE_URL": "http://127.0.0.1:4566/123456789012/live/", "FAILURE_QUEUE_URL": at + "parked",
+		"FAILOVER_WINDOW_QUEUE_URL": at + "slot-1," + at + "slot-2"}
+	client := attributes{redriven: []string{"with-a-dlq", "stack-Queue-OLD", "stack-FailoverWindowQueueX-A1B2"}, dlqs: []string{"a-dlq"}}
 	for _, c := range []struct {
 		queue string
 		// why each of RefuseAll, RefuseLive, RefuseLiveByVariable
@@ -52,6 +53,10 @@ func TestCheckQueue(t *testing.T) {
 		{"dev-cache-invalidation", [3]string{"ends in cache-invalidation", "ends in cache-invalidation", ""}},
 		{"dev-cache-invalidation-again", [3]string{"cache-invalidation-again", "cache-invalidation-again", ""}},
 		{"dev-cache-invalidation-window", [3]string{"cache-invalidation-window", "cache-invalidation-window", ""}},
+		{"dev-cache-invalidation-window-3", [3]string{"cache-invalidation-window", "cache-invalidation-window", ""}},
+		{"slot-2", [3]string{"FAILOVER_WINDOW_QUEUE_URL", "FAILOVER_WINDOW_QUEUE_URL", "FAILOVER_WINDOW_QUEUE_URL"}},
+		{"stack-FailoverWindowQueue4-A1B2", [3]string{"-FailoverWindowQueue-", "-FailoverWindowQueue-", ""}},
+		{"stack-FailoverWindowQueueX-A1B2", [3]string{"RedrivePolicy", "RedrivePolicy", ""}},
 		{"cache-invalidation-raw", [3]string{"cache-invalidation-raw", "cache-invalidation-raw", ""}},
 		{"dev-cache-invalidation-failures", [3]string{"cache-invalidation-failures", "", ""}},
 		{"stack-SecondDeleteQueue-A1B2", [3]string{"-SecondDeleteQueue-", "-SecondDeleteQueue-", ""}},

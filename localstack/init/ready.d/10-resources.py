@@ -108,10 +108,11 @@ set_attributes(again_url, VisibilityTimeout=visibility_timeout, MessageRetention
                MaximumMessageSize=second_delete_max_bytes)
 
 # The failover window: the fleet's last minute of deletes, which nothing
-# consumes; read again after a sign of a failover (template.yaml's
-# FailoverWindowQueue).
-window_url = queue_url(window)
-set_attributes(window_url, MessageRetentionPeriod="60", MaximumMessageSize=second_delete_max_bytes)
+# consumes; read again after a sign of a failover. Four slots of 20 s, as
+# template.yaml's FailoverWindowQueue to FailoverWindowQueue4.
+window_urls = [queue_url(window + suffix) for suffix in ("", "-2", "-3", "-4")]
+for url in window_urls:
+    set_attributes(url, MessageRetentionPeriod="60", MaximumMessageSize=second_delete_max_bytes)
 
 # invalidator inspect's copy of every change, kept a minute (template.yaml's
 # InspectQueue, which is opt-in there).
@@ -166,7 +167,7 @@ print(f"""resources ready:
   raw queue   {urls[raw_queue]} (RawMessageDelivery=true)
   dlq         {dlq_url}
   again       {again_url} (second deletes, delayed; failures after {max_receive_count} receives)
-  window      {window_url} (the last minute of deletes, deleted again after a sign of a failover)
+  window      {', '.join(window_urls)} (the last minute of deletes in slots, deleted again after a sign of a failover)
   inspect     {inspect_url} (a copy of each change for invalidator inspect, kept 60 s)
   failures    {failures_url} (records parked by the worker, and what the stream and SNS paths give up on)
   table       {table}, stream {stream_arn}
