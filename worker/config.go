@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,9 +113,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("FAILOVER_REDELETE_AFTER=%v: want whole seconds from 0 (off) to 15m, like 60s", c.FailoverRedeleteAfter)
 	}
 	if c.FailoverWindowQueueURL = env.String(getenv, "FAILOVER_WINDOW_QUEUE_URL"); c.FailoverWindowQueueURL != "" {
-		for _, url := range strings.Split(c.FailoverWindowQueueURL, ",") {
+		slots := strings.Split(c.FailoverWindowQueueURL, ",")
+		for i, url := range slots {
 			if err := checkQueueURL("FAILOVER_WINDOW_QUEUE_URL", url); err != nil {
 				return c, err
+			}
+			if slices.Contains(slots[:i], url) {
+				return c, fmt.Errorf("FAILOVER_WINDOW_QUEUE_URL lists %s twice: a slot taken again within the minute it keeps", url)
 			}
 		}
 	}

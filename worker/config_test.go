@@ -31,6 +31,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{"no longer read", "REDELETE_MAX_KEYS", "1000000", ""},
 		{"a window", "FAILOVER_WINDOW_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/window", ""},
 		{"a window's slots", "FAILOVER_WINDOW_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/w1,https://sqs.us-east-1.amazonaws.com/1/w2", ""},
+		{"a window's slot twice", "FAILOVER_WINDOW_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/w1,https://sqs.us-east-1.amazonaws.com/1/w1", "twice"},
 		{"a window's slot not a URL", "FAILOVER_WINDOW_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/w1,w2", "FAILOVER_WINDOW_QUEUE_URL"},
 		{"announce channel", "ANNOUNCE_CHANNEL", "invalidator:near", ""},
 		{"announce channel pattern", "ANNOUNCE_CHANNEL", "invalidator:*", "ANNOUNCE_CHANNEL"},

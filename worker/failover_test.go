@@ -238,6 +238,58 @@ func TestAPassReadsTheNewestSlotFirst(t *testing.T) {
 	}
 }
 
+// TestAPassMovesOnWhenItsSlotIsRead: a round of none unseen moves a pass
+// to the slot before only when it was not full: messages a pass read show
+// again after windowHide and, handed out oldest first, fill the round
+// before the slot's unread tail — the newest deletes.
+func TestAPassMovesOnWhenItsSlotIsRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sqsFake := &queuestest.SQS{}
+		window := Window{Client: sqsFake, URLs: []string{windowURL + "-1", windowURL + "-2"}}
+		for i := range 100 {
+			window.Add(t.Context(), []string{"cache:m:" + strconv.Itoa(i)}, nil)
+		}
+		p := &pass{seen: map[string]bool{}}
+		read := func() int {
+			msgs, done, err := window.read(t.Context(), p)
+			if err != nil || done {
+				t.Fatalf("read: done %v, %v", done, err)
+			}
+			return len(msgs)
+		}
+		if n := read(); n != 40 {
+			t.Fatalf("the first round read %d, want 40", n)
+		}
+		time.Sleep(windowHide + time.Second) // what it read shows again
+		if n := read(); n != 0 || p.back != 0 {
+			t.Fatalf("a full round of seen messages gave %d and moved the pass %d slots: want it kept on its slot", n, p.back)
+		}
+		for _, want := range []int{40, 20} {
+			if n := read(); n != want {
+				t.Fatalf("a round read %d, want %d: the slot's tail", n, want)
+			}
+		}
+		if read(); p.back != 1 {
+			t.Errorf("the slot read, the pass is %d slots back, want 1", p.back)
+		}
+	})
+}
+
+// TestASignWhileAPassGoesOn: a pass kept to go on with, past the newest
+// slot, takes a new sign from the newest slot again, where that sign's
+// lost deletes are, and as a sign's pass, followed by another.
+func TestASignWhileAPassGoesOn(t *testing.T) {
+	s := newSigns()
+	s.started([]string{"node:1"})
+	s.pending = &pass{cause: "before", followUp: true, seen: map[string]bool{"m": true}, begun: true, first: 2, back: 3}
+	s.connectedTo("node:1")
+	s.connectedTo("node:1")
+	p := s.take(time.Now())
+	if p.begun || p.back != 0 || p.followUp || !strings.HasPrefix(p.cause, "reconnected") || !p.seen["m"] {
+		t.Errorf("the pass after a new sign: %+v, want it to begin again at the newest slot, as the sign's, what it read kept", p)
+	}
+}
+
 // TestAWindowThatFailsForNowIsShownAgain: a re-delete that cannot reach its
 // keys leaves them in the window and keeps the sign; the batch after the
 // cache is back deletes them.

@@ -104,11 +104,16 @@ func firstWord(s string) string {
 	return word
 }
 
-// raise keeps cause, as a pass to begin, unless one is pending already;
-// s.mu is held.
+// raise keeps cause, as a pass to begin; a pass pending already, kept to
+// go on with, goes on from the newest slot, where this sign's lost deletes
+// are and which it may have read, and is followed by another, for what it
+// deleted again before this sign's promotion. s.mu is held.
 func (s *signs) raise(cause string) {
-	if s.pending == nil {
+	switch p := s.pending; {
+	case p == nil:
 		s.pending = &pass{cause: cause, seen: map[string]bool{}}
+	case p.begun:
+		p.cause, p.followUp, p.begun, p.back = cause, false, false, 0
 	}
 }
 

@@ -86,9 +86,9 @@ type windowMessage struct {
 
 // read receives a round of p's slot, windowReceives at once, hiding each
 // message for windowHide, and returns those not in p.seen, adding them to
-// it. A round that gives none it has not seen moves p to the slot before
-// (SQS's short polls sample its servers: what one misses, the pass that
-// follows reads); done says p has read the oldest. A message that is not
+// it. A round that gives none it has not seen, and not a full round, moves
+// p to the slot before (SQS's short polls sample its servers: what one
+// misses, the pass that follows reads); done says p has read the oldest. A message that is not
 // one of the window's is skipped: nothing else writes there.
 func (w Window) read(ctx context.Context, p *pass) (msgs []windowMessage, done bool, err error) {
 	if !p.begun {
@@ -102,8 +102,9 @@ func (w Window) read(ctx context.Context, p *pass) (msgs []windowMessage, done b
 		wg.Go(func() { outs[i], _, errs[i] = queues.Receive(ctx, w.Client, url, 10, 0, windowHide) })
 	}
 	wg.Wait()
-	fresh := 0
+	fresh, received := 0, 0
 	for _, out := range outs {
+		received += len(out)
 		for _, m := range out {
 			if p.seen[m.ID] {
 				continue
@@ -119,7 +120,7 @@ func (w Window) read(ctx context.Context, p *pass) (msgs []windowMessage, done b
 	if err := errors.Join(errs...); err != nil {
 		return msgs, false, err
 	}
-	if fresh == 0 {
+	if fresh == 0 && received < windowReceives*10 { // a full round of seen ones: an unread tail may follow
 		p.back++
 	}
 	return msgs, p.back >= len(w.URLs), nil
