@@ -88,8 +88,9 @@ type windowMessage struct {
 // message for windowHide, and returns those not in p.seen, adding them to
 // it. A round that gives none it has not seen, and not a full round, moves
 // p to the slot before (SQS's short polls sample its servers: what one
-// misses, the pass that follows reads); done says p has read the oldest. A message that is not
-// one of the window's is skipped: nothing else writes there.
+// misses, the pass that follows reads); done says p has read the oldest.
+// A message that is not one of the window's is skipped: nothing else
+// writes there.
 func (w Window) read(ctx context.Context, p *pass) (msgs []windowMessage, done bool, err error) {
 	if !p.begun {
 		p.first, p.begun = w.slot(time.Now()), true
