@@ -59,6 +59,10 @@ type RulesConfig struct {
 	// also read the item or row: {key.NAME} (a row: as it is now),
 	// {new.PATH}, {old.PATH}, {item.PATH} (both images).
 	Tables map[string][]string `json:"tables,omitempty"`
+	// DSQLTables are the tables whose rows come from Aurora DSQL's change
+	// stream, which sends no row before an update and only the key before
+	// a delete: their templates, keys' and tags', may not read {old.}.
+	DSQLTables []string `json:"dsqlTables,omitempty"`
 	// Tags are the templates of the tags that changes invalidate, beside
 	// their keys: each deletes the entries that depend on it (writethrough's
 	// Options.TagsOf). A change with no rule here has none; a change
@@ -126,6 +130,9 @@ func NewRules(cfg RulesConfig) (*Rules, error) {
 		return nil, err
 	}
 	if r.tagTables, err = compileAll("tags.tables.", cfg.Tags.Tables, true); err != nil {
+		return nil, err
+	}
+	if err := r.checkDSQL(cfg.DSQLTables); err != nil {
 		return nil, err
 	}
 	r.tagPrefix = cmp.Or(cfg.TagPrefix, tagset.DefaultPrefix)
@@ -198,6 +205,29 @@ func compileAll(where string, sets map[string][]string, allowImages bool) (map[s
 		}
 	}
 	return out, nil
+}
+
+// checkDSQL refuses a template of tables, keys' or tags', that reads
+// {old.}, naming each: Aurora DSQL sends no such row, and every update's
+// record would fail.
+func (r *Rules) checkDSQL(tables []string) error {
+	var bad []string
+	for _, table := range tables {
+		for _, kind := range []struct {
+			where string
+			sets  map[string][]template
+		}{{"tables.", r.tables}, {"tags.tables.", r.tagTables}} {
+			for _, t := range kind.sets[table] {
+				if slices.ContainsFunc(t.segments, func(seg segment) bool { return seg.src == srcOld }) {
+					bad = append(bad, kind.where+table+": "+strconv.Quote(t.raw))
+				}
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: {old.} read by %s, of dsqlTables: %s", errRules, strings.Join(bad, ", "), imageHint(events.SourceDSQL))
+	}
+	return nil
 }
 
 // Attributes are the attributes of stream records' images, and the

@@ -135,6 +135,8 @@ func TestRulesValidation(t *testing.T) {
 		"unknown field":           `entitys: {product: ["cache:{id}"]}`,
 		"bad syntax":              `entities: [`,
 		"negative max key length": `maxKeyBytes: -1`,
+		"a DSQL table over old":   `{dsqlTables: [public.orders], tables: {public.orders: ["cache:c:{old.customer}"]}}`,
+		"a DSQL table's tag":      `{dsqlTables: [public.orders], tags: {tables: {public.orders: ["c:{old.customer}"]}}}`,
 	}
 	for name, yaml := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -142,6 +144,19 @@ func TestRulesValidation(t *testing.T) {
 				t.Fatalf("err = %v, want ErrRules", err)
 			}
 		})
+	}
+}
+
+// TestADSQLTableIsPlannedFromTheRowAfter: Aurora DSQL's tables are
+// refused a template over {old.} at start, each named with the reason; the
+// same template on another table, and {new.}, {key.} on a DSQL one, pass.
+func TestADSQLTableIsPlannedFromTheRowAfter(t *testing.T) {
+	_, err := ParseRules([]byte(`{dsqlTables: [public.orders], tables: {public.orders: ["cache:o:{key.id}", "cache:c:{old.customer}"], public.items: ["cache:c:{old.customer}"]}, tags: {tables: {public.orders: ["c:{new.customer}"]}}}`))
+	if err == nil || !strings.Contains(err.Error(), `tables.public.orders: "cache:c:{old.customer}"`) || strings.Contains(err.Error(), "items") || !strings.Contains(err.Error(), "Aurora DSQL sends no row before an update") {
+		t.Fatalf("err = %v, want the DSQL table's {old.} template named, alone, with the reason", err)
+	}
+	if _, err := ParseRules([]byte(`{dsqlTables: [public.orders], tables: {public.orders: ["cache:o:{key.id}", "cache:c:{new.customer}"], public.items: ["cache:c:{old.customer}"]}}`)); err != nil {
+		t.Fatalf("a DSQL table planned from {key.} and {new.}: %v", err)
 	}
 }
 
