@@ -113,7 +113,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("FAILOVER_REDELETE_AFTER=%v: want whole seconds from 0 (off) to 15m, like 60s", c.FailoverRedeleteAfter)
 	}
 	if c.FailoverWindowQueueURL = env.String(getenv, "FAILOVER_WINDOW_QUEUE_URL"); c.FailoverWindowQueueURL != "" {
-		slots := strings.Split(c.FailoverWindowQueueURL, ",")
+		slots := c.windowSlots()
 		for i, url := range slots {
 			if err := checkQueueURL("FAILOVER_WINDOW_QUEUE_URL", url); err != nil {
 				return c, err
@@ -163,6 +163,10 @@ func checkQueueURL(key, v string) error {
 	}
 	return nil
 }
+
+// windowSlots are the failover window's queues, FAILOVER_WINDOW_QUEUE_URL's
+// comma-separated URLs, in the order they are taken.
+func (c Config) windowSlots() []string { return strings.Split(c.FailoverWindowQueueURL, ",") }
 
 // invalidateOptions are the Invalidator's options of c, its ECPUs taken from
 // fleet, the budget the fleet shares; log says when fleet cannot be read,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -91,7 +90,7 @@ func (c Config) Again(client queues.SQS) (SecondDeleter, *Window) {
 			FailoverAfter: c.FailoverRedeleteAfter, MaxBytes: DefaultDelayMaxBytes}
 	}
 	if c.FailoverWindowQueueURL != "" {
-		window = &Window{Client: client, URLs: strings.Split(c.FailoverWindowQueueURL, ","), MaxBytes: DefaultDelayMaxBytes}
+		window = &Window{Client: client, URLs: c.windowSlots(), MaxBytes: DefaultDelayMaxBytes}
 	}
 	return again, window
 }
