@@ -125,7 +125,8 @@ type fields struct {
 	data, metadata, beforeImage field
 	before, after, source       field
 	schema, payload             field
-	recordType                  field   // Aurora DSQL's: full, or a part of one split across records
+	recordType                  field   // Aurora DSQL's: full, chunked (a main record) or fragment
+	chunked, chunkID, index     field   // Aurora DSQL's main record's, a fragment's
 	msgBuf                      *[]byte // from messageBuffers, until release
 }
 
@@ -202,6 +203,12 @@ func collect(raw []byte) (f fields, err error) {
 			f.payload = field{value, kind}
 		case "type":
 			f.recordType = field{value, kind}
+		case "chunked":
+			f.chunked = field{value, kind}
+		case "chunk_id":
+			f.chunkID = field{value, kind}
+		case "index":
+			f.index = field{value, kind}
 		}
 		return end, nil
 	})
@@ -237,6 +244,9 @@ func decodeObject(raw []byte, env envelope, allowSNS bool, out []Change) ([]Chan
 		return decodeDebeziumWrapped(&f, env, out)
 	case f.source.kind == jsonscan.Object && f.op.raw != nil:
 		return decodeDebezium(&f, env, out)
+	case textIs(f.recordType.raw, "fragment"): // its main record carries the change
+		_, err := decodeFragment(&f)
+		return out, err
 	default:
 		return appendChange(out, &f, env)
 	}

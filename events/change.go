@@ -100,4 +100,8 @@ type Change struct {
 	OldImage       Image
 	NewImage       Image
 	SequenceNumber string
+	// RowPart, when not empty, says that an image is only the part of its
+	// row that came (an Aurora DSQL row in fragments, not all at hand): a
+	// column it lacks is unknown, not absent.
+	RowPart string
 }

@@ -3,10 +3,14 @@ package events
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // kinesisRecord is a record of a Lambda Kinesis event carrying data.
@@ -36,7 +40,7 @@ func TestCommitLogGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, changes, err := Decode(SourceKinesis, kinesisRecord("4959", data), nil)
-			if err != nil {
+			if err != nil && !errors.As(err, new(*Unjoined)) { // a main record is joined with its fragments
 				t.Errorf("decoding %s: %v", name, err)
 			}
 			got, _ := json.MarshalIndent(outcome("4959", changes, err), "", "  ")
@@ -76,13 +80,116 @@ func TestAChangeMessageIsNeverTakenForARow(t *testing.T) {
 	}
 }
 
-// TestAnAuroraDSQLRecordSplitIsRefused: a part of an Aurora DSQL record
-// too large for one Kinesis record fails, saying so: the worker never
-// waits for parts that may come on other shards, in any order.
-func TestAnAuroraDSQLRecordSplitIsRefused(t *testing.T) {
-	part := []byte(`{"type":"partial","op":"u","before":null,"after":{"id":1},"source":{"schema":"public","table":"t"}}`)
-	_, changes, err := Decode(SourceKinesis, kinesisRecord("4960", part), nil)
-	if err == nil || len(changes) != 0 || !strings.Contains(err.Error(), "split across Kinesis records") {
-		t.Fatalf("a part of a split record: %+v, %v; want it refused as one", changes, err)
+// split is an Aurora DSQL record whose row after is text, split at cuts
+// into fragments, as the page's "Handling oversized records" shows them:
+// its main record (testdata's, with its chunk ID and CRC32C) and the
+// fragments, each decoded from its own Kinesis record.
+func split(t *testing.T, text string, cuts ...int) (main Delivery, err error, fragments []Delivery) {
+	t.Helper()
+	golden, err := os.ReadFile("testdata/cdc/dsql-cdc-chunked.json")
+	if err != nil {
+		t.Fatal(err)
 	}
+	rec := strings.NewReplacer("{{chunk-id}}", "c-1", `"total_fragments": 3`, `"total_fragments": `+strconv.Itoa(len(cuts)+1),
+		"2073618257", strconv.FormatUint(uint64(crc32.Checksum([]byte(text), crc32.MakeTable(crc32.Castagnoli))), 10)).Replace(string(golden))
+	main, changes, err := Decode(SourceKinesis, kinesisRecord("100", []byte(rec)), nil)
+	if len(changes) != 0 {
+		t.Fatalf("a main record alone planned %+v", changes)
+	}
+	for i, from := range append([]int{0}, cuts...) {
+		to := len(text)
+		if i < len(cuts) {
+			to = cuts[i]
+		}
+		piece, _ := json.Marshal(map[string]any{"type": "fragment", "chunk_id": "c-1", "index": i, "data": text[from:to]})
+		d, changes, ferr := Decode(SourceKinesis, kinesisRecord(strconv.Itoa(101+i), piece), nil)
+		if len(changes) != 0 || ferr != nil {
+			t.Fatalf("fragment %d: %+v, %v; want nothing planned, no error", i, changes, ferr)
+		}
+		fragments = append(fragments, d)
+	}
+	return main, err, fragments
+}
+
+// joinOf joins the main record's error with the fragments given.
+func joinOf(t *testing.T, err error, fragments ...Delivery) ([]Change, error) {
+	t.Helper()
+	u := (*Unjoined)(nil)
+	if !errors.As(err, &u) {
+		t.Fatalf("the main record's error %v is not Unjoined", err)
+	}
+	byChunk := map[string][]Fragment{}
+	for _, d := range fragments {
+		f, ok := FragmentOf(d)
+		if !ok {
+			t.Fatalf("FragmentOf(%s): not a fragment", d.ID)
+		}
+		byChunk[f.Chunk] = append(byChunk[f.Chunk], f)
+	}
+	return u.Join(byChunk)
+}
+
+// TestAnAuroraDSQLRowInFragmentsIsJoined: an Aurora DSQL record whose row
+// came in fragments is the change its whole record would be once the
+// fragments of its batch are joined, in any order, one twice; with its
+// fragment 0 alone, the columns that fragment holds whole, a number cut
+// short excluded; without fragment 0, or with fragments that fail their
+// CRC32C, it fails, saying so. A fragment alone plans nothing.
+func TestAnAuroraDSQLRowInFragmentsIsJoined(t *testing.T) {
+	row := `{"order_id": 1001, "item_id": 4242, "quantity": 5, "note": "` + strings.Repeat("é", 40) + `"}`
+	cut := strings.Index(row, "4242") + 2 // fragment 0 ends inside item_id's digits
+	main, err, fragments := split(t, row, cut, cut+30)
+	full, _ := os.ReadFile("testdata/cdc/dsql-cdc-insert.json")
+	full = []byte(strings.Replace(string(full), `{"order_id": 1001, "item_id": 42, "quantity": 5, "price": "29.99"}`, row, 1))
+	_, want, werr := Decode(SourceKinesis, kinesisRecord("100", full), nil)
+	if werr != nil || len(want) != 1 {
+		t.Fatalf("the whole record: %+v, %v", want, werr)
+	}
+	got, jerr := joinOf(t, err, fragments[2], fragments[0], fragments[1], fragments[2])
+	if jerr != nil || len(got) != 1 || got[0].RowPart != "" || mustJSON(t, got[0].NewImage) != mustJSON(t, want[0].NewImage) || got[0].Table != "public.order_items" || got[0].Op != OpCreate {
+		t.Fatalf("joined: %+v, %v; want the whole record's %+v", got, jerr, want)
+	}
+	got, jerr = joinOf(t, err, fragments[0])
+	if jerr != nil || len(got) != 1 || got[0].RowPart == "" || len(got[0].NewImage) != 1 || got[0].NewImage["order_id"].S != "1001" {
+		t.Fatalf("fragment 0 alone: %+v, %v; want order_id alone, and the part named", got, jerr)
+	}
+	if _, jerr = joinOf(t, err, fragments[1], fragments[2]); jerr == nil || !strings.Contains(jerr.Error(), "2 of the 3 fragments") || !strings.Contains(jerr.Error(), `record "100"`) {
+		t.Fatalf("without fragment 0: %v; want it refused, saying how many came", jerr)
+	}
+	main, err, fragments = split(t, row, cut)
+	if got, jerr = joinOf(t, err, fragments[0], fragments[0]); jerr != nil || len(got) != 1 || got[0].RowPart == "" {
+		t.Fatalf("fragment 0 of 2, twice: %+v, %v; want it counted once: the part it holds", got, jerr)
+	}
+	_, tampered, _ := split(t, strings.Replace(row, "1001", "1002", 1), cut)
+	if _, jerr = joinOf(t, tampered, fragments...); jerr == nil || !strings.Contains(jerr.Error(), "CRC32C") {
+		t.Fatalf("fragments of another text: %v; want the CRC32C refusing them", jerr)
+	}
+	if main.ID != "100" {
+		t.Fatalf("main record's delivery %+v", main)
+	}
+}
+
+// FuzzDSQLFragments: whatever a row's text and wherever its fragments are
+// cut, joining them never panics, and all of them join into the row's
+// columns or fail; fragment 0 alone gives no column the whole row lacks.
+func FuzzDSQLFragments(f *testing.F) {
+	f.Add(`{"order_id": 1001, "item_id": 4242, "note": "é"}`, 20)
+	f.Add(`{"a": [1, {"b": "}"}], "c": 1e5}`, 9)
+	f.Add(`{"a":"\u00e9\"","b":null}`, 7)
+	f.Fuzz(func(t *testing.T, row string, cut int) {
+		if cut <= 0 || cut >= len(row) || !utf8.ValidString(row) || !utf8.ValidString(row[:cut]) {
+			return
+		}
+		_, err, fragments := split(t, row, cut)
+		whole, werr := joinOf(t, err, fragments...)
+		part, _ := joinOf(t, err, fragments[0])
+		if werr != nil || len(part) == 0 {
+			return
+		}
+		for col := range part[0].NewImage {
+			if _, ok := whole[0].NewImage[col]; !ok {
+				t.Fatalf("fragment 0 of %q gave %q, which the whole row lacks", row, col)
+			}
+		}
+	})
 }

@@ -37,15 +37,19 @@ func decodeDebeziumWrapped(f *fields, env envelope, out []Change) ([]Change, err
 // message) change no row and append nothing; t (a TRUNCATE) names no row,
 // so no key can be planned from it: it fails. An unchanged TOASTed column
 // the row after lacks is taken from the row before (REPLICA IDENTITY FULL).
-// A record with a type is Aurora DSQL's: "full", or a part of a record too
-// large for Kinesis, which fails, whole or not; an op it does not know is
-// an upsert of the row after, as AWS advises.
+// A record with a type is Aurora DSQL's: "full", or "chunked", whose row
+// came in fragments, an Unjoined error until joined; an op it does not
+// know is an upsert of the row after, as AWS advises.
 func decodeDebezium(f *fields, env envelope, out []Change) ([]Change, error) {
-	source := SourceDebezium
+	source, chunked := SourceDebezium, false
 	if f.recordType.raw != nil {
 		source = SourceDSQL
-		if kind, err := jsonscan.Text(f.recordType.raw); f.recordType.kind != jsonscan.String || err != nil || kind != "full" {
-			return out, invalid("an Aurora DSQL record of type " + truncate(f.recordType.raw) + ", not full: a part of a record split across Kinesis records, which the worker does not join; its keys are planned from no part")
+		kind, err := jsonscan.Text(f.recordType.raw)
+		switch {
+		case f.recordType.kind != jsonscan.String || err != nil || kind != "full" && kind != "chunked":
+			return out, invalid("an Aurora DSQL record of type " + truncate(f.recordType.raw) + ": not full, chunked or fragment")
+		case kind == "chunked":
+			chunked = true
 		}
 	}
 	if f.op.kind != jsonscan.String {
@@ -113,13 +117,27 @@ func decodeDebezium(f *fields, env envelope, out []Change) ([]Change, error) {
 			return out, err
 		}
 	}
+	at = cmp.Or(at, env.occurredAt)
+	if chunked {
+		return out, unjoined(f, Unjoined{table: table, op: op, opText: opText, at: at, keep: env.keep, before: before, after: after})
+	}
+	c, err := rowOf(source, table, op, opText, after, before, at)
+	if err != nil {
+		return out, err
+	}
+	return append(out, c), nil
+}
+
+// rowOf is the change of a Debezium-shaped record once its images are
+// at hand.
+func rowOf(source Source, table string, op Op, opText string, after, before Image, at time.Time) (Change, error) {
 	switch {
 	case op != OpDelete && after == nil:
-		return out, invalid("a Debezium " + opText + " event needs the row after (after)")
+		return Change{}, invalid("a Debezium " + opText + " event needs the row after (after)")
 	case op == OpDelete && before == nil:
-		return out, invalid("a Debezium delete needs the row deleted (before)")
+		return Change{}, invalid("a Debezium delete needs the row deleted (before)")
 	}
 	c := rowChange(source, table, op, after, before)
-	c.OccurredAt = cmp.Or(at, env.occurredAt)
-	return append(out, c), nil
+	c.OccurredAt = at
+	return c, nil
 }

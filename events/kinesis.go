@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/base64"
+	"errors"
 	"strconv"
 
 	"github.com/invalidator-go/invalidator/internal/jsonscan"
@@ -79,7 +80,11 @@ func decodeKinesis(raw []byte, keep Attributes) (d Delivery, changes []Change, e
 	}
 	changes, err = decodeBody(d.message, envelope{source: SourceKinesis, occurredAt: d.SentAt, keep: keep}, true, nil)
 	if err != nil {
-		return d, changes, recordError(d.ID, err)
+		err = recordError(d.ID, err)
+		if u := (*Unjoined)(nil); errors.As(err, &u) {
+			u.record = d.ID
+		}
+		return d, changes, err
 	}
 	return d, changes, nil
 }

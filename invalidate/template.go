@@ -442,6 +442,8 @@ func distinctValues(seg *segment, c *events.Change, limit int) imageRead {
 	switch {
 	case !present:
 		return imageRead{reason: "placeholder " + seg.text + ": the record carries no such image (" + imageHint(c.Source) + ")"}
+	case !found && c.RowPart != "":
+		return imageRead{reason: "placeholder " + seg.text + " is not in the part of the row that came: " + c.RowPart}
 	case !found && c.Source.CommitLog():
 		return imageRead{reason: "placeholder " + seg.text + " is missing from the row (" + imageHint(c.Source) + ")"}
 	case !found:

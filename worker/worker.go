@@ -135,6 +135,9 @@ func (w *Worker) Lambda(ctx context.Context, source events.Source, payload []byt
 		r.delivery = d
 		return invalidate.Record{ID: d.ID, Changes: changes, Err: err}
 	})
+	if source == events.SourceKinesis {
+		batch = joinSplit(batch, records)
+	}
 	return w.Handle(ctx, source, batch, func(i int) (events.Delivery, []byte) { return records[i].delivery, raws[i] }), nil
 }
 

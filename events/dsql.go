@@ -1,0 +1,293 @@
+package events
+
+import (
+	"hash/crc32"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/invalidator-go/invalidator/internal/jsonscan"
+)
+
+// Aurora DSQL writes a change record of more than 9 MiB as a main record
+// ("type": "chunked") whose before or after image is replaced by a
+// reference under "chunked" — {"chunk_id", "total_fragments", "crc32c"} —
+// and the image's JSON text in fragments, each a Kinesis record of its own
+// ({"type": "fragment", "chunk_id", "index", "data"}), on any shard, in any
+// order (AWS's record-format page, "Handling oversized records").
+
+// maxFragments bounds a chunked image's fragments before any is looked
+// for: a Lambda batch holds at most 10,000 records.
+const maxFragments = 10_000
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Fragment is a piece of an Aurora DSQL image too large for one Kinesis
+// record: by itself it names no table and no row, and changes nothing; its
+// main record carries the change.
+type Fragment struct {
+	Chunk string
+	Index int
+	Data  []byte // the piece of the image's JSON text, unescaped
+}
+
+// Unjoined is the error of an Aurora DSQL main record whose row came in
+// fragments: Join plans it from the fragments that came with it. Left
+// unjoined it fails for good, to be parked with its reason: the worker
+// never waits for fragments that another shard's batch may bring.
+type Unjoined struct {
+	record      string
+	table       string
+	op          Op
+	opText      string
+	at          time.Time
+	keep        Attributes
+	before      Image
+	after       Image
+	chunkBefore *chunkRef
+	chunkAfter  *chunkRef
+}
+
+// chunkRef is an image's entry under "chunked".
+type chunkRef struct {
+	id    string
+	total int
+	crc   uint32
+}
+
+func (u *Unjoined) Error() string {
+	ref, name := u.needed()
+	if ref == nil { // the image its keys read is inline, the other is not
+		ref, name = u.chunkBefore, "before"
+		if ref == nil {
+			ref, name = u.chunkAfter, "after"
+		}
+	}
+	return "its row " + name + " is in " + strconv.Itoa(ref.total) + " fragments (chunk_id " + strconv.Quote(truncate([]byte(ref.id))) +
+		"), each a Kinesis record of its own, joined when they come in its batch"
+}
+
+// reason is what the record is, for its errors.
+func (u *Unjoined) reason() string {
+	return "an Aurora DSQL record of " + truncate([]byte(u.table)) + " whose row came in fragments"
+}
+
+// needed is the image the change's keys are planned from, and its name.
+func (u *Unjoined) needed() (*chunkRef, string) {
+	if u.op == OpDelete {
+		return u.chunkBefore, "before"
+	}
+	return u.chunkAfter, "after"
+}
+
+// Join plans the record from the fragments of its batch, by chunk ID: an
+// image whose fragments are all there is joined and checked against its
+// CRC32C; an image of which only the first fragment is there gives the
+// columns that fragment holds whole, and a key that reads any other column
+// fails, naming the part it had. Otherwise the record fails, saying how
+// many of its fragments came.
+func (u *Unjoined) Join(fragments map[string][]Fragment) ([]Change, error) {
+	before, after := u.before, u.after
+	var part string
+	for _, side := range []struct {
+		ref   *chunkRef
+		name  string
+		image *Image
+	}{{u.chunkBefore, "before", &before}, {u.chunkAfter, "after", &after}} {
+		if side.ref == nil {
+			continue
+		}
+		pieces, have := u.pieces(side.ref, fragments[side.ref.id])
+		needed, _ := u.needed()
+		switch {
+		case have == side.ref.total:
+			img, err := u.joined(side.name, side.ref, pieces)
+			if err != nil {
+				return nil, err
+			}
+			*side.image = img
+		case pieces[0] != nil && side.ref == needed:
+			img, n, err := leadingColumns("Aurora DSQL "+side.name+", fragment 0", pieces[0], u.keep)
+			if err != nil {
+				return nil, recordError(u.record, err)
+			}
+			*side.image = img
+			part = "the first " + strconv.Itoa(n) + " bytes of the row " + side.name + ", its fragment 0 of " + strconv.Itoa(side.ref.total) +
+				" (chunk_id " + strconv.Quote(truncate([]byte(side.ref.id))) + "); the others came on other shards"
+		default:
+			return nil, recordError(u.record, invalid(u.reason()+": "+strconv.Itoa(have)+" of the "+strconv.Itoa(side.ref.total)+
+				" fragments of its row "+side.name+" (chunk_id "+strconv.Quote(truncate([]byte(side.ref.id)))+") came in this batch,"+
+				" and not its fragment 0: the others came on other shards, which the worker does not wait for"))
+		}
+	}
+	c, err := rowOf(SourceDSQL, u.table, u.op, u.opText, after, before, u.at)
+	if err != nil {
+		return nil, recordError(u.record, err)
+	}
+	c.RowPart = part
+	return []Change{c}, nil
+}
+
+// pieces are an image's fragments by index, a fragment delivered twice
+// once, and how many distinct ones there are.
+func (u *Unjoined) pieces(ref *chunkRef, fragments []Fragment) ([][]byte, int) {
+	pieces, have := make([][]byte, ref.total), 0
+	for _, f := range fragments {
+		if f.Index < ref.total && pieces[f.Index] == nil {
+			pieces[f.Index] = f.Data
+			have++
+		}
+	}
+	return pieces, have
+}
+
+// joined is an image from all its fragments, checked against its CRC32C.
+func (u *Unjoined) joined(name string, ref *chunkRef, pieces [][]byte) (Image, error) {
+	text := slices.Concat(pieces...)
+	if sum := crc32.Checksum(text, castagnoli); sum != ref.crc {
+		return nil, recordError(u.record, invalid("the "+strconv.Itoa(ref.total)+" fragments of an Aurora DSQL row "+name+
+			" (chunk_id "+strconv.Quote(truncate([]byte(ref.id)))+") join into text whose CRC32C is "+
+			strconv.FormatUint(uint64(sum), 10)+", not "+strconv.FormatUint(uint64(ref.crc), 10)))
+	}
+	img, end, err := decodeRow("Aurora DSQL "+name, text, 0, u.keep)
+	if err == nil && len(skipWS(text, end)) != 0 {
+		err = invalid("Aurora DSQL " + name + ": text after the joined row")
+	}
+	if err != nil {
+		return nil, recordError(u.record, err)
+	}
+	return img, nil
+}
+
+// leadingColumns decodes the columns a row's first fragment holds whole: a
+// member counts only once the comma or brace after it came, since a
+// fragment ends anywhere, a number's digits included. It returns them and
+// how many bytes of text they take.
+func leadingColumns(name string, text []byte, keep Attributes) (Image, int, error) {
+	whole := 0
+	_, _ = jsonscan.WalkAt(text, 0, func(_ []byte, i int) (int, error) {
+		_, end, err := jsonscan.ValueAt(text, i)
+		if rest := skipWS(text, end); err == nil && len(rest) > 0 && (rest[0] == ',' || rest[0] == '}') {
+			whole = len(text) - len(rest)
+		}
+		return end, err
+	})
+	if whole == 0 {
+		return nil, 0, invalid(name + " holds no whole column")
+	}
+	row := append(text[:whole:whole], '}')
+	img, _, err := decodeRow(name, row, 0, keep)
+	return img, whole, err
+}
+
+func skipWS(data []byte, i int) []byte {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return data[i:]
+}
+
+// chunkedImages reads a main record's "chunked" member.
+func chunkedImages(f *fields) (before, after *chunkRef, err error) {
+	if f.chunked.kind != jsonscan.Object {
+		return nil, nil, invalid("an Aurora DSQL record of type chunked needs its chunked object")
+	}
+	err = jsonscan.Members(f.chunked.raw, func(key, value []byte, kind jsonscan.Kind) error {
+		ref, err := chunkRefOf(string(key), value, kind)
+		switch string(key) {
+		case "before":
+			before = ref
+		case "after":
+			after = ref
+		}
+		return err
+	})
+	if err == nil && before == nil && after == nil {
+		err = invalid("an Aurora DSQL record of type chunked names no chunked image")
+	}
+	return before, after, err
+}
+
+func chunkRefOf(name string, raw []byte, kind jsonscan.Kind) (*chunkRef, error) {
+	if name != "before" && name != "after" {
+		return nil, nil
+	}
+	if kind != jsonscan.Object {
+		return nil, invalid("Aurora DSQL chunked." + name + " must be an object, not " + kind.String())
+	}
+	ref := &chunkRef{}
+	var haveCRC bool
+	err := jsonscan.Members(raw, func(key, value []byte, kind jsonscan.Kind) error {
+		var err error
+		switch string(key) {
+		case "chunk_id":
+			ref.id, err = nonEmptyText("Aurora DSQL chunked."+name+".chunk_id", value, kind)
+		case "total_fragments":
+			n, perr := strconv.Atoi(string(value))
+			if kind != jsonscan.Number || perr != nil || n < 1 || n > maxFragments {
+				err = invalid("Aurora DSQL chunked." + name + ".total_fragments must be a whole number from 1 to " + strconv.Itoa(maxFragments) + ", not " + truncate(value))
+			}
+			ref.total = n
+		case "crc32c":
+			var text string
+			if text, err = stringField("Aurora DSQL chunked."+name+".crc32c", value, kind); err == nil {
+				crc, perr := strconv.ParseUint(text, 10, 32)
+				if perr != nil {
+					err = invalid("Aurora DSQL chunked." + name + ".crc32c must be a decimal CRC32C, not " + truncate(value))
+				}
+				ref.crc, haveCRC = uint32(crc), true
+			}
+		}
+		return err
+	})
+	if err == nil && (ref.id == "" || ref.total == 0 || !haveCRC) {
+		err = invalid("Aurora DSQL chunked." + name + " needs its chunk_id, total_fragments and crc32c")
+	}
+	return ref, err
+}
+
+// decodeFragment validates a fragment, which changes nothing by itself.
+func decodeFragment(f *fields) (Fragment, error) {
+	var fr Fragment
+	var err error
+	if fr.Chunk, err = nonEmptyText("an Aurora DSQL fragment's chunk_id", f.chunkID.raw, f.chunkID.kind); err != nil {
+		return fr, err
+	}
+	n, perr := strconv.Atoi(string(f.index.raw))
+	if f.index.kind != jsonscan.Number || perr != nil || n < 0 || n >= maxFragments {
+		return fr, invalid("an Aurora DSQL fragment's index must be a whole number below " + strconv.Itoa(maxFragments) + ", not " + truncate(f.index.raw))
+	}
+	fr.Index = n
+	if f.data.kind != jsonscan.String {
+		return fr, invalid("an Aurora DSQL fragment's data must be a string, not " + f.data.kind.String())
+	}
+	fr.Data, _, err = jsonscan.AppendStringAt(nil, f.data.raw, 0)
+	return fr, err
+}
+
+// FragmentOf returns the Aurora DSQL fragment a Kinesis record delivered,
+// if it is one.
+func FragmentOf(d Delivery) (Fragment, bool) {
+	if firstByte(d.message) != '{' {
+		return Fragment{}, false
+	}
+	f, err := collect(d.message)
+	defer f.release()
+	if err != nil || !textIs(f.recordType.raw, "fragment") {
+		return Fragment{}, false
+	}
+	fr, err := decodeFragment(&f)
+	return fr, err == nil
+}
+
+// unjoined is the error of a main record, for Join to complete.
+func unjoined(f *fields, u Unjoined) error {
+	var err error
+	if u.chunkBefore, u.chunkAfter, err = chunkedImages(f); err != nil {
+		return err
+	}
+	if needed, name := u.needed(); needed == nil && (name == "after" && u.after == nil || name == "before" && u.before == nil) {
+		return invalid("an Aurora DSQL record of type chunked has its row " + name + " neither inline nor chunked")
+	}
+	return &fieldError{reason: u.reason(), err: &u}
+}
