@@ -67,6 +67,17 @@ func (u *Unjoined) Error() string {
 		"), each a Kinesis record of its own, joined when they come in its batch"
 }
 
+// Chunks are the chunk IDs of the record's images that came in fragments.
+func (u *Unjoined) Chunks() []string {
+	var ids []string
+	for _, ref := range []*chunkRef{u.chunkBefore, u.chunkAfter} {
+		if ref != nil {
+			ids = append(ids, ref.id)
+		}
+	}
+	return ids
+}
+
 // reason is what the record is, for its errors.
 func (u *Unjoined) reason() string {
 	return "an Aurora DSQL record of " + truncate([]byte(u.table)) + " whose row came in fragments"
@@ -116,8 +127,8 @@ func (u *Unjoined) Join(fragments map[string][]Fragment) ([]Change, error) {
 				" (chunk_id " + strconv.Quote(truncate([]byte(side.ref.id))) + "); the others came on other shards"
 		default:
 			return nil, recordError(u.record, invalid(u.reason()+": "+strconv.Itoa(have)+" of the "+strconv.Itoa(side.ref.total)+
-				" fragments of its row "+side.name+" (chunk_id "+strconv.Quote(truncate([]byte(side.ref.id)))+") came in this batch,"+
-				" and not its fragment 0: the others came on other shards, which the worker does not wait for"))
+				" fragments of its row "+side.name+" (chunk_id "+strconv.Quote(truncate([]byte(side.ref.id)))+") are at hand,"+
+				" not its fragment 0: the others are on other shards, which the worker does not wait for"))
 		}
 	}
 	c, err := rowOf(SourceDSQL, u.table, u.op, u.opText, after, before, u.at)

@@ -78,7 +78,7 @@ func TestAnAuroraDSQLRowInFragmentsIsPlannedInItsBatch(t *testing.T) {
 	}{
 		"all its fragments":         {batch: [][]byte{fragments[1], main, fragments[0]}},
 		"fragment 0 alone":          {batch: [][]byte{main, fragments[0]}, parked: `placeholder {new.item_id} is not in the part of the row that came: the first 17 bytes of the row after, its fragment 0 of 2`},
-		"a fragment, not the first": {batch: [][]byte{main, fragments[1]}, parked: `1 of the 2 fragments of its row after (chunk_id "c-1") came in this batch, and not its fragment 0`},
+		"a fragment, not the first": {batch: [][]byte{main, fragments[1]}, parked: `1 of the 2 fragments of its row after (chunk_id "c-1") are at hand, not its fragment 0`},
 		"no fragment":               {batch: [][]byte{main}, parked: `0 of the 2 fragments`},
 	} {
 		t.Run(name, func(t *testing.T) {

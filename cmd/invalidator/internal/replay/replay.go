@@ -45,6 +45,7 @@ type Streams interface {
 type Kinesis interface {
 	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, opts ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
 	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
+	ListShards(ctx context.Context, in *kinesis.ListShardsInput, opts ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
 }
 
 // Replayer replays the messages of one queue, or the objects under a
@@ -232,13 +233,13 @@ func (r *Replayer) invocation(ctx context.Context, body []byte, o *Outcome) (rec
 		o.Source = events.SourceKinesis
 	default:
 		o.Kind, o.Source = KindAsyncInvoke, events.SourceSNS
-		records, err := r.event(events.SourceSNS, envelope.Payload)
+		records, err := r.event(ctx, events.SourceSNS, envelope.Payload)
 		return records, true, err
 	}
 	switch {
 	case envelope.Batch != nil:
 		o.Kind = KindStreamBatch
-		records, err = r.event(o.Source, []byte(*envelope.Batch))
+		records, err = r.event(ctx, o.Source, []byte(*envelope.Batch))
 	case envelope.Stream != nil:
 		o.Kind = KindStreamRange
 		records, err = r.streamRange(ctx, *envelope.Stream)
@@ -251,23 +252,24 @@ func (r *Replayer) invocation(ctx context.Context, body []byte, o *Outcome) (rec
 
 // event decodes the records of a Lambda event from source, as its function
 // does.
-func (r *Replayer) event(source events.Source, payload []byte) ([]invalidate.Record, error) {
+func (r *Replayer) event(ctx context.Context, source events.Source, payload []byte) ([]invalidate.Record, error) {
 	raws, err := events.SplitRecords(payload)
 	if err != nil {
 		return nil, fmt.Errorf("the invocation's event: %w", err)
 	}
 	records := make([]invalidate.Record, len(raws))
 	for i, raw := range raws {
-		records[i] = r.decode(source, raw)
+		records[i] = r.decode(ctx, source, raw)
 	}
 	return records, nil
 }
 
 // decode decodes a raw record of a Lambda event from source, as its
-// function does.
-func (r *Replayer) decode(source events.Source, raw []byte) invalidate.Record {
+// function does; an Aurora DSQL record whose row came in fragments is
+// joined with the fragments its stream holds (fragments.go).
+func (r *Replayer) decode(ctx context.Context, source events.Source, raw []byte) invalidate.Record {
 	d, changes, err := events.Decode(source, raw, r.Worker.Rules().Attributes())
-	return invalidate.Record{ID: d.ID, Changes: changes, Err: err}
+	return r.joined(ctx, d, invalidate.Record{ID: d.ID, Changes: changes, Err: err})
 }
 
 // parked decodes a parked record as its front end did: a message's body
@@ -283,7 +285,7 @@ func (r *Replayer) parked(ctx context.Context, p failurequeue.Record) ([]invalid
 	case p.Content == failurequeue.RecordWithoutImages:
 		return r.streamRecord(ctx, p.Data)
 	case p.Content == failurequeue.WholeRecord:
-		return []invalidate.Record{r.decode(p.Source, p.Data)}, nil
+		return []invalidate.Record{r.decode(ctx, p.Source, p.Data)}, nil
 	case p.Source == events.SourceSQS:
 		var sent string
 		if !p.SentAt.IsZero() {
@@ -359,36 +361,55 @@ func (r *Replayer) kinesisRange(ctx context.Context, b lambdaStreamBatch) ([]inv
 	fail := func(err error) ([]invalidate.Record, error) {
 		return nil, fmt.Errorf("reading %s shard %s from %s to %s (the stream keeps records its retention, 24 h by default): %w", b.StreamARN, b.ShardID, b.Start, b.End, err)
 	}
-	it, err := r.Kinesis.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamARN: aws.String(b.StreamARN), ShardId: aws.String(b.ShardID),
-		ShardIteratorType: kinesistypes.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(b.Start)})
-	if err != nil {
-		return fail(err)
-	}
 	var records []invalidate.Record
-	for iterator := it.ShardIterator; iterator != nil; {
-		out, err := r.Kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{StreamARN: aws.String(b.StreamARN), ShardIterator: iterator})
-		if err != nil {
-			return fail(err)
-		}
-		for _, rec := range out.Records {
+	err := r.readShard(ctx, &kinesis.GetShardIteratorInput{StreamARN: aws.String(b.StreamARN), ShardId: aws.String(b.ShardID),
+		ShardIteratorType: kinesistypes.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(b.Start)},
+		func(rec kinesistypes.Record, raw []byte) bool {
 			seq := aws.ToString(rec.SequenceNumber)
 			if later := len(seq) > len(b.End) || len(seq) == len(b.End) && seq > b.End; later {
-				return records, nil
+				return false
 			}
-			raw, _ := json.Marshal(map[string]any{"eventSource": "aws:kinesis", "eventSourceARN": b.StreamARN, "eventID": b.ShardID + ":" + seq,
-				"kinesis": map[string]any{"sequenceNumber": seq, "partitionKey": aws.ToString(rec.PartitionKey), "data": rec.Data,
-					"approximateArrivalTimestamp": float64(aws.ToTime(rec.ApproximateArrivalTimestamp).UnixMilli()) / 1000}})
-			records = append(records, r.decode(events.SourceKinesis, raw))
-		}
-		if len(out.Records) == 0 && aws.ToInt64(out.MillisBehindLatest) == 0 {
-			break // the shard's end, for now
-		}
-		iterator = out.NextShardIterator
+			records = append(records, r.decode(ctx, events.SourceKinesis, raw))
+			return true
+		})
+	if err != nil {
+		return fail(err)
 	}
 	if len(records) == 0 {
 		return fail(errors.New("no record left: past the stream's retention"))
 	}
 	return records, nil
+}
+
+// readShard reads a shard of a Kinesis stream from the iterator asked for,
+// each record as its mapping delivers it to a function, until each says
+// to stop or the shard ends, for now.
+func (r *Replayer) readShard(ctx context.Context, from *kinesis.GetShardIteratorInput, each func(rec kinesistypes.Record, raw []byte) (more bool)) error {
+	it, err := r.Kinesis.GetShardIterator(ctx, from)
+	if err != nil {
+		return err
+	}
+	arn, shard := aws.ToString(from.StreamARN), aws.ToString(from.ShardId)
+	for iterator := it.ShardIterator; iterator != nil; {
+		out, err := r.Kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{StreamARN: from.StreamARN, ShardIterator: iterator})
+		if err != nil {
+			return err
+		}
+		for _, rec := range out.Records {
+			seq := aws.ToString(rec.SequenceNumber)
+			raw, _ := json.Marshal(map[string]any{"eventSource": "aws:kinesis", "eventSourceARN": arn, "eventID": shard + ":" + seq,
+				"kinesis": map[string]any{"sequenceNumber": seq, "partitionKey": aws.ToString(rec.PartitionKey), "data": rec.Data,
+					"approximateArrivalTimestamp": float64(aws.ToTime(rec.ApproximateArrivalTimestamp).UnixMilli()) / 1000}})
+			if !each(rec, raw) {
+				return nil
+			}
+		}
+		if len(out.Records) == 0 && aws.ToInt64(out.MillisBehindLatest) == 0 {
+			return nil // the shard's end, for now
+		}
+		iterator = out.NextShardIterator
+	}
+	return nil
 }
 
 // kinesisRecord reads one Kinesis record, parked without its data, again
