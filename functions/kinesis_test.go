@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
+	"hash/crc32"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +28,7 @@ import (
 const kinesisRules = `tables:
   public.profile: ["cache:profile:{key.id}", "cache:color:{item.color}"]
   inventory.users: ["cache:user:{key.id}"]
+  public.order_items: ["cache:order:{new.order_id}"]
 `
 
 // kinesisEvent is a Lambda Kinesis event of data, one record each, with
@@ -47,12 +51,14 @@ func kinesisEvent(data ...[]byte) map[string]any {
 // them to Kinesis, through the real bootstrap, delete their keys — a row
 // moved from one color to another both colors —; a row whose old value
 // PostgreSQL did not send is parked saying what to turn on, and one too
-// large for a message without its data; no record holds the shard.
+// large for a message without its data; no record holds the shard. An
+// Aurora DSQL row too large for one Kinesis record, its fragments in the
+// batch, has its key deleted.
 func TestKinesisFunctionUnderTheEmulator(t *testing.T) {
 	c := testenv.Cache(t)
 	ns := strings.ToLower(rand.Text()[:10])
 	id1, id2, id3, user := ns+"1", ns+"2", ns+"3", ns+"u"
-	keys := []string{"cache:profile:" + id1, "cache:color:red" + ns, "cache:color:blue" + ns, "cache:profile:" + id3, "cache:user:" + user}
+	keys := []string{"cache:profile:" + id1, "cache:color:red" + ns, "cache:color:blue" + ns, "cache:profile:" + id3, "cache:user:" + user, "cache:order:" + ns}
 	setKeys(t, c, append(keys, "cache:profile:"+id2)...)
 	failures, env := failureQueue(t)
 	fn := emulator(t, "kinesis-invalidate", testenv.WorkerCacheConfig(t), rie.Options{Env: append(env, "INVALIDATION_RULES="+kinesisRules)})
@@ -65,7 +71,14 @@ func TestKinesisFunctionUnderTheEmulator(t *testing.T) {
 	dms := `{"data":{"id":"` + user + `","name":"Ann"},"metadata":{"timestamp":"2026-12-07T04:00:00.123456Z","record-type":"data",` +
 		`"operation":"delete","partition-key-type":"schema-table","schema-name":"inventory","table-name":"users","transaction-id":42}}`
 	huge := []byte(strings.Repeat("<", 900_000)) // no JSON, and 1.2 MB in base64: over a message
-	ev := kinesisEvent([]byte(full), []byte(noBefore), []byte(deleted), []byte(dms), huge, nil)
+	row := `{"order_id":"` + ns + `","note":"` + strings.Repeat("é", 100) + `"}`
+	dsql := `{"type":"chunked","op":"u","before":null,"after":null,"source":{"schema":"public","table":"order_items"},` +
+		`"chunked":{"after":{"chunk_id":"` + ns + `","total_fragments":2,"crc32c":"` + strconv.FormatUint(uint64(crc32.Checksum([]byte(row), crc32.MakeTable(crc32.Castagnoli))), 10) + `"}}}`
+	fragment := func(i int, data string) []byte {
+		b, _ := json.Marshal(map[string]any{"type": "fragment", "chunk_id": ns, "index": i, "data": data})
+		return b
+	}
+	ev := kinesisEvent([]byte(full), []byte(noBefore), []byte(deleted), []byte(dms), huge, nil, fragment(1, row[20:]), []byte(dsql), fragment(0, row[:20]))
 	if failed := batchFailures(t, fn, ev); len(failed) != 0 {
 		t.Fatalf("failed sequence numbers = %q, want none: the bad records are parked, so they never hold the shard", failed)
 	}
