@@ -64,7 +64,7 @@ func (u *Unjoined) Error() string {
 		}
 	}
 	return "its row " + name + " is in " + strconv.Itoa(ref.total) + " fragments (chunk_id " + strconv.Quote(truncate([]byte(ref.id))) +
-		"), each a Kinesis record of its own, joined when they come in its batch"
+		"), Kinesis records of their own: it is planned from those its Kinesis batch holds"
 }
 
 // Chunks are the chunk IDs of the record's images that came in fragments.
@@ -91,14 +91,15 @@ func (u *Unjoined) needed() (*chunkRef, string) {
 	return u.chunkAfter, "after"
 }
 
-// Join plans the record from the fragments of its batch, by chunk ID: an
-// image whose fragments are all there is joined and checked against its
-// CRC32C; an image of which only the first fragment is there gives the
-// columns that fragment holds whole, and a key that reads any other column
-// fails, naming the part it had. Otherwise the record fails, saying how
-// many of its fragments came.
+// Join plans the record from fragments, by chunk ID: an image whose
+// fragments are all there is joined and checked against its CRC32C; of the
+// image its keys read, fragment 0 alone gives the columns it holds whole,
+// and a key that reads any other column fails, naming the part it had; an
+// image its keys do not read is left out unless whole. Otherwise the
+// record fails, saying how many of its fragments are at hand.
 func (u *Unjoined) Join(fragments map[string][]Fragment) ([]Change, error) {
 	before, after := u.before, u.after
+	needed, _ := u.needed()
 	var part string
 	for _, side := range []struct {
 		ref   *chunkRef
@@ -108,8 +109,7 @@ func (u *Unjoined) Join(fragments map[string][]Fragment) ([]Change, error) {
 		if side.ref == nil {
 			continue
 		}
-		pieces, have := u.pieces(side.ref, fragments[side.ref.id])
-		needed, _ := u.needed()
+		pieces, seen, have := u.pieces(side.ref, fragments[side.ref.id])
 		switch {
 		case have == side.ref.total:
 			img, err := u.joined(side.name, side.ref, pieces)
@@ -117,14 +117,15 @@ func (u *Unjoined) Join(fragments map[string][]Fragment) ([]Change, error) {
 				return nil, err
 			}
 			*side.image = img
-		case pieces[0] != nil && side.ref == needed:
+		case side.ref != needed:
+		case seen[0]:
 			img, n, err := leadingColumns("Aurora DSQL "+side.name+", fragment 0", pieces[0], u.keep)
 			if err != nil {
 				return nil, recordError(u.record, err)
 			}
 			*side.image = img
 			part = "the first " + strconv.Itoa(n) + " bytes of the row " + side.name + ", its fragment 0 of " + strconv.Itoa(side.ref.total) +
-				" (chunk_id " + strconv.Quote(truncate([]byte(side.ref.id))) + "); the others came on other shards"
+				" (chunk_id " + strconv.Quote(truncate([]byte(side.ref.id))) + "); the others are on other shards"
 		default:
 			return nil, recordError(u.record, invalid(u.reason()+": "+strconv.Itoa(have)+" of the "+strconv.Itoa(side.ref.total)+
 				" fragments of its row "+side.name+" (chunk_id "+strconv.Quote(truncate([]byte(side.ref.id)))+") are at hand,"+
@@ -140,16 +141,16 @@ func (u *Unjoined) Join(fragments map[string][]Fragment) ([]Change, error) {
 }
 
 // pieces are an image's fragments by index, a fragment delivered twice
-// once, and how many distinct ones there are.
-func (u *Unjoined) pieces(ref *chunkRef, fragments []Fragment) ([][]byte, int) {
-	pieces, have := make([][]byte, ref.total), 0
+// once, which indexes came, and how many.
+func (u *Unjoined) pieces(ref *chunkRef, fragments []Fragment) (pieces [][]byte, seen []bool, have int) {
+	pieces, seen = make([][]byte, ref.total), make([]bool, ref.total)
 	for _, f := range fragments {
-		if f.Index < ref.total && pieces[f.Index] == nil {
-			pieces[f.Index] = f.Data
+		if f.Index >= 0 && f.Index < ref.total && !seen[f.Index] {
+			pieces[f.Index], seen[f.Index] = f.Data, true
 			have++
 		}
 	}
-	return pieces, have
+	return pieces, seen, have
 }
 
 // joined is an image from all its fragments, checked against its CRC32C.
@@ -220,7 +221,7 @@ func chunkedImages(f *fields) (before, after *chunkRef, err error) {
 }
 
 func chunkRefOf(name string, raw []byte, kind jsonscan.Kind) (*chunkRef, error) {
-	if name != "before" && name != "after" {
+	if name != "before" && name != "after" || kind == jsonscan.Null {
 		return nil, nil
 	}
 	if kind != jsonscan.Object {
@@ -276,10 +277,11 @@ func decodeFragment(f *fields) (Fragment, error) {
 	return fr, err
 }
 
-// FragmentOf returns the Aurora DSQL fragment a Kinesis record delivered,
-// if it is one.
-func FragmentOf(d Delivery) (Fragment, bool) {
-	if firstByte(d.message) != '{' {
+// FragmentOf returns the Aurora DSQL fragment a record of a Lambda Kinesis
+// event carries, if it is one.
+func FragmentOf(raw []byte) (Fragment, bool) {
+	d, _, err := decodeKinesis(raw, nil)
+	if err != nil || firstByte(d.message) != '{' {
 		return Fragment{}, false
 	}
 	f, err := collect(d.message)

@@ -2,38 +2,43 @@ package worker
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// joinSplit decodes a Kinesis batch whole, so that each Aurora DSQL record
-// whose row came in fragments is planned from the fragments in the batch
-// (events.Unjoined.Join). The fragments of other batches are not waited
+// joinSplit plans each Aurora DSQL record of a Kinesis batch whose row came
+// in fragments (events.Unjoined) from the fragments in the batch, read
+// once, when the first such record is decoded: a batch without one is
+// decoded as any other. The fragments of other batches are not waited
 // for: another shard's batch may hold them, or come after this one is
 // answered; such a record fails for good, to be parked with its reason.
-func joinSplit(batch invalidate.Batch, records []record) invalidate.Batch {
-	decoded := make([]invalidate.Record, batch.Len)
-	split := false
-	for i := range decoded {
-		decoded[i] = batch.Decode(i)
-		split = split || errors.As(decoded[i].Err, new(*events.Unjoined))
-	}
-	if !split {
-		return invalidate.Decoded(decoded)
-	}
-	fragments := map[string][]events.Fragment{}
-	for i := range records {
-		if f, ok := events.FragmentOf(records[i].delivery); ok {
-			fragments[f.Chunk] = append(fragments[f.Chunk], f)
+func joinSplit(batch invalidate.Batch, raws [][]byte) invalidate.Batch {
+	// Read once; should reading panic, each record that needs it fails so.
+	fragments := sync.OnceValue(func() map[string][]events.Fragment {
+		byChunk := map[string][]events.Fragment{}
+		for _, raw := range raws {
+			if f, ok := events.FragmentOf(raw); ok {
+				byChunk[f.Chunk] = append(byChunk[f.Chunk], f)
+			}
 		}
-	}
-	// Joined as each record is planned, so that a panic fails its record
-	// alone, as a decoder's does.
-	return invalidate.Inputs(decoded, func(r *invalidate.Record) invalidate.Record {
-		if u := (*events.Unjoined)(nil); errors.As(r.Err, &u) {
-			r.Changes, r.Err = u.Join(fragments)
-		}
-		return *r
+		return byChunk
 	})
+	decode := batch.Decode
+	batch.Decode = func(i int) (r invalidate.Record) {
+		r = decode(i)
+		u := (*events.Unjoined)(nil)
+		if !errors.As(r.Err, &u) {
+			return r
+		}
+		defer func() {
+			if p := recover(); p != nil { // failing its record alone, as a decoder's does
+				r.Changes, r.Err = nil, invalidate.PanicError("joining a record", p)
+			}
+		}()
+		r.Changes, r.Err = u.Join(fragments())
+		return r
+	}
+	return batch
 }

@@ -136,7 +136,7 @@ func (w *Worker) Lambda(ctx context.Context, source events.Source, payload []byt
 		return invalidate.Record{ID: d.ID, Changes: changes, Err: err}
 	})
 	if source == events.SourceKinesis {
-		batch = joinSplit(batch, records)
+		batch = joinSplit(batch, raws)
 	}
 	return w.Handle(ctx, source, batch, func(i int) (events.Delivery, []byte) { return records[i].delivery, raws[i] }), nil
 }

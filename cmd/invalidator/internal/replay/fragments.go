@@ -15,26 +15,61 @@ import (
 	"github.com/invalidator-go/invalidator/invalidate"
 )
 
-// The fragments of an Aurora DSQL record are looked for on every shard of
-// its stream, from a minute before its main record reached the stream to
-// five minutes after: AWS writes them with it, on any shard, and may write
-// one again later under the same chunk ID.
+// The fragments of an Aurora DSQL record not among the records replayed
+// with it are looked for on the shards of its stream, from a minute before
+// its main record reached the stream to five minutes after: AWS writes
+// them with it, on any shard, and may write one again later under the same
+// chunk ID. The search ends once its rows are whole.
 const fragmentsBefore, fragmentsAfter = time.Minute, 5 * time.Minute
 
-// joined plans an Aurora DSQL record whose row came in fragments (the
-// worker parks it when its batch did not hold them) from the fragments its
-// stream still holds; any other record is returned as it is.
-func (r *Replayer) joined(ctx context.Context, d events.Delivery, rec invalidate.Record) invalidate.Record {
-	u := (*events.Unjoined)(nil)
-	if !errors.As(rec.Err, &u) || r.Kinesis == nil || d.From == "" || d.SentAt.IsZero() {
-		return rec
+// join plans each Aurora DSQL record among records whose row came in
+// fragments (the worker parks it when its batch did not hold them): from
+// the fragments among raws, else also from those its stream holds.
+func (r *Replayer) join(ctx context.Context, records []invalidate.Record, deliveries []events.Delivery, raws [][]byte) {
+	var batch map[string][]events.Fragment
+	for i := range records {
+		u := (*events.Unjoined)(nil)
+		if !errors.As(records[i].Err, &u) {
+			continue
+		}
+		if batch == nil {
+			batch = map[string][]events.Fragment{}
+			for _, raw := range raws {
+				if f, ok := events.FragmentOf(raw); ok {
+					batch[f.Chunk] = append(batch[f.Chunk], f)
+				}
+			}
+		}
+		found := map[string][]events.Fragment{}
+		for _, id := range u.Chunks() {
+			found[id] = slices.Clone(batch[id])
+		}
+		records[i].Changes, records[i].Err = r.fromStream(ctx, u, deliveries[i], found)
+	}
+}
+
+// fromStream joins u from found, adding what its stream holds until its
+// rows are whole.
+func (r *Replayer) fromStream(ctx context.Context, u *events.Unjoined, d events.Delivery, found map[string][]events.Fragment) ([]events.Change, error) {
+	whole := func() bool {
+		changes, err := u.Join(found)
+		return err == nil && changes[0].RowPart == ""
+	}
+	if whole() {
+		return u.Join(found)
+	}
+	if r.Kinesis == nil || d.From == "" || d.SentAt.IsZero() {
+		changes, err := u.Join(found)
+		if err != nil {
+			err = fmt.Errorf("%w (replay reads the other fragments from the stream with a Kinesis client, knowing its ARN and the record's arrival)", err)
+		}
+		return changes, err
 	}
 	chunks := u.Chunks()
 	from, to := d.SentAt.Add(-fragmentsBefore), d.SentAt.Add(fragmentsAfter)
-	found := map[string][]events.Fragment{}
 	shards, err := r.shards(ctx, d.From)
 	for _, shard := range shards {
-		if err != nil {
+		if err != nil || whole() {
 			break
 		}
 		err = r.readShard(ctx, &kinesis.GetShardIteratorInput{StreamARN: aws.String(d.From), ShardId: shard.ShardId,
@@ -43,21 +78,21 @@ func (r *Replayer) joined(ctx context.Context, d events.Delivery, rec invalidate
 				if aws.ToTime(k.ApproximateArrivalTimestamp).After(to) {
 					return false
 				}
-				fd, _, _ := events.Decode(events.SourceKinesis, raw, nil)
-				if f, ok := events.FragmentOf(fd); ok && slices.Contains(chunks, f.Chunk) {
+				if f, ok := events.FragmentOf(raw); ok && slices.Contains(chunks, f.Chunk) {
 					found[f.Chunk] = append(found[f.Chunk], f)
 				}
 				return true
 			})
 	}
-	if err != nil {
-		rec.Err = fmt.Errorf("%w; replay could not read its fragments from %s: %w", rec.Err, d.From, err)
-		return rec
+	changes, jerr := u.Join(found)
+	switch {
+	case jerr == nil:
+		return changes, nil
+	case err != nil:
+		return nil, fmt.Errorf("%w; replay could not read its fragments from %s: %w", jerr, d.From, err)
+	default:
+		return nil, fmt.Errorf("%w (replay read the shards of %s from %s to %s)", jerr, d.From, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
-	if rec.Changes, rec.Err = u.Join(found); rec.Err != nil {
-		rec.Err = fmt.Errorf("%w (replay read every shard of %s from %s to %s)", rec.Err, d.From, from.Format(time.RFC3339), to.Format(time.RFC3339))
-	}
-	return rec
 }
 
 // shards are a Kinesis stream's shards, closed ones included: a fragment

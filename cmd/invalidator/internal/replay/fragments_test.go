@@ -15,6 +15,7 @@ import (
 
 	"github.com/invalidator-go/invalidator/events"
 	"github.com/invalidator-go/invalidator/invalidate"
+	"github.com/invalidator-go/invalidator/invalidate/cachetest"
 	"github.com/invalidator-go/invalidator/localstack/testenv"
 	"github.com/invalidator-go/invalidator/localstack/testenv/awsenv"
 	"github.com/invalidator-go/invalidator/worker"
@@ -92,5 +93,38 @@ func TestReplayJoinsAnAuroraDSQLRowFromItsStream(t *testing.T) {
 	}
 	if n, err := cache.Do(t.Context(), cache.B().Exists().Key(key).Build()).AsInt64(); err != nil || n != 0 {
 		t.Errorf("%s is still cached (%v)", key, err)
+	}
+}
+
+// TestReplayJoinsFromTheRecordsReplayedWithIt: a batch replayed whole (an
+// S3 object, a range) joins an Aurora DSQL record with the fragments among
+// its records, asking no stream; without them and without a Kinesis client
+// it fails, saying what replay would need.
+func TestReplayJoinsFromTheRecordsReplayedWithIt(t *testing.T) {
+	rules, err := invalidate.ParseRules([]byte(`{tables: {public.order_items: ["cache:order:{new.order_id}"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Replayer{Worker: quietWorker(invalidate.New(&cachetest.Cache{}, invalidate.Options{Rules: rules}), worker.Options{})}
+	row := `{"order_id": 42, "note": "` + strings.Repeat("y", 60) + `"}`
+	record := func(seq string, data any) []byte {
+		body, _ := json.Marshal(data)
+		raw, _ := json.Marshal(map[string]any{"eventSource": "aws:kinesis", "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/s",
+			"kinesis": map[string]any{"sequenceNumber": seq, "data": base64.StdEncoding.EncodeToString(body), "approximateArrivalTimestamp": 1796000000.5}})
+		return raw
+	}
+	main := record("1", map[string]any{"type": "chunked", "op": "c", "before": nil, "after": nil, "source": map[string]any{"schema": "public", "table": "order_items"},
+		"chunked": map[string]any{"after": map[string]any{"chunk_id": "x", "total_fragments": 2,
+			"crc32c": strconv.FormatUint(uint64(crc32.Checksum([]byte(row), crc32.MakeTable(crc32.Castagnoli))), 10)}}})
+	frag := func(i int, data string) []byte {
+		return record(strconv.Itoa(2+i), map[string]any{"type": "fragment", "chunk_id": "x", "index": i, "data": data})
+	}
+	records := r.decode(t.Context(), events.SourceKinesis, [][]byte{frag(1, row[30:]), main, frag(0, row[:30])})
+	if records[1].Err != nil || len(records[1].Changes) != 1 || records[1].Changes[0].NewImage["order_id"].S != "42" || records[1].Changes[0].RowPart != "" {
+		t.Fatalf("%+v: want the main record joined from its batch", records[1])
+	}
+	records = r.decode(t.Context(), events.SourceKinesis, [][]byte{main})
+	if records[0].Err == nil || !strings.Contains(records[0].Err.Error(), "with a Kinesis client") {
+		t.Fatalf("%+v: want it failed, saying replay needs a Kinesis client", records[0])
 	}
 }

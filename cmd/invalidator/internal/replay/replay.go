@@ -257,19 +257,23 @@ func (r *Replayer) event(ctx context.Context, source events.Source, payload []by
 	if err != nil {
 		return nil, fmt.Errorf("the invocation's event: %w", err)
 	}
-	records := make([]invalidate.Record, len(raws))
-	for i, raw := range raws {
-		records[i] = r.decode(ctx, source, raw)
-	}
-	return records, nil
+	return r.decode(ctx, source, raws), nil
 }
 
-// decode decodes a raw record of a Lambda event from source, as its
+// decode decodes raw records of a Lambda event from source, as its
 // function does; an Aurora DSQL record whose row came in fragments is
-// joined with the fragments its stream holds (fragments.go).
-func (r *Replayer) decode(ctx context.Context, source events.Source, raw []byte) invalidate.Record {
-	d, changes, err := events.Decode(source, raw, r.Worker.Rules().Attributes())
-	return r.joined(ctx, d, invalidate.Record{ID: d.ID, Changes: changes, Err: err})
+// joined with the fragments among them, else those its stream holds
+// (fragments.go).
+func (r *Replayer) decode(ctx context.Context, source events.Source, raws [][]byte) []invalidate.Record {
+	records, deliveries := make([]invalidate.Record, len(raws)), make([]events.Delivery, len(raws))
+	for i, raw := range raws {
+		d, changes, err := events.Decode(source, raw, r.Worker.Rules().Attributes())
+		records[i], deliveries[i] = invalidate.Record{ID: d.ID, Changes: changes, Err: err}, d
+	}
+	if source == events.SourceKinesis {
+		r.join(ctx, records, deliveries, raws)
+	}
+	return records
 }
 
 // parked decodes a parked record as its front end did: a message's body
@@ -285,7 +289,7 @@ func (r *Replayer) parked(ctx context.Context, p failurequeue.Record) ([]invalid
 	case p.Content == failurequeue.RecordWithoutImages:
 		return r.streamRecord(ctx, p.Data)
 	case p.Content == failurequeue.WholeRecord:
-		return []invalidate.Record{r.decode(ctx, p.Source, p.Data)}, nil
+		return r.decode(ctx, p.Source, [][]byte{p.Data}), nil
 	case p.Source == events.SourceSQS:
 		var sent string
 		if !p.SentAt.IsZero() {
@@ -361,7 +365,7 @@ func (r *Replayer) kinesisRange(ctx context.Context, b lambdaStreamBatch) ([]inv
 	fail := func(err error) ([]invalidate.Record, error) {
 		return nil, fmt.Errorf("reading %s shard %s from %s to %s (the stream keeps records its retention, 24 h by default): %w", b.StreamARN, b.ShardID, b.Start, b.End, err)
 	}
-	var records []invalidate.Record
+	var raws [][]byte
 	err := r.readShard(ctx, &kinesis.GetShardIteratorInput{StreamARN: aws.String(b.StreamARN), ShardId: aws.String(b.ShardID),
 		ShardIteratorType: kinesistypes.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(b.Start)},
 		func(rec kinesistypes.Record, raw []byte) bool {
@@ -369,16 +373,16 @@ func (r *Replayer) kinesisRange(ctx context.Context, b lambdaStreamBatch) ([]inv
 			if later := len(seq) > len(b.End) || len(seq) == len(b.End) && seq > b.End; later {
 				return false
 			}
-			records = append(records, r.decode(ctx, events.SourceKinesis, raw))
+			raws = append(raws, raw)
 			return true
 		})
 	if err != nil {
 		return fail(err)
 	}
-	if len(records) == 0 {
+	if len(raws) == 0 {
 		return fail(errors.New("no record left: past the stream's retention"))
 	}
-	return records, nil
+	return r.decode(ctx, events.SourceKinesis, raws), nil
 }
 
 // readShard reads a shard of a Kinesis stream from the iterator asked for,
