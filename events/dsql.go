@@ -2,8 +2,9 @@ package events
 
 import (
 	"hash/crc32"
-	"slices"
+	"maps"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/invalidator-go/invalidator/internal/jsonscan"
@@ -91,13 +92,13 @@ func (u *Unjoined) needed() (*chunkRef, string) {
 	return u.chunkAfter, "after"
 }
 
-// Join plans the record from fragments, by chunk ID: an image whose
-// fragments are all there is joined and checked against its CRC32C; of the
-// image its keys read, fragment 0 alone gives the columns it holds whole,
-// and a key that reads any other column fails, naming the part it had; an
-// image its keys do not read is left out unless whole. Otherwise the
-// record fails, saying how many of its fragments are at hand.
-func (u *Unjoined) Join(fragments map[string][]Fragment) ([]Change, error) {
+// Join plans the record from the fragments at hand, by chunk ID: an image
+// whose fragments are all there is joined and checked against its CRC32C;
+// of the image its keys read, fragment 0 alone gives the columns it holds
+// whole, and a key that reads any other column fails, naming the part it
+// had; an image its keys do not read is left out unless whole. Otherwise
+// the record fails, saying how many of its fragments are at hand.
+func (u *Unjoined) Join(fragments *Fragments) ([]Change, error) {
 	before, after := u.before, u.after
 	needed, _ := u.needed()
 	var part string
@@ -109,25 +110,19 @@ func (u *Unjoined) Join(fragments map[string][]Fragment) ([]Change, error) {
 		if side.ref == nil {
 			continue
 		}
-		pieces, seen, have := u.pieces(side.ref, fragments[side.ref.id])
+		j := fragments.image(*side.ref, side.name, u.keep)
 		switch {
-		case have == side.ref.total:
-			img, err := u.joined(side.name, side.ref, pieces)
-			if err != nil {
-				return nil, err
-			}
-			*side.image = img
+		case j.have == side.ref.total && j.err != nil, side.ref == needed && j.first && j.err != nil:
+			return nil, recordError(u.record, j.err)
+		case j.have == side.ref.total:
+			*side.image = maps.Clone(j.img)
 		case side.ref != needed:
-		case seen[0]:
-			img, n, err := leadingColumns("Aurora DSQL "+side.name+", fragment 0", pieces[0], u.keep)
-			if err != nil {
-				return nil, recordError(u.record, err)
-			}
-			*side.image = img
-			part = "the first " + strconv.Itoa(n) + " bytes of the row " + side.name + ", its fragment 0 of " + strconv.Itoa(side.ref.total) +
+		case j.first:
+			*side.image = maps.Clone(j.img)
+			part = "the first " + strconv.Itoa(j.bytes) + " bytes of the row " + side.name + ", its fragment 0 of " + strconv.Itoa(side.ref.total) +
 				" (chunk_id " + strconv.Quote(truncate([]byte(side.ref.id))) + "); the others are on other shards"
 		default:
-			return nil, recordError(u.record, invalid(u.reason()+": "+strconv.Itoa(have)+" of the "+strconv.Itoa(side.ref.total)+
+			return nil, recordError(u.record, invalid(u.reason()+": "+strconv.Itoa(j.have)+" of the "+strconv.Itoa(side.ref.total)+
 				" fragments of its row "+side.name+" (chunk_id "+strconv.Quote(truncate([]byte(side.ref.id)))+") are at hand,"+
 				" not its fragment 0: the others are on other shards, which the worker does not wait for"))
 		}
@@ -140,35 +135,111 @@ func (u *Unjoined) Join(fragments map[string][]Fragment) ([]Change, error) {
 	return []Change{c}, nil
 }
 
-// pieces are an image's fragments by index, a fragment delivered twice
-// once, which indexes came, and how many.
-func (u *Unjoined) pieces(ref *chunkRef, fragments []Fragment) (pieces [][]byte, seen []bool, have int) {
-	pieces, seen = make([][]byte, ref.total), make([]bool, ref.total)
-	for _, f := range fragments {
-		if f.Index >= 0 && f.Index < ref.total && !seen[f.Index] {
-			pieces[f.Index], seen[f.Index] = f.Data, true
-			have++
-		}
-	}
-	return pieces, seen, have
+// Fragments are the Aurora DSQL fragments at hand, by chunk ID, a fragment
+// delivered twice once. Each image is joined and decoded once, however many
+// records name it, so that a batch's work stays linear in its size. Add
+// them all, then Join from any number of goroutines; an Add after a Join
+// joins again what it adds to.
+type Fragments struct {
+	mu     sync.Mutex
+	chunks map[string]*chunk
 }
 
-// joined is an image from all its fragments, checked against its CRC32C.
-func (u *Unjoined) joined(name string, ref *chunkRef, pieces [][]byte) (Image, error) {
-	text := slices.Concat(pieces...)
-	if sum := crc32.Checksum(text, castagnoli); sum != ref.crc {
-		return nil, recordError(u.record, invalid("the "+strconv.Itoa(ref.total)+" fragments of an Aurora DSQL row "+name+
-			" (chunk_id "+strconv.Quote(truncate([]byte(ref.id)))+") join into text whose CRC32C is "+
-			strconv.FormatUint(uint64(sum), 10)+", not "+strconv.FormatUint(uint64(ref.crc), 10)))
+type chunk struct {
+	pieces map[int][]byte
+	joins  map[joinKey]*joined
+}
+
+type joinKey struct {
+	ref  chunkRef
+	name string
+}
+
+// joined is an image as its fragments at hand give it: how many of them
+// there are, whether fragment 0 is; the image, whole, or else the columns
+// fragment 0 holds whole and how many bytes they take; or why not.
+type joined struct {
+	once  sync.Once
+	have  int
+	first bool
+	img   Image
+	bytes int
+	err   error
+}
+
+// Add keeps a fragment.
+func (fs *Fragments) Add(f Fragment) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.chunks == nil {
+		fs.chunks = map[string]*chunk{}
 	}
-	img, end, err := decodeRow("Aurora DSQL "+name, text, 0, u.keep)
+	c := fs.chunks[f.Chunk]
+	if c == nil {
+		c = &chunk{pieces: map[int][]byte{}}
+		fs.chunks[f.Chunk] = c
+	}
+	if _, dup := c.pieces[f.Index]; !dup {
+		c.pieces[f.Index] = f.Data
+		c.joins = nil
+	}
+}
+
+// image is ref's image from the fragments at hand, joined once.
+func (fs *Fragments) image(ref chunkRef, name string, keep Attributes) *joined {
+	if fs == nil {
+		return &joined{}
+	}
+	fs.mu.Lock()
+	c := fs.chunks[ref.id]
+	if c == nil {
+		fs.mu.Unlock()
+		return &joined{}
+	}
+	key := joinKey{ref, name}
+	j := c.joins[key]
+	if j == nil {
+		if c.joins == nil {
+			c.joins = map[joinKey]*joined{}
+		}
+		j = &joined{}
+		c.joins[key] = j
+	}
+	pieces := c.pieces
+	fs.mu.Unlock()
+	j.once.Do(func() {
+		for i := range pieces {
+			if i < ref.total {
+				j.have++
+			}
+		}
+		_, j.first = pieces[0]
+		switch {
+		case j.have == ref.total:
+			j.img, j.err = wholeImage(name, ref, pieces, keep)
+		case j.first:
+			j.img, j.bytes, j.err = leadingColumns("Aurora DSQL "+name+", fragment 0", pieces[0], keep)
+		}
+	})
+	return j
+}
+
+// wholeImage is an image from all its fragments, checked against its CRC32C.
+func wholeImage(name string, ref chunkRef, pieces map[int][]byte, keep Attributes) (Image, error) {
+	var text []byte
+	for i := range ref.total {
+		text = append(text, pieces[i]...)
+	}
+	if sum := crc32.Checksum(text, castagnoli); sum != ref.crc {
+		return nil, invalid("the " + strconv.Itoa(ref.total) + " fragments of an Aurora DSQL row " + name +
+			" (chunk_id " + strconv.Quote(truncate([]byte(ref.id))) + ") join into text whose CRC32C is " +
+			strconv.FormatUint(uint64(sum), 10) + ", not " + strconv.FormatUint(uint64(ref.crc), 10))
+	}
+	img, end, err := decodeRow("Aurora DSQL "+name, text, 0, keep)
 	if err == nil && len(skipWS(text, end)) != 0 {
 		err = invalid("Aurora DSQL " + name + ": text after the joined row")
 	}
-	if err != nil {
-		return nil, recordError(u.record, err)
-	}
-	return img, nil
+	return img, err
 }
 
 // leadingColumns decodes the columns a row's first fragment holds whole: a

@@ -16,14 +16,14 @@ import (
 // answered; such a record fails for good, to be parked with its reason.
 func joinSplit(batch invalidate.Batch, raws [][]byte) invalidate.Batch {
 	// Read once; should reading panic, each record that needs it fails so.
-	fragments := sync.OnceValue(func() map[string][]events.Fragment {
-		byChunk := map[string][]events.Fragment{}
+	fragments := sync.OnceValue(func() *events.Fragments {
+		fs := &events.Fragments{}
 		for _, raw := range raws {
 			if f, ok := events.FragmentOf(raw); ok {
-				byChunk[f.Chunk] = append(byChunk[f.Chunk], f)
+				fs.Add(f)
 			}
 		}
-		return byChunk
+		return fs
 	})
 	decode := batch.Decode
 	batch.Decode = func(i int) (r invalidate.Record) {

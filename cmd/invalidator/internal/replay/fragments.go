@@ -26,23 +26,25 @@ const fragmentsBefore, fragmentsAfter = time.Minute, 5 * time.Minute
 // fragments (the worker parks it when its batch did not hold them): from
 // the fragments among raws, else also from those its stream holds.
 func (r *Replayer) join(ctx context.Context, records []invalidate.Record, deliveries []events.Delivery, raws [][]byte) {
-	var batch map[string][]events.Fragment
+	var batch []events.Fragment
 	for i := range records {
 		u := (*events.Unjoined)(nil)
 		if !errors.As(records[i].Err, &u) {
 			continue
 		}
 		if batch == nil {
-			batch = map[string][]events.Fragment{}
+			batch = []events.Fragment{}
 			for _, raw := range raws {
 				if f, ok := events.FragmentOf(raw); ok {
-					batch[f.Chunk] = append(batch[f.Chunk], f)
+					batch = append(batch, f)
 				}
 			}
 		}
-		found := map[string][]events.Fragment{}
-		for _, id := range u.Chunks() {
-			found[id] = slices.Clone(batch[id])
+		found := &events.Fragments{}
+		for _, f := range batch {
+			if slices.Contains(u.Chunks(), f.Chunk) {
+				found.Add(f)
+			}
 		}
 		records[i].Changes, records[i].Err = r.fromStream(ctx, u, deliveries[i], found)
 	}
@@ -50,7 +52,7 @@ func (r *Replayer) join(ctx context.Context, records []invalidate.Record, delive
 
 // fromStream joins u from found, adding what its stream holds until its
 // rows are whole.
-func (r *Replayer) fromStream(ctx context.Context, u *events.Unjoined, d events.Delivery, found map[string][]events.Fragment) ([]events.Change, error) {
+func (r *Replayer) fromStream(ctx context.Context, u *events.Unjoined, d events.Delivery, found *events.Fragments) ([]events.Change, error) {
 	whole := func() bool {
 		changes, err := u.Join(found)
 		return err == nil && changes[0].RowPart == ""
@@ -79,7 +81,7 @@ func (r *Replayer) fromStream(ctx context.Context, u *events.Unjoined, d events.
 					return false
 				}
 				if f, ok := events.FragmentOf(raw); ok && slices.Contains(chunks, f.Chunk) {
-					found[f.Chunk] = append(found[f.Chunk], f)
+					found.Add(f)
 				}
 				return true
 			})
