@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"hash/crc32"
 	"strconv"
 	"strings"
 	"testing"
@@ -395,6 +396,30 @@ var rows = []row{
 			return []fact{{key: "cache:product:" + ns + "l", kind: "string", values: []string{"v"}}, {key: "cache:product:" + ns + "w", kind: "string", values: []string{"v"}}}
 		},
 		deleted: func(ns string) []string { return []string{"cache:product:" + ns + "l", "cache:product:" + ns + "w"} },
+	},
+
+	{
+		name: "Aurora DSQL records over 9 MiB: 200 main records naming one chunk of a 900 KB row, one naming 10,000 fragments",
+		// Joined once from the batch on the Kinesis front end, whose fragments
+		// it holds; parked at once with the reason on the others, and the
+		// record whose fragments are not there; never waited for.
+		rules: strings.Replace(baseRules, "tables: {", `tables: {public.order_items: ["cache:order:{new.order_id}"], `, 1),
+		messages: func(ns string) []string {
+			row := `{"order_id":"` + ns + `","note":"` + strings.Repeat("<", 900_000) + `"}`
+			main := func(chunk string, total int, crc uint32) string {
+				return `{"type":"chunked","op":"u","before":null,"after":null,"source":{"schema":"public","table":"order_items"},` +
+					`"chunked":{"after":{"chunk_id":"` + chunk + `","total_fragments":` + strconv.Itoa(total) + `,"crc32c":"` + strconv.FormatUint(uint64(crc), 10) + `"}}}`
+			}
+			fragment := func(i int, data string) string {
+				return obj("type", str("fragment"), "chunk_id", str(ns), "index", strconv.Itoa(i), "data", str(data))
+			}
+			out := []string{fragment(1, row[40:]), fragment(0, row[:40])}
+			for range 200 {
+				out = append(out, main(ns, 2, crc32.Checksum([]byte(row), crc32.MakeTable(crc32.Castagnoli))))
+			}
+			return append(out, main(ns+"-none", 10_000, 1))
+		},
+		reason: "whose row came in fragments",
 	},
 
 	// --- Finding 4: allowedKeys derived from the parsed template ---
