@@ -236,7 +236,7 @@ func wholeImage(name string, ref chunkRef, pieces map[int][]byte, keep Attribute
 			strconv.FormatUint(uint64(sum), 10) + ", not " + strconv.FormatUint(uint64(ref.crc), 10))
 	}
 	img, end, err := decodeRow("Aurora DSQL "+name, text, 0, keep)
-	if err == nil && len(skipWS(text, end)) != 0 {
+	if err == nil && jsonscan.SkipSpace(text, end) != len(text) {
 		err = invalid("Aurora DSQL " + name + ": text after the joined row")
 	}
 	return img, err
@@ -250,8 +250,8 @@ func leadingColumns(name string, text []byte, keep Attributes) (Image, int, erro
 	whole := 0
 	_, _ = jsonscan.WalkAt(text, 0, func(_ []byte, i int) (int, error) {
 		_, end, err := jsonscan.ValueAt(text, i)
-		if rest := skipWS(text, end); err == nil && len(rest) > 0 && (rest[0] == ',' || rest[0] == '}') {
-			whole = len(text) - len(rest)
+		if next := jsonscan.SkipSpace(text, end); err == nil && next < len(text) && (text[next] == ',' || text[next] == '}') {
+			whole = next
 		}
 		return end, err
 	})
@@ -261,13 +261,6 @@ func leadingColumns(name string, text []byte, keep Attributes) (Image, int, erro
 	row := append(text[:whole:whole], '}')
 	img, _, err := decodeRow(name, row, 0, keep)
 	return img, whole, err
-}
-
-func skipWS(data []byte, i int) []byte {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return data[i:]
 }
 
 // chunkedImages reads a main record's "chunked" member.

@@ -54,7 +54,7 @@ func Valid(data []byte) bool {
 // Value returns the one JSON value in data, without the whitespace around
 // it, and its kind. Anything but whitespace after the value is an error.
 func Value(data []byte) ([]byte, Kind, error) {
-	start := skipSpace(data, 0)
+	start := SkipSpace(data, 0)
 	kind, end, err := scanValue(data, start, 0)
 	if err != nil {
 		return nil, Invalid, err
@@ -102,7 +102,7 @@ func MemberElements(data []byte, key string, fn func(value []byte, kind Kind) er
 			_, kind, _ := Value(data[i:])
 			return i, syntaxErr(i, key+" must be an array, not "+kind.String())
 		}
-		return elements(data, skipSpace(data, i+1), 1, skimValue, fn)
+		return elements(data, SkipSpace(data, i+1), 1, skimValue, fn)
 	})
 	if err == nil && !found {
 		err = ErrNoMember
@@ -135,7 +135,7 @@ func WalkAt(data []byte, i int, value func(key []byte, i int) (int, error)) (int
 	if i >= len(data) || data[i] != '{' {
 		return i, syntaxErr(i, "want an object")
 	}
-	return members(data, skipSpace(data, i+1), value)
+	return members(data, SkipSpace(data, i+1), value)
 }
 
 // members walks an object's members, the first token of which is at i, and
@@ -156,11 +156,11 @@ func members(data []byte, i int, value func(key []byte, i int) (int, error)) (in
 		if err != nil {
 			return keyEnd, err
 		}
-		i = skipSpace(data, keyEnd)
+		i = SkipSpace(data, keyEnd)
 		if i >= len(data) || data[i] != ':' {
 			return i, syntaxErr(i, "want ':' after an object key")
 		}
-		end, err := value(key, skipSpace(data, i+1))
+		end, err := value(key, SkipSpace(data, i+1))
 		if err != nil {
 			return end, err
 		}
@@ -228,7 +228,7 @@ func ElementsAt(data []byte, i int, fn func(i int) (int, error)) (int, error) {
 	if i >= len(data) || data[i] != '[' {
 		return i, syntaxErr(i, "want an array")
 	}
-	return eachElement(data, skipSpace(data, i+1), fn)
+	return eachElement(data, SkipSpace(data, i+1), fn)
 }
 
 // eachElement calls fn at each element of the array whose first token is
@@ -242,21 +242,21 @@ func eachElement(data []byte, i int, fn func(i int) (int, error)) (int, error) {
 		if err != nil {
 			return end, err
 		}
-		if i = skipSpace(data, end); i < len(data) && data[i] == ']' {
+		if i = SkipSpace(data, end); i < len(data) && data[i] == ']' {
 			return i + 1, nil
 		}
 		if i >= len(data) || data[i] != ',' {
 			return i, syntaxErr(i, "want ',' or ']'")
 		}
-		i = skipSpace(data, i+1)
+		i = SkipSpace(data, i+1)
 	}
 }
 
 // open skips to the first token inside the object or array that data must be.
 func open(data []byte, bracket byte, want Kind) (int, error) {
-	i := skipSpace(data, 0)
+	i := SkipSpace(data, 0)
 	if i < len(data) && data[i] == bracket {
-		return skipSpace(data, i+1), nil
+		return SkipSpace(data, i+1), nil
 	}
 	_, kind, err := Value(data)
 	if err != nil {
@@ -269,14 +269,14 @@ func open(data []byte, bracket byte, want Kind) (int, error) {
 // returns the start of the next one, or, negated, the index after the
 // closing bracket.
 func next(data []byte, end int, closing byte) (int, error) {
-	i := skipSpace(data, end)
+	i := SkipSpace(data, end)
 	switch {
 	case i >= len(data):
 		return 0, syntaxErr(i, "unexpected end, want ',' or '"+string(closing)+"'")
 	case data[i] == closing:
 		return -(i + 1), nil
 	case data[i] == ',':
-		return skipSpace(data, i+1), nil
+		return SkipSpace(data, i+1), nil
 	default:
 		return 0, syntaxErr(i, "want ',' or '"+string(closing)+"'")
 	}
@@ -284,7 +284,7 @@ func next(data []byte, end int, closing byte) (int, error) {
 
 // trailing checks that only whitespace follows the value ending at end.
 func trailing(data []byte, end int) error {
-	if rest := skipSpace(data, end); rest != len(data) {
+	if rest := SkipSpace(data, end); rest != len(data) {
 		return syntaxErr(rest, "data after the value")
 	}
 	return nil

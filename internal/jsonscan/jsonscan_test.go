@@ -162,7 +162,7 @@ func FuzzWalkAt(f *testing.F) {
 			_, end, err := ValueAt(data, i)
 			return end, err
 		}
-		end, err := walk(skipSpace(data, 0), 1)
+		end, err := walk(SkipSpace(data, 0), 1)
 		if got, want := err == nil && trailing(data, end) == nil, json.Valid(data); got != want {
 			t.Fatalf("walking %q: accepted %v (%v), encoding/json %v", data, got, err, want)
 		}

@@ -137,7 +137,7 @@ func scanObject(d []byte, i, depth int) (int, error) {
 	if depth > maxDepth {
 		return i, syntaxErr(i, "nested too deeply")
 	}
-	i = skipSpace(d, i+1)
+	i = SkipSpace(d, i+1)
 	if i < len(d) && d[i] == '}' {
 		return i + 1, nil
 	}
@@ -149,14 +149,14 @@ func scanObject(d []byte, i, depth int) (int, error) {
 		if err != nil {
 			return end, err
 		}
-		i = skipSpace(d, end)
+		i = SkipSpace(d, end)
 		if i >= len(d) || d[i] != ':' {
 			return i, syntaxErr(i, "want ':' after an object key")
 		}
-		if _, i, err = scanValue(d, skipSpace(d, i+1), depth); err != nil {
+		if _, i, err = scanValue(d, SkipSpace(d, i+1), depth); err != nil {
 			return i, err
 		}
-		i = skipSpace(d, i)
+		i = SkipSpace(d, i)
 		if i >= len(d) {
 			return i, syntaxErr(i, "unterminated object")
 		}
@@ -164,7 +164,7 @@ func scanObject(d []byte, i, depth int) (int, error) {
 		case '}':
 			return i + 1, nil
 		case ',':
-			i = skipSpace(d, i+1)
+			i = SkipSpace(d, i+1)
 		default:
 			return i, syntaxErr(i, "want ',' or '}' in an object")
 		}
@@ -175,7 +175,7 @@ func scanArray(d []byte, i, depth int) (int, error) {
 	if depth > maxDepth {
 		return i, syntaxErr(i, "nested too deeply")
 	}
-	i = skipSpace(d, i+1)
+	i = SkipSpace(d, i+1)
 	if i < len(d) && d[i] == ']' {
 		return i + 1, nil
 	}
@@ -184,7 +184,7 @@ func scanArray(d []byte, i, depth int) (int, error) {
 		if _, i, err = scanValue(d, i, depth); err != nil {
 			return i, err
 		}
-		i = skipSpace(d, i)
+		i = SkipSpace(d, i)
 		if i >= len(d) {
 			return i, syntaxErr(i, "unterminated array")
 		}
@@ -192,14 +192,16 @@ func scanArray(d []byte, i, depth int) (int, error) {
 		case ']':
 			return i + 1, nil
 		case ',':
-			i = skipSpace(d, i+1)
+			i = SkipSpace(d, i+1)
 		default:
 			return i, syntaxErr(i, "want ',' or ']' in an array")
 		}
 	}
 }
 
-func skipSpace(d []byte, i int) int {
+// SkipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace: a decoder reading a text cut short looks past it.
+func SkipSpace(d []byte, i int) int {
 	for i < len(d) {
 		switch d[i] {
 		case ' ', '\t', '\n', '\r':

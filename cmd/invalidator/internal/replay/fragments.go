@@ -40,9 +40,9 @@ func (r *Replayer) join(ctx context.Context, records []invalidate.Record, delive
 				}
 			}
 		}
-		found := &events.Fragments{}
+		found, chunks := &events.Fragments{}, u.Chunks()
 		for _, f := range batch {
-			if slices.Contains(u.Chunks(), f.Chunk) {
+			if slices.Contains(chunks, f.Chunk) {
 				found.Add(f)
 			}
 		}
